@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Builds the test control plane (kube-apiserver, etcd) and helm from Go modules at pinned
+# versions, into a cache outside the repo so every clone shares it. Skips whatever is built.
+#
+# Why from source: these machines have no Docker (no kind) and no download site for release
+# binaries, only the Go module proxy. This is the envtest layout: KUBEBUILDER_ASSETS, when it
+# names a folder holding kube-apiserver and etcd, is used as-is and nothing is built.
+#
+# Prints the folder holding the binaries on its last line.
+set -euo pipefail
+
+K8S_VERSION="${ARGUS_K8S_VERSION:-v1.34.4}"
+ETCD_VERSION="${ARGUS_ETCD_VERSION:-v3.6.13}"   # the etcd 3.6 line is what Kubernetes 1.34 ships with
+HELM_VERSION="${ARGUS_HELM_VERSION:-v3.19.0}"
+CACHE="${ARGUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/argus}"
+BIN="$CACHE/bin/k8s-$K8S_VERSION"
+HELM_BIN="$CACHE/bin/helm-$HELM_VERSION"
+WORK="$CACHE/build"
+
+log() { printf '[build-testbed-bins] %s\n' "$*" >&2; }
+
+if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/kube-apiserver" && -x "$KUBEBUILDER_ASSETS/etcd" ]]; then
+  log "using KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS (nothing built)"
+  BIN="$KUBEBUILDER_ASSETS"
+fi
+mkdir -p "$BIN" "$HELM_BIN" "$WORK"
+export GOFLAGS="${GOFLAGS:--buildvcs=false} -trimpath"
+
+build_etcd() {
+  local dir="$WORK/etcd-$ETCD_VERSION"
+  mkdir -p "$dir"
+  cat > "$dir/main.go" <<'GO'
+// Command etcd is etcd's own main, wrapped so it can be built from the Go module proxy.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  (cd "$dir" && rm -f go.mod go.sum && go mod init argus.local/etcd >/dev/null 2>&1 \
+     && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 && go mod tidy >/dev/null 2>&1 \
+     && go build -ldflags "-s -w" -o "$BIN/etcd" .)
+}
+
+build_kube_apiserver() {
+  local dir="$WORK/kube-apiserver-$K8S_VERSION"
+  mkdir -p "$dir"
+  local info kgomod minor
+  info=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION")
+  kgomod=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])' <<<"$info")
+  minor=$(cut -d. -f2 <<<"$K8S_VERSION")
+  # k8s.io/kubernetes replaces its staging modules with local folders; a wrapper module
+  # requires the same versions and points each staging module at its published v0.<minor>.<patch>.
+  python3 - "$kgomod" "$K8S_VERSION" > "$dir/go.mod" <<'PY'
+import re, sys
+src, version = open(sys.argv[1]).read(), sys.argv[2]
+staging_version = "v0." + version.lstrip("v").split(".", 1)[1]
+go_line = re.search(r"^go (\S+)", src, re.M).group(1)
+requires = re.findall(r"^\s*([\w./-]+) (v\S+)(?: // indirect)?$", re.search(r"require \((.*?)\n\)", src, re.S).group(1), re.M)
+blocks = re.findall(r"require \((.*?)\n\)", src, re.S)
+reqs = []
+for b in blocks:
+    reqs += re.findall(r"^\s*([\w./-]+) (v\S+)", b, re.M)
+replaces = re.findall(r"^\s*([\w./-]+) => (\S+)(?: (v\S+))?", "\n".join(re.findall(r"replace \((.*?)\n\)", src, re.S)), re.M)
+print("module argus.local/kube-apiserver\n")
+print(f"go {go_line}\n")
+print("require (")
+print(f"\tk8s.io/kubernetes {version}")
+for mod, ver in reqs:
+    print(f"\t{mod} {ver}")
+print(")\n")
+print("replace (")
+for mod, target, ver in replaces:
+    if target.startswith("./staging/"):
+        print(f"\t{mod} => {mod} {staging_version}")
+    else:
+        print(f"\t{mod} => {target} {ver}")
+print(")")
+PY
+  cat > "$dir/tools.go" <<'GO'
+//go:build tools
+
+// Package tools pins the kube-apiserver main package as a dependency of this wrapper module.
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+GO
+  local pkg=k8s.io/component-base/version
+  local cpkg=k8s.io/client-go/pkg/version
+  local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  local ld="-s -w"
+  for p in $pkg $cpkg; do
+    ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=$date"
+  done
+  (cd "$dir" && go mod tidy -e >/dev/null 2>&1 || true
+   cd "$dir" && go build -ldflags "$ld" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+}
+
+build_helm() {
+  GOBIN="$HELM_BIN" go install -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
+timed() { local name=$1; shift; local t0=$SECONDS; log "building $name"; "$@"; log "built $name in $((SECONDS - t0)) s"; }
+
+[[ -x "$BIN/etcd" ]] || timed "etcd $ETCD_VERSION" build_etcd
+[[ -x "$BIN/kube-apiserver" ]] || timed "kube-apiserver $K8S_VERSION" build_kube_apiserver
+[[ -x "$HELM_BIN/helm" ]] || timed "helm $HELM_VERSION" build_helm
+ln -sf "$HELM_BIN/helm" "$BIN/helm" 2>/dev/null || true
+echo "$BIN"
