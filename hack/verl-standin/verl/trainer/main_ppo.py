@@ -1,0 +1,104 @@
+"""verl STAND-IN for ``python3 -m verl.trainer.main_ppo`` (PPO and GRPO).
+
+This is a TEST AND DEMO DOUBLE of the training workload, not of the system under test (the
+argus operator): real verl needs GPUs. It parses verl's Hydra-style overrides, loads
+``custom_reward_function.path`` exactly as verl does (same messages), reads up to 4 rows of
+``data.train_files``, scores fake responses with the reward function and prints verl-style
+progress: ``Total training steps: N``, ``step:<n> - critic/score/mean:<x> - actor/lr:1e-06 -
+timing_s/step:<x>`` and ``Final validation metrics: {...}``. No model, no training, no ray
+import. See ``verl/trainer/_standin.py`` for the environment knobs.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from verl.trainer import _standin as s
+
+# The declared (default) config the stand-in knows. ``custom_reward_function`` and
+# ``ray_kwargs`` are closed like Hydra's struct mode: undeclared keys in them need ``+``
+# (e.g. ``+custom_reward_function.reward_kwargs.alpha=0.2``, ``+ray_kwargs.ray_init.address=auto``).
+DEFAULTS: dict = {
+    "data": {"train_files": None, "val_files": None, "prompt_key": "prompt"},
+    "custom_reward_function": {"path": None, "name": "compute_score"},
+    "ray_kwargs": {"ray_init": {"num_cpus": None, "timeline_json_file": None}},
+    "trainer": {
+        "total_epochs": 1,
+        "total_training_steps": None,
+        "save_freq": -1,
+        "default_local_dir": None,
+    },
+}
+CLOSED = {"custom_reward_function", "ray_kwargs"}
+
+
+def _task(config: s.Config, knobs: s.Knobs) -> int:
+    s.say("verl stand-in main_ppo (TEST AND DEMO DOUBLE of the training workload; no GPU, no training)")
+    address = config.get("ray_kwargs.ray_init.address")
+    if address is not None:
+        s.say(f"ray_init address={address}")
+    if knobs.instant:
+        s.say("Total training steps: 0")
+        code = s.startup_done(knobs)
+        return code if code is not None else 0
+
+    custom = s.get_custom_reward_fn(config)
+    if custom is not None:
+        reward_fn, reward_name = custom, custom.standin_name  # type: ignore[attr-defined]
+    else:
+        reward_fn, reward_name = s.default_compute_score, "default_compute_score"
+
+    train_paths = s.as_paths(config.get("data.train_files"))
+    if not train_paths:
+        raise s.known(ValueError("data.train_files is not set"))
+    prompt_key = str(config.get("data.prompt_key") or "prompt")
+    train_rows = s.to_rl_rows(s.read_rows(train_paths, "data.train_files"), prompt_key, "data.train_files")
+    val_paths = s.check_val_files(config)
+    val_rows = (
+        s.to_rl_rows(s.read_rows(val_paths, "data.val_files"), prompt_key, "data.val_files")
+        if val_paths
+        else train_rows
+    )
+
+    total = s.total_steps(config, len(train_rows))
+    s.say(f"Total training steps: {total}")
+    code = s.startup_done(knobs)
+    if code is not None:
+        return code
+
+    def val_metrics(correct_fraction: float) -> dict:
+        n_correct = round(len(val_rows) * correct_fraction)
+        scores = s.score_rows(reward_fn, reward_name, val_rows, n_correct)
+        by_source: dict = {}
+        for row, score in zip(val_rows, scores):
+            by_source.setdefault(str(row.data_source), []).append(score)
+        return {f"val-core/{src}/reward/mean@1": sum(v) / len(v) for src, v in by_source.items()}
+
+    if val_paths:
+        s.say(f"Initial validation metrics: {val_metrics(0.0)}")
+
+    for step in range(1, total + 1):
+        t0 = time.monotonic()
+        s.timed_sleep(knobs.step_seconds)
+        # A fake learning curve: the share of correct fake responses grows with the step.
+        n_correct = round(len(train_rows) * step / total)
+        scores = s.score_rows(reward_fn, reward_name, train_rows, n_correct)
+        metrics = {
+            "critic/score/mean": sum(scores) / len(scores),
+            "actor/lr": 1e-06,
+            "timing_s/step": round(time.monotonic() - t0, 3),
+        }
+        s.say(s.step_line(step, metrics))
+        s.maybe_checkpoint(config, step, total, metrics)
+
+    s.say(f"Final validation metrics: {val_metrics(1.0)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return s.run_entry(sys.argv[1:] if argv is None else argv, DEFAULTS, CLOSED, _task)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

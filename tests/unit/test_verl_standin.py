@@ -1,0 +1,333 @@
+"""Tests of the verl stand-in (hack/verl-standin), the test and demo double of the training
+workload that runs where real verl (which needs GPUs) cannot.
+
+They start the stand-in as a subprocess; each run takes well under a second."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = REPO / "hack" / "verl-standin"
+TORCHRUN = STANDIN / "bin" / "torchrun"
+STEP_RE = re.compile(r"^step:(\d+) - critic/score/mean:([0-9.]+) - actor/lr:1e-06 - timing_s/step:[0-9.e-]+$", re.M)
+
+REWARD_PY = '''
+import json, os
+CALLS = os.environ.get("REWARD_CALLS_FILE")
+
+def _log(record):
+    if CALLS:
+        with open(CALLS, "a") as fh:
+            fh.write(json.dumps(record) + "\\n")
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    _log({"fn": "compute_score", "data_source": data_source, "solution_str": solution_str,
+          "ground_truth": ground_truth, "extra_info": extra_info, "kwargs": kwargs})
+    correct = solution_str.rsplit("####", 1)[-1].strip() == str(ground_truth)
+    return {"score": kwargs.get("alpha", 1.0) if correct else 0.0, "acc": correct}
+
+def length_reward(data_source, solution_str, ground_truth, extra_info=None):
+    _log({"fn": "length_reward"})
+    return 0.25
+'''
+
+ROWS = [
+    {
+        "data_source": "openai/gsm8k",
+        "prompt": [{"role": "user", "content": "What is 2+2? Answer after ####."}],
+        "reward_model": {"style": "rule", "ground_truth": "4"},
+        "extra_info": {"index": 0, "split": "train"},
+    },
+    {
+        "data_source": "openai/gsm8k",
+        "prompt": "What is 3*3?",
+        "reward_model": {"style": "rule", "ground_truth": "9"},
+        "extra_info": {"index": 1, "split": "train"},
+    },
+]
+
+
+def run(args: list[str], cwd: Path, env: dict | None = None, exe: list[str] | None = None, pythonpath: str | None = None):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("VERL_STANDIN_")}
+    full_env["PYTHONPATH"] = pythonpath if pythonpath is not None else str(STANDIN)
+    full_env.update(env or {})
+    cmd = (exe or [sys.executable, "-m", "verl.trainer.main_ppo"]) + args
+    return subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "reward.py").write_text(REWARD_PY)
+    with open(tmp_path / "train.jsonl", "w") as fh:
+        for row in ROWS:
+            fh.write(json.dumps(row) + "\n")
+    return tmp_path
+
+
+def calls(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_custom_reward_jsonl_progress_and_checkpoints(work: Path) -> None:
+    log = work / "calls.jsonl"
+    ckpt = work / "ckpt"
+    r = run(
+        [
+            "data.train_files=[train.jsonl]",
+            "data.val_files=train.jsonl",
+            "custom_reward_function.path=reward.py",
+            "trainer.total_epochs=2",
+            "trainer.save_freq=2",
+            f"trainer.default_local_dir={ckpt}",
+            "algorithm.adv_estimator=grpo",
+            "actor_rollout_ref.rollout.n=4",
+        ],
+        work,
+        env={"REWARD_CALLS_FILE": str(log)},
+    )
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "using customized reward function 'compute_score' from 'reward.py'" in out
+    assert "Total training steps: 4" in out
+    steps = STEP_RE.findall(out)
+    assert [int(n) for n, _ in steps] == [1, 2, 3, 4]
+    assert float(steps[-1][1]) == 1.0  # the fake learning curve ends with all answers right
+    assert "Initial validation metrics: {" in out
+    assert "Final validation metrics: {'val-core/openai/gsm8k/reward/mean@1': 1.0}" in out
+    assert out.index("Total training steps") < out.index("step:1 ") < out.index("Final validation")
+    assert sorted(p.name for p in ckpt.iterdir()) == ["global_step_2", "global_step_4", "latest_checkpointed_iteration.txt"]
+    assert any((ckpt / "global_step_2").iterdir())
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "4"
+    recorded = calls(log)
+    assert recorded and all(c["fn"] == "compute_score" for c in recorded)
+    first = recorded[0]
+    assert first["data_source"] == "openai/gsm8k"
+    assert first["ground_truth"] == "4"
+    assert first["extra_info"] == {"index": 0, "split": "train"}
+    assert "2+2" in first["solution_str"]
+    assert first["kwargs"] == {}
+
+
+def test_parquet_and_named_function(work: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [
+        {**row, "prompt": [{"role": "user", "content": f"What is {i}+{i}?"}], "reward_model": {"ground_truth": str(2 * i)}}
+        for i, row in enumerate(ROWS * 3)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), work / "train.parquet")
+    log = work / "calls.jsonl"
+    r = run(
+        [
+            "data.train_files=[train.parquet,'train.jsonl']",
+            "custom_reward_function.path=reward.py",
+            "custom_reward_function.name=length_reward",
+        ],
+        work,
+        env={"REWARD_CALLS_FILE": str(log)},
+    )
+    assert r.returncode == 0, r.stderr
+    assert "using customized reward function 'length_reward' from 'reward.py'" in r.stdout
+    assert "Total training steps: 4" in r.stdout  # at most 4 rows are read
+    steps = STEP_RE.findall(r.stdout)
+    assert len(steps) == 4 and all(float(score) == 0.25 for _, score in steps)
+    assert {c["fn"] for c in calls(log)} == {"length_reward"}
+
+    r = run(["data.train_files=train.parquet", "custom_reward_function.path=reward.py"], work,
+            env={"REWARD_CALLS_FILE": str(log)})
+    assert r.returncode == 0, r.stderr
+    first = [c for c in calls(log) if c["fn"] == "compute_score"][0]
+    assert first["ground_truth"] == "0" and "What is 0+0?" in first["solution_str"]
+    assert first["extra_info"] == {"index": 0, "split": "train"}
+
+
+def test_reward_kwargs_need_plus(work: Path) -> None:
+    r = run(
+        ["data.train_files=train.jsonl", "custom_reward_function.path=reward.py", "custom_reward_function.reward_kwargs.alpha=0.2"],
+        work,
+    )
+    assert r.returncode == 1
+    assert (
+        "Could not override 'custom_reward_function.reward_kwargs.alpha'.\n"
+        "To append to your config use +custom_reward_function.reward_kwargs.alpha=0.2\n"
+        "Key 'reward_kwargs' is not in struct"
+    ) in r.stderr
+    assert "Total training steps" not in r.stdout
+
+
+def test_reward_kwargs_with_plus_are_passed(work: Path) -> None:
+    log = work / "calls.jsonl"
+    r = run(
+        [
+            "data.train_files=train.jsonl",
+            "custom_reward_function.path=reward.py",
+            "+custom_reward_function.reward_kwargs.alpha=0.2",
+            "++custom_reward_function.reward_kwargs.mode='strict'",
+            "trainer.total_training_steps=3",
+        ],
+        work,
+        env={"REWARD_CALLS_FILE": str(log)},
+    )
+    assert r.returncode == 0, r.stderr
+    assert STEP_RE.findall(r.stdout)[-1][1] == "0.200"
+    assert all(c["kwargs"] == {"alpha": 0.2, "mode": "strict"} for c in calls(log))
+
+
+def test_missing_reward_file(work: Path) -> None:
+    r = run(["data.train_files=train.jsonl", "custom_reward_function.path=nope.py"], work)
+    assert r.returncode == 1
+    assert "FileNotFoundError: Reward function file 'nope.py' not found." in r.stderr
+
+
+def test_missing_reward_function(work: Path) -> None:
+    r = run(
+        ["data.train_files=train.jsonl", "custom_reward_function.path=reward.py", "custom_reward_function.name=nope"],
+        work,
+    )
+    assert r.returncode == 1
+    assert "Reward function 'nope' not found in 'reward.py'." in r.stderr
+
+
+def test_reward_module_import_error(work: Path) -> None:
+    (work / "broken.py").write_text("import not_a_module_anywhere_xyz\n")
+    r = run(["data.train_files=train.jsonl", "custom_reward_function.path=broken.py"], work)
+    assert r.returncode == 1
+    assert "Error loading module from 'broken.py': No module named 'not_a_module_anywhere_xyz'" in r.stderr
+
+
+def test_builtin_reward_without_custom_function(work: Path) -> None:
+    r = run(["data.train_files=train.jsonl"], work)
+    assert r.returncode == 0, r.stderr
+    assert "using customized reward function" not in r.stdout
+    scores = [float(s) for _, s in STEP_RE.findall(r.stdout)]
+    assert len(scores) == 3 and scores[-1] == 1.0
+
+
+def test_missing_train_and_val_files(work: Path) -> None:
+    r = run(["data.train_files=[train.jsonl,missing.parquet]"], work)
+    assert r.returncode == 1
+    assert "missing.parquet' not found" in r.stderr
+    r = run(["data.train_files=train.jsonl", "data.val_files=nope.parquet"], work)
+    assert r.returncode == 1
+    assert "data.val_files" in r.stderr and "nope.parquet' not found" in r.stderr
+    r = run([], work)
+    assert r.returncode == 1
+    assert "data.train_files is not set" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "arg, message",
+    [
+        ("foo", "Error parsing override 'foo'"),
+        ("--instant", "unrecognized arguments: --instant"),
+        ("data.train_files=a.jsonl,b.jsonl", "Ambiguous value for argument"),
+        ("+custom_reward_function.path=reward.py", "Could not append to config. An item is already at 'custom_reward_function.path'."),
+        ("ray_kwargs.ray_init.address=auto", "Key 'address' is not in struct"),
+    ],
+)
+def test_bad_arguments_exit_1(work: Path, arg: str, message: str) -> None:
+    r = run(["data.train_files=train.jsonl", arg], work)
+    assert r.returncode == 1
+    assert message in r.stderr
+    assert "Total training steps" not in r.stdout
+
+
+def test_ray_init_address(work: Path) -> None:
+    r = run(["data.train_files=train.jsonl", "+ray_kwargs.ray_init.address=auto"], work)
+    assert r.returncode == 0, r.stderr
+    assert "ray_init address=auto" in r.stdout
+
+
+def test_exit_code_knob(work: Path) -> None:
+    r = run(["data.train_files=train.jsonl"], work, env={"VERL_STANDIN_EXIT_CODE": "7"})
+    assert r.returncode == 7
+    assert "Total training steps: 3" in r.stdout
+    assert "VERL_STANDIN_EXIT_CODE" in r.stderr
+    assert not STEP_RE.findall(r.stdout)
+
+
+def test_instant_mode_reads_nothing(work: Path) -> None:
+    r = run(["data.train_files=does-not-exist.parquet"], work, env={"VERL_STANDIN_INSTANT": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "Total training steps: 0" in r.stdout
+    assert "step:" not in r.stdout
+
+
+def test_step_seconds_knob(work: Path) -> None:
+    r = run(["data.train_files=train.jsonl"], work, env={"VERL_STANDIN_STEP_SECONDS": "0.05"})
+    assert r.returncode == 0, r.stderr
+    timings = [float(t) for t in re.findall(r"timing_s/step:([0-9.]+)", r.stdout)]
+    assert len(timings) == 3 and all(t >= 0.05 for t in timings)
+    r = run(["data.train_files=train.jsonl"], work, env={"VERL_STANDIN_STEP_SECONDS": "soon"})
+    assert r.returncode == 1
+
+
+def test_jsonl_works_without_pyarrow(work: Path) -> None:
+    blocker = work / "blocker" / "pyarrow"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('pyarrow blocked for this test')\n")
+    path = os.pathsep.join([str(work / "blocker"), str(STANDIN)])
+    r = run(["data.train_files=train.jsonl"], work, pythonpath=path)
+    assert r.returncode == 0, r.stderr
+    (work / "x.parquet").write_bytes(b"PAR1")
+    r = run(["data.train_files=x.parquet"], work, pythonpath=path)
+    assert r.returncode == 1
+    assert "needs pyarrow" in r.stderr
+
+
+def test_sft_through_torchrun_standin(work: Path) -> None:
+    (work / "sft.jsonl").write_text(json.dumps({"question": "2+2?", "answer": "4"}) + "\n")
+    ckpt = work / "sft-ckpt"
+    exe = [sys.executable, str(TORCHRUN), "--standalone", "--nnodes=1", "--nproc_per_node=2",
+           "--master_port", "29501", "-m", "verl.trainer.fsdp_sft_trainer"]
+    r = run(
+        [
+            "data.train_files=sft.jsonl",
+            "model.partial_pretrain=Qwen/Qwen2.5-0.5B-Instruct",
+            "trainer.save_freq=1",
+            f"trainer.default_local_dir={ckpt}",
+        ],
+        work,
+        exe=exe,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "model.partial_pretrain: Qwen/Qwen2.5-0.5B-Instruct" in r.stdout
+    assert "Total training steps: 3" in r.stdout
+    assert len(re.findall(r"^step:\d+ - train/loss:[0-9.]+ - ", r.stdout, re.M)) == 3
+    assert "Final validation metrics: {" in r.stdout
+    assert (ckpt / "global_step_3").is_dir()
+
+    # The module's exit code comes back through the torchrun stand-in.
+    r = run(["data.train_files=sft.jsonl"], work, exe=exe)
+    assert r.returncode == 1
+    assert "model.partial_pretrain is not set" in r.stderr
+    r = run(["data.train_files=sft.jsonl", "model.partial_pretrain=m"], work, exe=exe, env={"VERL_STANDIN_EXIT_CODE": "5"})
+    assert r.returncode == 5
+
+
+def test_torchrun_standin_flags(work: Path) -> None:
+    script = work / "hello.py"
+    script.write_text("import os, sys\nprint('args', sys.argv[1:], os.environ['WORLD_SIZE'])\nsys.exit(4)\n")
+    r = subprocess.run(
+        [sys.executable, str(TORCHRUN), "--nnodes", "1", "--nproc-per-node", "8", "--node_rank=0",
+         "--master_addr", "10.0.0.1", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1", str(script), "a=1", "--x"],
+        cwd=work, capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 4
+    assert "args ['a=1', '--x'] 1" in r.stdout
+    r = subprocess.run([sys.executable, str(TORCHRUN), "--bogus", "-m", "x"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "unrecognized argument --bogus" in r.stderr
+    assert os.access(TORCHRUN, os.X_OK)
+    assert TORCHRUN.read_text().startswith("#!/usr/bin/env python3\n")
