@@ -1,0 +1,205 @@
+"""The ``argus`` command line (also ``kubectl argus`` as a kubectl plugin).
+
+Offline commands (validate, render, convert, crd) call the pure core only. Exit codes:
+0 all valid, 1 a task is invalid, 2 a usage error (unreadable file, not YAML, bad flag).
+User mistakes are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import yaml
+
+from .core.config import DEFAULT_ENTRYPOINT_ALLOWLIST, DEFAULT_ENTRYPOINT_SHELL, DEFAULT_ROOT, DEFAULT_WORKER_RESOURCE, PlatformConfig
+from .core.convert import ConversionError, convert_taskspec
+from .core.crd import argustask_crd
+from .core.plan import validate_task
+from .core.user import InvalidUserId, check_user_id
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A mistake in how the command was called: exit 2 with one line."""
+
+
+def add_platform_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags shared with the operator, each with an ARGUS_* environment default."""
+    env = os.environ.get
+    parser.add_argument("--root", default=env("ARGUS_ROOT", DEFAULT_ROOT), help="paths root (default /private, env ARGUS_ROOT)")
+    parser.add_argument("--worker-resource", default=env("ARGUS_WORKER_RESOURCE", DEFAULT_WORKER_RESOURCE), help="Ray resource that marks worker nodes (env ARGUS_WORKER_RESOURCE)")
+    parser.add_argument("--verl-code-path", default=env("ARGUS_VERL_CODE_PATH"), help="verl code snapshot put on PYTHONPATH (default <root>/common/code/verl/verl_repo)")
+    parser.add_argument("--entrypoint-shell", default=env("ARGUS_ENTRYPOINT_SHELL", DEFAULT_ENTRYPOINT_SHELL), help="shell that runs the command (default 'bash -lc')")
+    allow_env = env("ARGUS_ENTRYPOINT_ALLOWLIST")
+    parser.add_argument(
+        "--allow-entrypoint", action="append", dest="allowlist",
+        default=[e.strip() for e in allow_env.split(",") if e.strip()] if allow_env else None,
+        help=f"allowed entrypoint '<program> -m <module glob>', repeatable (default {', '.join(DEFAULT_ENTRYPOINT_ALLOWLIST)}; env ARGUS_ENTRYPOINT_ALLOWLIST, comma-separated)",
+    )
+
+
+def platform_config(args: argparse.Namespace) -> PlatformConfig:
+    try:
+        return PlatformConfig.from_allowlist(
+            args.allowlist, root=args.root, worker_resource=args.worker_resource,
+            verl_code_path=args.verl_code_path, entrypoint_shell=args.entrypoint_shell,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _read_documents(path: str) -> list[Any]:
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"cannot read {path}: not UTF-8 text") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise UsageError(f"{path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    if not docs:
+        raise UsageError(f"{path} holds no YAML documents")
+    return docs
+
+
+def _user(args: argparse.Namespace) -> str:
+    user = args.user if args.user is not None else os.environ.get("ARGUS_USER") or getpass.getuser()
+    try:
+        return check_user_id(user)
+    except InvalidUserId as exc:
+        raise UsageError(f"--user: {exc}") from None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    config, user = platform_config(args), _user(args)
+    docs = _read_documents(args.filename)
+    verdicts = [validate_task(doc, user, config) for doc in docs]
+    if args.output == "json":
+        out = [{"name": v.name, "valid": v.valid, "errors": v.error_lines(), "warnings": v.warning_lines(),
+                "expandedCommand": v.expanded_command} for v in verdicts]
+        print(json.dumps(out, indent=2))
+    else:
+        for i, v in enumerate(verdicts):
+            label = v.name or f"document {i + 1}"
+            print(f"{label}: {'valid' if v.valid else 'INVALID'}")
+            for line in v.error_lines():
+                print(f"  error: {line}")
+            for line in v.warning_lines():
+                print(f"  warning: {line}")
+    return EXIT_OK if all(v.valid for v in verdicts) else EXIT_INVALID
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    config, user = platform_config(args), _user(args)
+    plans, invalid = [], False
+    for doc in _read_documents(args.filename):
+        v = validate_task(doc, user, config)
+        if not v.valid:
+            invalid = True
+            for line in v.error_lines():
+                print(f"{v.name or 'document'}: error: {line}", file=sys.stderr)
+            continue
+        assert v.plan is not None
+        plans.append({"name": v.name, **v.plan.model_dump(mode="json")})
+    yaml.safe_dump_all(plans, sys.stdout, sort_keys=False, default_flow_style=False, width=1000)
+    return EXIT_INVALID if invalid else EXIT_OK
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    docs = _read_documents(args.filename)
+    if len(docs) != 1:
+        raise UsageError(f"{args.filename}: expected one v3.x TaskSpec, found {len(docs)} documents")
+    try:
+        manifest = convert_taskspec(docs[0], namespace=args.namespace, name=args.name)
+    except ConversionError as exc:
+        for p in exc.problems:
+            print(f"error: {p}", file=sys.stderr)
+        return EXIT_INVALID
+    yaml.safe_dump(manifest, sys.stdout, sort_keys=False, width=1000)
+    return EXIT_OK
+
+
+def cmd_crd(args: argparse.Namespace) -> int:
+    sys.stdout.write(crd_yaml())
+    return EXIT_OK
+
+
+def crd_yaml() -> str:
+    header = "# Generated from the pydantic models in operator/argus/core/spec.py by `argus crd`\n# (hack/update-crds.sh). Do not edit by hand.\n"
+    return header + yaml.safe_dump(argustask_crd(), sort_keys=False, width=120)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="argus", description="Argus: verl training tasks on the shared Ray cluster, as Kubernetes objects.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("validate", help="check ArgusTask manifests offline, as the operator would")
+    p.add_argument("-f", "--filename", required=True, help="file with one or more ArgusTask documents, or - for stdin")
+    p.add_argument("--user", help="user id the task runs as (in the cluster: the namespace label argus.io/user; default $ARGUS_USER or your login)")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    add_platform_flags(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("render", help="print the resolved submission plan (entrypoint, resources, runtime env, metadata)")
+    p.add_argument("-f", "--filename", required=True)
+    p.add_argument("--user", required=True)
+    add_platform_flags(p)
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("convert", help="turn a v3.x TaskSpec file into an ArgusTask manifest")
+    p.add_argument("-f", "--filename", required=True)
+    p.add_argument("--namespace", required=True)
+    p.add_argument("--name", required=True)
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("crd", help="print the ArgusTask CRD")
+    p.set_defaults(func=cmd_crd)
+
+    for register in EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+# Commands that talk to a cluster register here (argus.controller.cli_commands), so the
+# offline commands above load nothing but the core.
+EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        from .clusterctl import register_cluster_commands  # noqa: PLC0415
+        if register_cluster_commands not in EXTRA_COMMANDS:
+            EXTRA_COMMANDS.append(register_cluster_commands)
+    except ImportError:
+        pass
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"argus {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Platform settings the pure core needs: where the data lives, which entrypoints may run,
+which Ray resource marks a worker. The operator fills this from flags and environment;
+the CLI from its own flags; tests from a temp dir.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from dataclasses import dataclass, field
+
+DEFAULT_ROOT = "/private"
+DEFAULT_WORKER_RESOURCE = "worker_node"
+DEFAULT_ENTRYPOINT_SHELL = "bash -lc"
+# Each entry: "<program> -m <module glob>". Options between program and -m are allowed
+# (python3 -u, torchrun --nnodes=1 ...).
+DEFAULT_ENTRYPOINT_ALLOWLIST = (
+    "python3 -m verl.trainer.*",
+    "torchrun -m verl.trainer.*",
+)
+
+
+@dataclass(frozen=True)
+class Entrypoint:
+    """One allowlist entry: a program and the module glob it may run with ``-m``."""
+
+    program: str
+    module_glob: str
+
+    @classmethod
+    def parse(cls, text: str) -> "Entrypoint":
+        words = text.split()
+        if len(words) != 3 or words[1] != "-m":
+            raise ValueError(f"entrypoint allowlist entry {text!r} must look like '<program> -m <module glob>'")
+        return cls(program=words[0], module_glob=words[2])
+
+    def allows(self, program: str, module: str) -> bool:
+        return posixpath.basename(program) == self.program and fnmatch.fnmatchcase(module, self.module_glob)
+
+    def __str__(self) -> str:
+        return f"{self.program} -m {self.module_glob}"
+
+
+@dataclass(frozen=True)
+class PlatformConfig:
+    root: str = DEFAULT_ROOT
+    worker_resource: str = DEFAULT_WORKER_RESOURCE
+    verl_code_path: str | None = None  # default: <root>/common/code/verl/verl_repo
+    entrypoint_shell: str = DEFAULT_ENTRYPOINT_SHELL
+    entrypoints: tuple[Entrypoint, ...] = field(
+        default_factory=lambda: tuple(Entrypoint.parse(e) for e in DEFAULT_ENTRYPOINT_ALLOWLIST)
+    )
+
+    def __post_init__(self) -> None:
+        if not posixpath.isabs(self.root):
+            raise ValueError(f"paths root {self.root!r} must be an absolute path")
+        object.__setattr__(self, "root", posixpath.normpath(self.root))
+
+    @classmethod
+    def from_allowlist(cls, allowlist: list[str] | tuple[str, ...] | None = None, **kwargs: object) -> "PlatformConfig":
+        entries = tuple(Entrypoint.parse(e) for e in (allowlist or DEFAULT_ENTRYPOINT_ALLOWLIST))
+        return cls(entrypoints=entries, **kwargs)  # type: ignore[arg-type]
+
+    # The layout of the shared file system, derived from the root.
+    def users_root(self) -> str:
+        return posixpath.join(self.root, "users")
+
+    def home(self, user: str) -> str:
+        return posixpath.join(self.root, "users", user)
+
+    def shared(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def verl_code(self) -> str:
+        return self.verl_code_path or posixpath.join(self.root, "common", "code", "verl", "verl_repo")

@@ -1,0 +1,158 @@
+"""The ArgusTask CustomResourceDefinition, generated from the pydantic models (as
+controller-gen does from Go types), so the schema kubectl and the API server enforce can
+never drift from what the operator parses. ``hack/update-crds.sh`` writes it to crds/ and
+the chart; a test fails when the committed files are stale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .spec import (
+    API_VERSION, BASIC_FIELDS, CATEGORIES, GROUP, KIND, PLURAL, REQUIRED_BASIC_FIELDS,
+    SHORT_NAMES, SINGULAR, VERSION, ArgusTaskSpec, ArgusTaskStatus,
+)
+
+IMMUTABLE_HINT = "an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true); create a new task with a new name instead"
+
+
+def _openapi(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Turn one pydantic JSON-schema node into a structural OpenAPI v3 node."""
+    description = schema.get("description")
+    if "$ref" in schema:
+        node = _openapi(defs[schema["$ref"].split("/")[-1]], defs)
+    elif "allOf" in schema and len(schema["allOf"]) == 1:
+        node = _openapi(schema["allOf"][0], defs)
+    elif "anyOf" in schema:
+        # Optional[X] is X that may be left out; structural schemas have no null type.
+        options = [o for o in schema["anyOf"] if o.get("type") != "null"]
+        if len(options) != 1:
+            raise ValueError(f"cannot express a union in a structural schema: {schema}")
+        node = _openapi(options[0], defs)
+    else:
+        node = {}
+        kind = schema.get("type")
+        if kind == "object":
+            node["type"] = "object"
+            props = schema.get("properties", {})
+            node["properties"] = {name: _openapi(sub, defs) for name, sub in props.items()}
+            if schema.get("required"):
+                node["required"] = list(schema["required"])
+        elif kind == "array":
+            node["type"] = "array"
+            node["items"] = _openapi(schema["items"], defs)
+        elif kind in ("string", "integer", "number", "boolean"):
+            node["type"] = kind
+        elif "enum" in schema:
+            node["type"] = "string"
+        else:
+            raise ValueError(f"unsupported schema node: {schema}")
+        for key in ("enum", "pattern", "minLength", "maxLength", "minimum", "maximum", "format"):
+            if key in schema:
+                node[key] = schema[key]
+        for key, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            if key in schema:  # JSON Schema's number form -> OpenAPI 3.0's boolean form
+                node[bound] = schema[key]
+                node[key] = True
+    if "default" in schema and schema["default"] is not None:
+        node["default"] = schema["default"]
+    if description:
+        node["description"] = " ".join(description.split())
+    return node
+
+
+def _model_schema(model: type) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, mode="validation")  # type: ignore[attr-defined]
+    return _openapi(raw, raw.get("$defs", {}))
+
+
+def _immutability_rules(spec_schema: dict[str, Any]) -> list[dict[str, str]]:
+    rules = []
+    required = set(spec_schema.get("required", []))
+    for field in spec_schema["properties"]:
+        if field == "cancel":
+            continue
+        always_there = field in required or "default" in spec_schema["properties"][field]
+        rule = (f"self.{field} == oldSelf.{field}" if always_there else
+                f"has(self.{field}) == has(oldSelf.{field}) && (!has(self.{field}) || self.{field} == oldSelf.{field})")
+        rules.append({"rule": rule, "message": f"spec.{field} is immutable: {IMMUTABLE_HINT}"})
+    rules.append({
+        "rule": "!oldSelf.cancel || self.cancel",
+        "message": "spec.cancel cannot go back from true to false: a cancelled task stays cancelled",
+    })
+    return rules
+
+
+def _consistency_rules() -> list[dict[str, str]]:
+    basic_present = " || ".join(f"has(self.{f})" for f in BASIC_FIELDS)
+    basic_required = " && ".join(f"has(self.{f})" for f in REQUIRED_BASIC_FIELDS)
+    return [
+        {"rule": "self.kind != 'advanced' || has(self.command)", "message": "spec.command is required when spec.kind is advanced"},
+        {"rule": "self.kind != 'basic' || !has(self.command)", "message": "spec.command is only allowed when spec.kind is advanced (a basic spec builds the command from its template fields)"},
+        {"rule": f"self.kind != 'advanced' || !({basic_present})", "message": f"basic-spec fields ({', '.join(BASIC_FIELDS)}) are not allowed when spec.kind is advanced"},
+        {"rule": f"self.kind != 'basic' || ({basic_required})", "message": f"a basic spec needs {', '.join('spec.' + f for f in REQUIRED_BASIC_FIELDS)}"},
+    ]
+
+
+def argustask_crd() -> dict[str, Any]:
+    spec = _model_schema(ArgusTaskSpec)
+    spec["description"] = "What to train. Immutable after creation, except spec.cancel (false -> true)."
+    spec["x-kubernetes-validations"] = _consistency_rules() + _immutability_rules(spec)
+    status = _model_schema(ArgusTaskStatus)
+    status["description"] = "Written by the Argus operator only."
+    conditions = status["properties"]["conditions"]
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    status["properties"]["warnings"]["x-kubernetes-list-type"] = "atomic"
+    # kopf keeps its handler progress here unless told otherwise; give it room so the API
+    # server does not prune it.
+    status["properties"]["kopf"] = {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "description": "Bookkeeping of the kopf framework the operator is built on.",
+    }
+    schema = {
+        "type": "object",
+        "description": f"{KIND} is one verl training run (PPO, GRPO or SFT) that Argus queues and runs on the shared Ray cluster.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "APIVersion of this object: argus.io/v1alpha1."},
+            "kind": {"type": "string", "description": "Kind of this object: ArgusTask."},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+    columns = [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Workload", "type": "string", "jsonPath": ".spec.workload"},
+        {"name": "Kind", "type": "string", "jsonPath": ".spec.kind"},
+        {"name": "Nodes", "type": "integer", "jsonPath": ".spec.nnodes"},
+        {"name": "GPUs/node", "type": "integer", "jsonPath": ".spec.nGpusPerNode"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "User", "type": "string", "jsonPath": ".status.user", "priority": 1},
+        {"name": "Ray job", "type": "string", "jsonPath": ".status.rayJob.submissionId", "priority": 1},
+        {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
+    ]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": SINGULAR,
+                      "shortNames": SHORT_NAMES, "categories": CATEGORIES},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": VERSION,
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": schema},
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": columns,
+            }],
+        },
+    }
+
+
+assert API_VERSION == f"{GROUP}/{VERSION}"

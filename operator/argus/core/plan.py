@@ -1,0 +1,254 @@
+"""From a user's ArgusTask to the one object the operator submits: validation and the
+resolved ``SubmissionPlan``.
+
+``validate_task`` is the single entry point shared by ``argus validate``, the operator's
+on-create handler and the admission webhook, so all three give the same verdict in the
+same words.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .config import PlatformConfig
+from .expand import expand
+from .policy import Findings, PathPolicy, check_command, check_text
+from .problems import Problem
+from .spec import API_VERSION, BASIC_FIELDS, KIND, REQUIRED_BASIC_FIELDS, ArgusTaskSpec
+from .template import basic_command
+from .user import InvalidUserId, check_user_id
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class SubmissionPlan(BaseModel):
+    """Everything the Ray Jobs API is given for one task; the operator submits it as is."""
+
+    submission_id: str | None
+    user: str
+    command: str
+    entrypoint: str
+    entrypoint_resources: dict[str, float]
+    runtime_env: dict[str, Any]
+    metadata: dict[str, str]
+    job_dir: str
+    gpus: int
+
+
+@dataclass
+class Verdict:
+    """The outcome of validating one task."""
+
+    name: str | None
+    namespace: str | None
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    spec: ArgusTaskSpec | None = None
+    plan: SubmissionPlan | None = None
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    @property
+    def expanded_command(self) -> str | None:
+        return self.plan.command if self.plan else None
+
+    def error_lines(self) -> list[str]:
+        return [str(p) for p in self.errors]
+
+    def warning_lines(self) -> list[str]:
+        return [str(p) for p in self.warnings]
+
+
+def submission_id_for(namespace: str, name: str, uid: str) -> str:
+    """Deterministic from the object's UID, and readable in ``ray job list``."""
+    return f"argus-{namespace}-{name}-{uid.replace('-', '')[:8]}"
+
+
+def _pydantic_problems(exc: ValidationError) -> list[Problem]:
+    problems = []
+    for err in exc.errors():
+        loc = "spec." + ".".join(str(p) for p in err["loc"]) if err["loc"] else "spec"
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            problems.append(Problem(loc, err["input"], "is not a field of an ArgusTask spec (see: kubectl explain argustask.spec)"))
+        elif kind == "missing":
+            problems.append(Problem(loc, None, "is required"))
+        else:
+            problems.append(Problem(loc, err["input"], err["msg"][0].lower() + err["msg"][1:]))
+    return problems
+
+
+def _check_kind_fields(spec: Mapping[str, Any], findings: Findings) -> str:
+    kind = spec.get("kind", "basic")
+    if kind == "advanced":
+        if "command" not in spec:
+            findings.error("spec.command", None, "is required when spec.kind is advanced")
+        for f in BASIC_FIELDS:
+            if f in spec:
+                findings.error(f"spec.{f}", spec[f], "is a basic-spec field; an advanced spec gives the whole command in spec.command")
+    elif kind == "basic":
+        if "command" in spec:
+            findings.error("spec.command", spec["command"], "is only allowed when spec.kind is advanced (a basic spec builds the command from its template fields)")
+        for f in REQUIRED_BASIC_FIELDS:
+            if f not in spec:
+                findings.error(f"spec.{f}", None, "is required when spec.kind is basic")
+    return kind
+
+
+def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy: PathPolicy, findings: Findings) -> ArgusTaskSpec:
+    """Expand and check the basic template's path fields; return the expanded spec."""
+    config = policy.config
+    expanded: dict[str, Any] = {}
+    for key, attr in (("trainFile", "train_file"), ("valFile", "val_file"), ("modelId", "model_id"),
+                      ("codePath", "code_path"), ("customRewardPath", "custom_reward_path")):
+        value = getattr(spec, attr)
+        if value is None:
+            continue
+        if not check_text(f"spec.{key}", value, findings):
+            continue
+        value = expand(value, user, config)
+        expanded[attr] = value
+        f = f"spec.{key}"
+        if attr in ("train_file", "val_file"):
+            policy.check_under(f, value, policy.data_roots, "a data file", findings)
+        elif attr == "model_id":
+            policy.check_model(f, value, findings)
+        elif attr == "code_path":
+            policy.check_under(f, value, (policy.common_root,), "the code path", findings)
+        else:
+            policy.check_under(f, value, (policy.code_root,), "the reward function file", findings, suffix=".py")
+        policy.scan(f, value, findings)
+    if spec.workload == "sft":
+        if spec.nnodes != 1:
+            findings.error("spec.nnodes", spec.nnodes, "a basic sft task runs torchrun --standalone on one node: use nnodes: 1, or an advanced spec")
+        for key in ("rolloutN", "customRewardPath", "customRewardName", "maxPromptLength", "maxResponseLength"):
+            if key in raw:
+                findings.error(f"spec.{key}", raw[key], "does not apply to the sft workload")
+    elif spec.workload == "ppo" and "rolloutN" in raw:
+        findings.error("spec.rolloutN", raw["rolloutN"], "applies to the grpo workload only")
+    if "customRewardName" in raw and "customRewardPath" not in raw:
+        findings.error("spec.customRewardName", raw["customRewardName"], "needs spec.customRewardPath")
+    return spec.model_copy(update=expanded)
+
+
+def validate_spec(
+    raw_spec: Any,
+    user: str,
+    config: PlatformConfig,
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    uid: str | None = None,
+    findings: Findings | None = None,
+) -> Verdict:
+    """Check one spec for ``user`` and, when valid, resolve its submission plan."""
+    findings = findings or Findings()
+    verdict = Verdict(name=name, namespace=namespace)
+    try:
+        check_user_id(user)
+    except InvalidUserId as exc:
+        findings.error("user", user, str(exc).split(" must ", 1)[-1].join(("must ", "")))
+        verdict.errors, verdict.warnings = findings.errors, findings.warnings
+        return verdict
+    if not isinstance(raw_spec, Mapping):
+        findings.error("spec", raw_spec, "must be a mapping of fields")
+        verdict.errors = findings.errors
+        return verdict
+
+    _check_kind_fields(raw_spec, findings)
+    spec: ArgusTaskSpec | None = None
+    try:
+        spec = ArgusTaskSpec.model_validate(dict(raw_spec))
+    except ValidationError as exc:
+        for p in _pydantic_problems(exc):
+            findings.error(p.field, p.value, p.rule)
+
+    policy = PathPolicy(config, user)
+    # Even when other fields are wrong, a command that is a string gets its checks, so the
+    # user sees every problem at once.
+    raw_command = raw_spec.get("command")
+    nnodes = raw_spec.get("nnodes") if isinstance(raw_spec.get("nnodes"), int) else None
+    gpus = raw_spec.get("nGpusPerNode") if isinstance(raw_spec.get("nGpusPerNode"), int) else None
+    command: str | None = None
+    if raw_spec.get("kind") == "advanced" and isinstance(raw_command, str):
+        if check_text("spec.command", raw_command, findings):
+            command = expand(raw_command, user, config)
+            check_command("spec.command", command, policy=policy, nnodes=nnodes, gpus_per_node=gpus, findings=findings)
+    elif spec is not None and spec.kind == "basic" and not findings.errors:
+        spec = _check_basic(spec, raw_spec, user, policy, findings)
+        if not findings.errors:
+            experiment = f"{namespace or 'default'}-{name or spec.workload}"
+            command = basic_command(spec, home=policy.home, experiment=experiment)
+            check_command("spec (generated command)", command, policy=policy, nnodes=spec.nnodes, gpus_per_node=spec.n_gpus_per_node, findings=findings)
+
+    verdict.errors, verdict.warnings, verdict.spec = findings.errors, findings.warnings, spec
+    if spec is not None and command is not None and not findings.errors:
+        verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path)
+    return verdict
+
+
+def validate_task(manifest: Any, user: str, config: PlatformConfig) -> Verdict:
+    """Validate a whole ArgusTask manifest (apiVersion, kind, metadata and spec)."""
+    findings = Findings()
+    if not isinstance(manifest, Mapping):
+        findings.error("document", manifest, "must be an ArgusTask manifest (a mapping)")
+        return Verdict(name=None, namespace=None, errors=findings.errors)
+    metadata = manifest.get("metadata") if isinstance(manifest.get("metadata"), Mapping) else {}
+    name, namespace, uid = metadata.get("name"), metadata.get("namespace"), metadata.get("uid")
+    if manifest.get("apiVersion") != API_VERSION:
+        findings.error("apiVersion", manifest.get("apiVersion"), f"must be {API_VERSION}")
+    if manifest.get("kind") != KIND:
+        findings.error("kind", manifest.get("kind"), f"must be {KIND}")
+    if not isinstance(name, str) or not _DNS_SUBDOMAIN.fullmatch(name) or len(name) > 63:
+        findings.error("metadata.name", name, "must be a lowercase DNS label of at most 63 characters (a-z, 0-9, '-')")
+        name = name if isinstance(name, str) else None
+    if "spec" not in manifest:
+        findings.error("spec", None, "is required")
+        return Verdict(name=name, namespace=namespace, errors=findings.errors)
+    return validate_spec(manifest["spec"], user, config, namespace=namespace, name=name, uid=uid, findings=findings)
+
+
+def resolve_plan(
+    spec: ArgusTaskSpec,
+    command: str,
+    user: str,
+    config: PlatformConfig,
+    *,
+    namespace: str | None,
+    name: str | None,
+    uid: str | None,
+    code_path: str | None = None,
+) -> SubmissionPlan:
+    home = config.home(user)
+    job_name = "-".join(p for p in (namespace, name, (uid or "").replace("-", "")[:8]) if p) or "task"
+    job_dir = posixpath.join(home, "jobs", job_name)
+    # The job starts in its own folder; if that fails nothing of the user's command runs.
+    script = f"mkdir -p {shlex.quote(job_dir)} && cd {shlex.quote(job_dir)} || exit 1\n{command}"
+    metadata = {"argus.io/user": user, "argus.io/workload": str(spec.workload), "argus.io/gpus": str(spec.nnodes * spec.n_gpus_per_node)}
+    for key, value in (("namespace", namespace), ("name", name), ("uid", uid)):
+        if value:
+            metadata[f"argus.io/{key}"] = value
+    return SubmissionPlan(
+        submission_id=submission_id_for(namespace, name, uid) if namespace and name and uid else None,
+        user=user,
+        command=command,
+        entrypoint=f"{config.entrypoint_shell} {shlex.quote(script)}",
+        entrypoint_resources={config.worker_resource: 1},
+        runtime_env={"env_vars": {
+            "PYTHONPATH": f"{code_path or config.verl_code()}:{posixpath.join(home, 'code')}",
+            "ARGUS_USER": user,
+            "ARGUS_JOB_DIR": job_dir,
+        }},
+        metadata=metadata,
+        job_dir=job_dir,
+        gpus=spec.nnodes * spec.n_gpus_per_node,
+    )

@@ -1,0 +1,31 @@
+"""One user mistake, one line: the field or token, the value, the rule it breaks.
+
+Every check in the core reports through ``Problem`` so the CLI, the operator's status
+message and the admission webhook all print the same words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_MAX_VALUE_CHARS = 120
+
+
+def shorten(value: object) -> str:
+    """A value as it appears in a message: repr'd, one line, at most ~120 characters."""
+    text = repr(value)
+    if len(text) > _MAX_VALUE_CHARS:
+        text = text[: _MAX_VALUE_CHARS - 5] + "...'" if text.startswith("'") else text[: _MAX_VALUE_CHARS - 3] + "..."
+    return text
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A refusal (or, for warnings, an advice) about one field or token."""
+
+    field: str
+    value: object
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {shorten(self.value)}: {self.rule}"

@@ -1,0 +1,143 @@
+"""The ArgusTask API (argus.io/v1alpha1): the spec a user writes and the status the operator
+writes. These pydantic models are the one source of truth: the CRD's OpenAPI schema is
+generated from them (``argus.core.crd``), and validation parses specs with them.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "argus.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "ArgusTask"
+PLURAL = "argustasks"
+SINGULAR = "argustask"
+SHORT_NAMES = ["atask"]
+CATEGORIES = ["argus"]
+MAX_COMMAND_BYTES = 64 * 1024
+MAX_PATH_CHARS = 4096
+
+
+class TaskKind(str, Enum):
+    basic = "basic"
+    advanced = "advanced"
+
+
+class Workload(str, Enum):
+    ppo = "ppo"
+    grpo = "grpo"
+    sft = "sft"
+
+
+class Phase(str, Enum):
+    Queued = "Queued"
+    Submitted = "Submitted"
+    Running = "Running"
+    Succeeded = "Succeeded"
+    Failed = "Failed"
+    Stopped = "Stopped"
+    Rejected = "Rejected"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Phase.Succeeded, Phase.Failed, Phase.Stopped, Phase.Rejected)
+
+
+class _CamelModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True)
+
+
+PathField = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]
+
+# Fields only a basic spec may carry (the template's inputs).
+BASIC_FIELDS = (
+    "modelId", "trainFile", "valFile", "codePath", "totalEpochs", "saveFreq", "testFreq",
+    "trainBatchSize", "maxPromptLength", "maxResponseLength", "learningRate", "rolloutN",
+    "customRewardPath", "customRewardName", "projectName", "experimentName",
+)
+REQUIRED_BASIC_FIELDS = ("modelId", "trainFile", "valFile")
+
+
+class ArgusTaskSpec(_CamelModel):
+    """What to train. Immutable after creation except ``cancel`` (false -> true)."""
+
+    kind: TaskKind = Field(
+        TaskKind.basic,
+        description="basic: Argus builds the verl command from the template fields; "
+        "advanced: you give the verl command line in 'command'. Default basic.",
+    )
+    workload: Workload = Field(description="Training workload: ppo, grpo or sft. Used for naming and by the basic template.")
+    nnodes: int = Field(ge=1, le=1024, description="Number of nodes the training uses (trainer.nnodes). At least 1.")
+    n_gpus_per_node: int = Field(ge=1, le=64, description="GPUs per node (trainer.n_gpus_per_node). At least 1. The queue admits the task when nnodes*nGpusPerNode GPUs are free.")
+    command: Optional[str] = Field(
+        None, max_length=MAX_COMMAND_BYTES,
+        description="advanced only: the shell command that runs verl, e.g. 'python3 -m verl.trainer.main_ppo data.train_files=$HOME/datasets/x.parquet ...'. "
+        "Multi-line allowed, at most 64 KiB. $HOME expands to your home, $HOME/common/datasets and $HOME/common/hf to the shared read-only data.",
+    )
+    model_id: Optional[PathField] = Field(None, description="basic only: Hugging Face model id (e.g. Qwen/Qwen2.5-0.5B-Instruct) or a path under $HOME/models, $HOME/common/hf or /private/common/models.")
+    train_file: Optional[PathField] = Field(None, description="basic only: training data file (parquet), under $HOME/datasets or $HOME/common/datasets.")
+    val_file: Optional[PathField] = Field(None, description="basic only: validation data file (parquet), under $HOME/datasets or $HOME/common/datasets.")
+    code_path: Optional[PathField] = Field(None, description="basic only: verl code snapshot to run, under /private/common/ (default: the platform's snapshot).")
+    total_epochs: Optional[int] = Field(None, ge=1, le=100000, description="basic only: trainer.total_epochs (default 1).")
+    save_freq: Optional[int] = Field(None, ge=-1, le=1000000, description="basic only: trainer.save_freq, checkpoint every N steps (-1: never).")
+    test_freq: Optional[int] = Field(None, ge=-1, le=1000000, description="basic only: trainer.test_freq, validate every N steps (-1: never).")
+    train_batch_size: Optional[int] = Field(None, ge=1, le=1000000, description="basic only: data.train_batch_size.")
+    max_prompt_length: Optional[int] = Field(None, ge=1, le=10000000, description="basic only: data.max_prompt_length (ppo/grpo).")
+    max_response_length: Optional[int] = Field(None, ge=1, le=10000000, description="basic only: data.max_response_length (ppo/grpo).")
+    learning_rate: Optional[float] = Field(None, gt=0, le=1, description="basic only: actor learning rate (actor_rollout_ref.actor.optim.lr, or optim.lr for sft).")
+    rollout_n: Optional[int] = Field(None, ge=2, le=1024, description="basic only, grpo: responses per prompt (actor_rollout_ref.rollout.n, default 5).")
+    custom_reward_path: Optional[PathField] = Field(None, description="basic only, ppo/grpo: a .py file under $HOME/code holding the reward function.")
+    custom_reward_name: Optional[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=253)]] = Field(None, description="basic only: the reward function's name in customRewardPath (default compute_score).")
+    project_name: Optional[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")]] = Field(None, description="basic only: trainer.project_name (default argus).")
+    experiment_name: Optional[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")]] = Field(None, description="basic only: trainer.experiment_name (default <namespace>-<name>).")
+    cancel: bool = Field(False, description="Set to true to stop the task (the only change allowed after creation, and only from false to true).")
+    active_deadline_seconds: Optional[int] = Field(None, ge=1, le=31536000, description="Stop the task and mark it Failed (DeadlineExceeded) this many seconds after it was admitted.")
+    priority: int = Field(0, ge=-1000000, le=1000000, description="Queue priority: higher runs first; ties go by creation time. Default 0.")
+
+
+class RayJobStatus(_CamelModel):
+    submission_id: Optional[str] = Field(None, description="The Ray job's submission id, derived from the object's UID.")
+    status: Optional[str] = Field(None, description="The Ray job status as Ray reports it (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED).")
+    driver_node_id: Optional[str] = Field(None, description="The Ray node that runs the job's driver (always a worker node, never the head).")
+    start_time: Optional[str] = Field(None, description="When Ray started the job (RFC 3339).")
+    end_time: Optional[str] = Field(None, description="When the job ended in Ray (RFC 3339).")
+    dashboard_url: Optional[str] = Field(None, description="The Ray dashboard the job was submitted to.")
+
+
+class ConditionStatus(str, Enum):
+    true = "True"
+    false = "False"
+    unknown = "Unknown"
+
+
+class Condition(_CamelModel):
+    """The metav1.Condition shape."""
+
+    type: Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")] = Field(description="Condition type: Admitted, Running, Complete, Failed, RayReachable.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    observed_generation: Optional[int] = Field(None, ge=0, description="The .metadata.generation the condition was set for.")
+    last_transition_time: str = Field(json_schema_extra={"format": "date-time"}, description="When the condition last changed status.")
+    reason: Annotated[str, Field(max_length=1024, min_length=1, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")] = Field(description="A CamelCase word saying why.")
+    message: Annotated[str, Field(max_length=32768)] = Field(description="Human-readable detail.")
+
+
+class ArgusTaskStatus(_CamelModel):
+    """Written by the operator only (users cannot write the status subresource)."""
+
+    phase: Optional[Phase] = Field(None, description="Queued, Submitted, Running, Succeeded, Failed, Stopped or Rejected.")
+    reason: Optional[str] = Field(None, description="Why the task is in its phase, one CamelCase word (e.g. Validated, InvalidSpec, Unschedulable, Cancelled, DeadlineExceeded, RayJobLost).")
+    message: Optional[str] = Field(None, description="Human-readable detail; for a Rejected task every problem, one per line.")
+    user: Optional[str] = Field(None, description="The user the task runs as, from its namespace's argus.io/user label.")
+    warnings: Optional[list[str]] = Field(None, description="Weak-check warnings: the task runs, but these are likely mistakes.")
+    command: Optional[str] = Field(None, description="The expanded command that runs.")
+    queue_position: Optional[int] = Field(None, ge=0, description="1-based place in the global queue while Queued.")
+    admitted_at: Optional[str] = Field(None, description="When the queue admitted the task (RFC 3339); the active deadline counts from here.")
+    ray_job: Optional[RayJobStatus] = Field(None, description="The Ray job that runs the task.")
+    conditions: Optional[list[Condition]] = Field(None, description="Admitted, Running, Complete, Failed and RayReachable conditions.")
+    observed_generation: Optional[int] = Field(None, description="The .metadata.generation the operator last acted on.")
+    ray_unreachable_since: Optional[str] = Field(None, description="When the operator first failed to reach Ray for this task (grace period start); empty when reachable.")
