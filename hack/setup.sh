@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Sets up what the tests and the demo need, skipping whatever is already there:
+#   - .venv with the project installed (editable) and its test extras;
+#   - kube-apiserver, etcd and helm built from Go modules (hack/build-testbed-bins.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stage() { printf '\n==> %s\n' "$*" >&2; }
+t0=$SECONDS
+if [[ ! -x .venv/bin/python ]]; then
+  stage "creating .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.argus-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  stage "installing the project and its test extras into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi
+echo "setup: python environment ready in $((SECONDS - t0)) s" >&2
+t1=$SECONDS
+stage "kube-apiserver, etcd, helm (built once from Go modules, then cached)"
+bash hack/build-testbed-bins.sh >/dev/null
+echo "setup: testbed binaries ready in $((SECONDS - t1)) s" >&2
