@@ -1,0 +1,164 @@
+"""kopf handlers: short, named for what they react to. They read, call the core, patch.
+
+- ``argus_tasks`` / ``namespace_users``: indexes fed by the watch streams (no API reads).
+- ``on_task_created``: validate and expand (same code as ``argus validate``) -> Queued or
+  Rejected; wakes the queue.
+- ``on_cancel_requested``: wakes the queue, which stops the job (or closes a queued task).
+- ``on_task_deleted``: the finalizer: stop the Ray job, then let the object go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from typing import Any
+
+import kopf
+
+from ..core.phases import TERMINAL_PHASES, conditions_for_phase
+from ..core.plan import validate_task
+from ..core.spec import GROUP, PLURAL, VERSION, Phase
+from ..core.user import USER_LABEL, InvalidUserId, check_user_id
+from . import metrics
+from .kube import Kube, load_config, now_rfc3339
+from .ray_adapter import RayAdapter, RayUnreachable
+from .reconciler import Reconciler
+from .settings import OperatorConfig
+from .view import TaskView, parse_time
+
+log = logging.getLogger(__name__)
+TASKS = (GROUP, VERSION, PLURAL)
+FINALIZER = "argus.io/stop-ray-job"
+
+
+class Runtime:
+    """What the handlers share; set up by ``main`` before kopf starts."""
+
+    config: OperatorConfig
+    kubeconfig: str | None = None
+    reconciler: Reconciler | None = None
+    loop_task: asyncio.Task[None] | None = None
+
+
+RUNTIME = Runtime()
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, argus_tasks: kopf.Index[Any, Any], **_: Any) -> None:
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="argus.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="argus.io", key="last-handled-configuration")
+    settings.posting.level = logging.WARNING  # our own Events tell the story; no kopf chatter
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 60
+    settings.batching.worker_limit = 64
+    load_config(RUNTIME.kubeconfig)
+    config = RUNTIME.config
+    ray = RayAdapter(config.ray_address, config.platform.worker_resource)
+
+    def views() -> list[TaskView]:
+        return [store_value for store in argus_tasks.values() for store_value in store]
+
+    RUNTIME.reconciler = Reconciler(config, ray, Kube(), views)
+
+
+@kopf.on.startup()
+async def start_queue(**_: Any) -> None:
+    # Started after the indexes are filled (kopf runs startup handlers before watching,
+    # but the loop only reads the live index, so an empty first tick is harmless).
+    assert RUNTIME.reconciler is not None
+    RUNTIME.loop_task = asyncio.create_task(RUNTIME.reconciler.run(), name="argus queue")
+
+
+@kopf.on.cleanup()
+async def stop_queue(**_: Any) -> None:
+    if RUNTIME.loop_task:
+        RUNTIME.loop_task.cancel()
+
+
+@kopf.index(*TASKS)
+def argus_tasks(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], TaskView]:
+    return {(namespace, name): TaskView.from_body(body)}
+
+
+@kopf.index("namespaces")
+def namespace_users(name: str, labels: kopf.Labels, **_: Any) -> dict[str, str | None]:
+    return {name: labels.get(USER_LABEL)}
+
+
+def _user_of(namespace: str, namespace_users: kopf.Index[str, str | None]) -> tuple[str | None, str, str]:
+    """(user, reason, message): user None when the namespace cannot run tasks."""
+    labels = list(namespace_users.get(namespace, []))
+    user = labels[0] if labels else None
+    if not user:
+        return None, "NamespaceNotOnboarded", f"namespace {namespace} has no {USER_LABEL} label: ask an admin to run 'argus onboard <user> --namespace {namespace}'"
+    try:
+        return check_user_id(user), "", ""
+    except InvalidUserId as exc:
+        return None, "InvalidUser", f"namespace label {USER_LABEL}={user!r} is not a valid user id: {exc}"
+
+
+@kopf.on.create(*TASKS)
+async def on_task_created(body: kopf.Body, namespace: str, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch,
+                          namespace_users: kopf.Index[str, str | None], **_: Any) -> None:
+    if status.get("phase"):
+        return  # already handled (the operator restarted after writing it)
+    now = now_rfc3339()
+    generation = meta.get("generation")
+    user, reason, message = _user_of(namespace, namespace_users)
+    if user is None:
+        _reject(patch, body, reason, message, now, generation)
+        return
+    verdict = validate_task(body, user, RUNTIME.config.platform)
+    if not verdict.valid:
+        _reject(patch, body, "InvalidSpec", "\n".join(verdict.error_lines()), now, generation, user=user)
+        return
+    warnings = verdict.warning_lines()
+    patch.status.update({
+        "phase": Phase.Queued.value, "reason": "Validated", "message": "validated; waiting in the queue",
+        "user": user, "command": verdict.expanded_command, "warnings": warnings or None, "observedGeneration": generation,
+        "conditions": conditions_for_phase(status.get("conditions"), Phase.Queued, "Validated", "waiting in the queue", now=now, generation=generation),
+    })
+    kopf.event(body, type="Normal", reason="Queued", message=f"validated for user {user}; queued")
+    for warning in warnings:
+        kopf.event(body, type="Warning", reason="WeakCheck", message=warning)
+    if RUNTIME.reconciler:
+        asyncio.get_running_loop().call_later(0.05, RUNTIME.reconciler.wake.set)
+
+
+def _reject(patch: kopf.Patch, body: kopf.Body, reason: str, message: str, now: str, generation: int | None, user: str | None = None) -> None:
+    patch.status.update({
+        "phase": Phase.Rejected.value, "reason": reason, "message": message, "user": user, "observedGeneration": generation,
+        "conditions": conditions_for_phase(None, Phase.Rejected, reason, message.splitlines()[0][:300], now=now, generation=generation),
+    })
+    kopf.event(body, type="Warning", reason=reason, message=message[:1000])
+
+
+@kopf.on.field(*TASKS, field="spec.cancel", new=True)
+async def on_cancel_requested(**_: Any) -> None:
+    if RUNTIME.reconciler:
+        RUNTIME.reconciler.wake.set()
+
+
+@kopf.on.delete(*TASKS)
+async def on_task_deleted(body: kopf.Body, meta: kopf.Meta, logger: kopf.Logger, **_: Any) -> None:
+    view = TaskView.from_body(body)
+    if view.phase in (Phase.Rejected.value,) or (view.phase in TERMINAL_PHASES and view.phase != Phase.Queued.value and view.submission_id is None):
+        return  # never reached Ray
+    if view.phase in (Phase.Succeeded.value, Phase.Failed.value, Phase.Stopped.value):
+        return  # the job has ended; nothing to stop
+    assert RUNTIME.reconciler is not None
+    try:
+        outcome = await RUNTIME.reconciler.stop_for_delete(view, parse_time(meta.get("deletionTimestamp")))
+    except RayUnreachable as exc:
+        metrics.RAY_ERRORS.labels("stop").inc()
+        raise kopf.TemporaryError(f"Ray is unreachable; will retry stopping the job before deleting: {exc}", delay=5) from exc
+    if outcome.startswith("Ray unreachable"):
+        kopf.event(body, type="Warning", reason="FinalizerReleased", message=outcome)
+    logger.info(outcome)
+
+
+def seconds_since(text: str | None) -> float:
+    t = parse_time(text)
+    return (dt.datetime.now(dt.timezone.utc) - t).total_seconds() if t else 0.0

@@ -1,0 +1,63 @@
+"""Kubernetes writes the reconciler makes outside kopf handlers: status merge-patches
+and Events. The official ``kubernetes`` client, run in threads."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import uuid
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from ..core.spec import GROUP, KIND, PLURAL, VERSION
+
+log = logging.getLogger(__name__)
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def load_config(kubeconfig: str | None = None) -> None:
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config(config_file=kubeconfig)
+
+
+class Kube:
+    def __init__(self) -> None:
+        self.custom = client.CustomObjectsApi()
+        self.core = client.CoreV1Api()
+        self.component = "argus-operator"
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> bool:
+        """Merge-patch ``.status``; False when the object is gone."""
+        try:
+            await asyncio.to_thread(
+                self.custom.patch_namespaced_custom_object_status,
+                GROUP, VERSION, namespace, PLURAL, name, {"status": status},
+            )
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
+        """Post an Event on the task (kubectl describe shows it). Best effort."""
+        now = dt.datetime.now(dt.timezone.utc)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name=f"{name}.{uuid.uuid4().hex[:12]}", namespace=namespace),
+            involved_object=client.V1ObjectReference(api_version=f"{GROUP}/{VERSION}", kind=KIND, name=name, namespace=namespace, uid=uid),
+            type=type_, reason=reason, message=message[:1024], first_timestamp=now, last_timestamp=now, count=1,
+            source=client.V1EventSource(component=self.component), reporting_component=self.component,
+            reporting_instance=self.component, action=reason,
+        )
+        try:
+            await asyncio.to_thread(self.core.create_namespaced_event, namespace, body)
+        except ApiException as exc:
+            log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, exc.reason)

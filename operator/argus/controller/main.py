@@ -1,0 +1,60 @@
+"""``argus-operator`` (also ``python -m argus``): flags -> configuration -> kopf.run."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+import kopf
+
+from ..cli import UsageError, add_platform_flags, platform_config
+from . import handlers  # noqa: F401 - registers the kopf handlers
+from .settings import add_operator_flags, operator_config
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="argus-operator", description="Runs ArgusTasks on the shared Ray cluster.")
+    add_platform_flags(parser)
+    add_operator_flags(parser)
+    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: in-cluster, then $KUBECONFIG / ~/.kube/config)")
+    parser.add_argument("--liveness", dest="liveness_endpoint", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    peering = parser.add_mutually_exclusive_group()
+    peering.add_argument("--peering", dest="peering_name", help="kopf peering object name, so two replicas never both act")
+    peering.add_argument("--standalone", action="store_true", help="no peering (one replica only)")
+    parser.add_argument("--priority", type=int, default=0, help="peering priority of this replica")
+    parser.add_argument("--verbose", "-v", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = operator_config(args, platform_config(args))
+    except (UsageError, ValueError) as exc:
+        print(f"argus-operator: {exc}", file=sys.stderr)
+        return 2
+    handlers.RUNTIME.config = config
+    handlers.RUNTIME.kubeconfig = args.kubeconfig
+    if args.kubeconfig:
+        import os
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+        start_http_server(args.metrics_port)
+    kopf.run(
+        clusterwide=not config.namespaces,
+        namespaces=list(config.namespaces),
+        liveness_endpoint=args.liveness_endpoint,
+        standalone=True if args.standalone or not args.peering_name else None,
+        peering_name=args.peering_name,
+        priority=args.priority,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

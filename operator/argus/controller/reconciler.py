@@ -1,0 +1,271 @@
+"""The queue and the Ray sync: one loop for the whole operator.
+
+Each tick (every poll interval, or at once when a handler wakes it):
+1. sync every Submitted/Running task with its Ray job (one Ray call per active task:
+   calls grow with running tasks, not with all tasks), stopping jobs that were cancelled
+   or ran past their deadline;
+2. close queued tasks that were cancelled (they never reach Ray);
+3. admit from the head of the queue (``core.queue.decide``) and submit.
+
+Every step is idempotent and the process may die at any line: the submission id is
+derived from the object's UID, so a resubmission after a crash adopts the existing job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import os
+import time
+from typing import Any, Callable, Iterable
+
+from ..core.config import PlatformConfig
+from ..core.phases import ACTIVE_PHASES, TERMINAL_PHASES, conditions_for_phase, phase_for_ray, set_condition, status_delta
+from ..core.plan import submission_id_for, validate_spec
+from ..core.queue import decide
+from ..core.spec import Phase
+from . import metrics
+from .kube import Kube, now_rfc3339
+from .ray_adapter import RayAdapter, RayJobUnknown, RayRefused, RayUnreachable
+from .settings import OperatorConfig
+from .view import TaskView, parse_time
+
+log = logging.getLogger(__name__)
+# Test-only fault point: die right after Ray accepted a job, before its status is written.
+FAULT_AFTER_SUBMIT = "ARGUS_FAULT_AFTER_SUBMIT"
+
+
+def _ms_to_rfc3339(ms: int | None) -> str | None:
+    if not ms:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Reconciler:
+    def __init__(self, config: OperatorConfig, ray: RayAdapter, kube: Kube, views: Callable[[], Iterable[TaskView]]):
+        self.config = config
+        self.ray = ray
+        self.kube = kube
+        self.views = views
+        self.wake = asyncio.Event()
+        # Status this process wrote that the watch stream may not show yet.
+        self._written: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._worker_nodes: set[str] = set()
+        self.last_admission_seconds = 0.0
+
+    def lock(self, key: tuple[str, str]) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    @property
+    def platform(self) -> PlatformConfig:
+        return self.config.platform
+
+    # -- the loop -------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=self.config.poll_interval)
+            except asyncio.TimeoutError:
+                pass
+            self.wake.clear()
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
+                metrics.RECONCILE_ERRORS.inc()
+                log.exception("reconcile tick failed; retrying next tick")
+
+    def snapshot(self) -> list[TaskView]:
+        now = time.monotonic()
+        out = []
+        for view in self.views():
+            written = self._written.get(view.key)
+            if written:
+                at, status = written
+                if not status_delta(view.status, status) or now - at > 60:
+                    self._written.pop(view.key, None)
+                else:
+                    view = TaskView(**{**view.__dict__, "status": {**view.status, **status}})
+            out.append(view)
+        return out
+
+    async def tick(self) -> None:
+        views = self.snapshot()
+        metrics.observe_phases(views)
+        active = [v for v in views if v.phase in ACTIVE_PHASES and not v.deleting]
+        if active:
+            await asyncio.gather(*(self.sync(v) for v in active))
+        queued = [v for v in self.snapshot() if v.phase == Phase.Queued.value and not v.deleting]
+        for v in [v for v in queued if v.cancel]:
+            await self.write(v, {"phase": "Stopped", "reason": "Cancelled", "message": "cancelled while queued; it never reached Ray",
+                                 "queuePosition": None, "conditions": conditions_for_phase(v.status.get("conditions"), Phase.Stopped, "Cancelled", "cancelled while queued", now=now_rfc3339(), generation=v.generation)})
+        queued = [v for v in queued if not v.cancel]
+        if queued:
+            await self.admit(queued, [v for v in self.snapshot() if v.phase in ACTIVE_PHASES])
+
+    # -- writing status ---------------------------------------------------------------
+    async def write(self, view: TaskView, desired: dict[str, Any]) -> None:
+        """Patch only what changed; post an Event when the phase changes."""
+        desired = {**desired, "observedGeneration": view.generation}
+        delta = status_delta(view.status, desired)
+        if not delta:
+            return
+        if not await self.kube.patch_status(view.namespace, view.name, delta):
+            return
+        merged = {**view.status, **delta}
+        self._written[view.key] = (time.monotonic(), {k: merged.get(k) for k in desired})
+        if "phase" in delta:
+            failed = delta["phase"] in ("Failed", "Rejected")
+            msg = f"{view.status.get('phase') or 'new'} -> {delta['phase']}"
+            detail = desired.get("message")
+            await self.kube.event(view.namespace, view.name, view.uid, "Warning" if failed else "Normal",
+                                  desired.get("reason") or str(delta["phase"]), f"{msg}: {detail}" if detail else msg)
+
+    # -- admission -----------------------------------------------------------------
+    async def admit(self, queued: list[TaskView], active: list[TaskView]) -> None:
+        started = time.perf_counter()
+        capacity, ray_error = None, None
+        try:
+            capacity = await self.ray.capacity()
+        except (RayUnreachable, RayRefused) as exc:
+            metrics.RAY_ERRORS.labels("capacity").inc()
+            ray_error = str(exc)
+        decision = decide([v.as_queued() for v in queued], running=len(active),
+                          reserved_gpus=sum(v.gpus for v in active), max_running=self.config.max_running, capacity=capacity)
+        self.last_admission_seconds = time.perf_counter() - started
+        by_key = {v.key: v for v in queued}
+        admitted = [by_key[t.key] for t in decision.admit]
+        if admitted:
+            await asyncio.gather(*(self.submit(v) for v in admitted))
+        now = now_rfc3339()
+        for key, position in decision.positions.items():
+            v = by_key[key]
+            if key in decision.unschedulable:
+                reason, message = "Unschedulable", decision.unschedulable[key]
+            elif ray_error:
+                reason, message = "RayUnreachable", f"waiting: cannot read the Ray cluster's capacity ({ray_error[:200]})"
+            else:
+                reason, message = "Queued", decision.waiting.get(key) or "waiting behind tasks ahead in the queue"
+            desired = {"queuePosition": position, "reason": reason, "message": message}
+            if ray_error or (capacity and "RayReachable" not in {c.get("type") for c in v.status.get("conditions") or []}):
+                desired["conditions"] = set_condition(v.status.get("conditions"), "RayReachable", not ray_error,
+                                                      "RayUnreachable" if ray_error else "RayReachable",
+                                                      ray_error[:300] if ray_error else "the Ray dashboard answers", now=now, generation=v.generation)
+            await self.write(v, desired)
+
+    async def submit(self, view: TaskView) -> None:
+        async with self.lock(view.key):
+            user = view.status.get("user")
+            verdict = validate_spec(view.spec, user or "", self.platform, namespace=view.namespace, name=view.name, uid=view.uid)
+            now = now_rfc3339()
+            if not verdict.valid or verdict.plan is None:
+                message = "\n".join(verdict.error_lines())
+                await self.write(view, {"phase": "Rejected", "reason": "InvalidSpec", "message": message, "queuePosition": None,
+                                         "conditions": conditions_for_phase(view.status.get("conditions"), Phase.Rejected, "InvalidSpec", message, now=now, generation=view.generation)})
+                return
+            plan = verdict.plan
+            try:
+                fresh = await self.ray.submit(plan)
+            except RayUnreachable as exc:
+                metrics.RAY_ERRORS.labels("submit").inc()
+                await self.write(view, {"reason": "RayUnreachable", "message": f"waiting: Ray is unreachable ({str(exc)[:200]})"})
+                return
+            except RayRefused as exc:
+                metrics.RAY_ERRORS.labels("submit").inc()
+                await self.write(view, {"phase": "Failed", "reason": "RaySubmitFailed", "message": f"Ray refused the job: {exc}", "queuePosition": None,
+                                         "conditions": conditions_for_phase(view.status.get("conditions"), Phase.Failed, "RaySubmitFailed", str(exc), now=now, generation=view.generation)})
+                return
+            if os.environ.get(FAULT_AFTER_SUBMIT):
+                log.warning("fault point %s: exiting right after submitting %s", FAULT_AFTER_SUBMIT, plan.submission_id)
+                os._exit(137)
+            reason = "Admitted" if fresh else "AdoptedExistingJob"
+            message = (f"submitted to Ray as {plan.submission_id}" if fresh else
+                       f"Ray already had job {plan.submission_id} (submitted before a restart); adopted it, no second job")
+            metrics.observe_submit_latency(view.created)
+            await self.write(view, {
+                "phase": "Submitted", "reason": reason, "message": message, "queuePosition": None, "admittedAt": now,
+                "rayJob": {"submissionId": plan.submission_id, "dashboardUrl": self.config.ray_address},
+                "conditions": conditions_for_phase(view.status.get("conditions"), Phase.Submitted, reason, message, now=now, generation=view.generation),
+            })
+
+    # -- sync ------------------------------------------------------------------------
+    async def sync(self, view: TaskView) -> None:
+        sid = view.submission_id or submission_id_for(view.namespace, view.name, view.uid)
+        now_dt = dt.datetime.now(dt.timezone.utc)
+        now = now_rfc3339()
+        conditions = view.status.get("conditions")
+        try:
+            job = await self.ray.job(sid)
+        except RayJobUnknown:
+            metrics.RAY_ERRORS.labels("lost").inc()
+            message = (f"Ray no longer knows job {sid}: the Ray head restarted (it keeps no job history) or the job was removed. "
+                       "Argus does not resubmit on its own; create a new task to run it again")
+            await self.write(view, {"phase": "Failed", "reason": "RayJobLost", "message": message,
+                                    "conditions": conditions_for_phase(conditions, Phase.Failed, "RayJobLost", message, now=now, generation=view.generation)})
+            return
+        except (RayUnreachable, RayRefused) as exc:
+            metrics.RAY_ERRORS.labels("status").inc()
+            since = view.status.get("rayUnreachableSince") or now
+            elapsed = (now_dt - (parse_time(since) or now_dt)).total_seconds()
+            conditions = set_condition(conditions, "RayReachable", False, "RayUnreachable", str(exc)[:300], now=since, generation=view.generation)
+            if elapsed >= self.config.ray_grace_seconds:
+                message = f"Ray was unreachable for {int(elapsed)} s (grace {int(self.config.ray_grace_seconds)} s): {str(exc)[:200]}"
+                await self.write(view, {"phase": "Failed", "reason": "RayUnreachable", "message": message, "rayUnreachableSince": since,
+                                        "conditions": conditions_for_phase(conditions, Phase.Failed, "RayUnreachable", message, now=now, generation=view.generation)})
+            else:
+                await self.write(view, {"rayUnreachableSince": since, "conditions": conditions})
+            return
+
+        cancelled, late = view.cancel, view.deadline_exceeded(now_dt)
+        if (cancelled or late) and job.status in ("PENDING", "RUNNING"):
+            try:
+                await self.ray.stop(sid)
+            except (RayUnreachable, RayRefused, RayJobUnknown) as exc:
+                log.warning("could not stop %s: %s", sid, exc)
+            return  # the next poll reads the stopped state
+        phase, reason = phase_for_ray(job.status, cancelled=cancelled, deadline_exceeded=late)
+        message = job.message or reason
+        if reason == "DeadlineExceeded":
+            message = f"stopped after activeDeadlineSeconds={view.spec.get('activeDeadlineSeconds')} from admission"
+        elif reason == "Cancelled":
+            message = "stopped because spec.cancel was set"
+        ray_job = {**(view.status.get("rayJob") or {}), "submissionId": sid, "status": job.status,
+                   "driverNodeId": job.driver_node_id, "startTime": _ms_to_rfc3339(job.start_time_ms),
+                   "endTime": _ms_to_rfc3339(job.end_time_ms), "dashboardUrl": self.config.ray_address}
+        conditions = set_condition(conditions, "RayReachable", True, "RayReachable", "the Ray dashboard answers", now=now, generation=view.generation)
+        conditions = conditions_for_phase(conditions, phase, reason, message, now=now, generation=view.generation)
+        if job.driver_node_id and job.driver_node_id != (view.status.get("rayJob") or {}).get("driverNodeId"):
+            await self.check_placement(view, job.driver_node_id)
+        await self.write(view, {"phase": phase.value, "reason": reason, "message": message, "rayJob": ray_job,
+                                "rayUnreachableSince": None, "conditions": conditions})
+
+    async def check_placement(self, view: TaskView, node_id: str) -> None:
+        """The driver must run on a worker node (one carrying the worker resource)."""
+        if node_id in self._worker_nodes:
+            return
+        try:
+            self._worker_nodes = await self.ray.worker_node_ids()
+        except (RayUnreachable, RayRefused):
+            return
+        if node_id not in self._worker_nodes:
+            await self.kube.event(view.namespace, view.name, view.uid, "Warning", "PlacementViolation",
+                                  f"the driver runs on node {node_id}, which lacks the '{self.platform.worker_resource}' resource (the head?)")
+
+    async def stop_for_delete(self, view: TaskView, deleted_at: dt.datetime | None) -> str:
+        """Stop the task's Ray job before the object goes. Returns what happened; raises
+        RayUnreachable while within the delete grace period."""
+        sid = view.submission_id or submission_id_for(view.namespace, view.name, view.uid)
+        async with self.lock(view.key):
+            try:
+                stopped = await self.ray.stop(sid)
+                return f"stopped Ray job {sid}" if stopped else f"Ray job {sid} had already ended"
+            except RayJobUnknown:
+                return f"no Ray job {sid}"
+            except RayUnreachable:
+                waited = (dt.datetime.now(dt.timezone.utc) - deleted_at).total_seconds() if deleted_at else 0
+                if waited < self.config.delete_grace_seconds:
+                    raise
+                return f"Ray unreachable for {int(waited)} s; released without stopping {sid}"

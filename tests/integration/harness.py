@@ -1,0 +1,167 @@
+"""Helpers for the operator's integration tests: a /private-like tree, the operator as a
+real subprocess, and kubectl-based waits. Everything here drives real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = REPO / "hack" / "verl-standin"
+EXAMPLES = REPO / "examples"
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def gsm8k_rows(n: int = 4) -> list[dict[str, Any]]:
+    return [{
+        "data_source": "openai/gsm8k",
+        "prompt": [{"role": "user", "content": f"What is {i} + {i}? Answer after ####."}],
+        "reward_model": {"style": "rule", "ground_truth": str(2 * i)},
+        "extra_info": {"index": i, "split": "train"},
+    } for i in range(n)]
+
+
+def make_private_tree(root: Path, users: tuple[str, ...] = ("alice", "bob")) -> Path:
+    """A /private-like tree: shared datasets, user homes with data, code and a reward."""
+    for user in users:
+        for sub in ("datasets", "models", "code", "jobs", "checkpoints"):
+            (root / "users" / user / sub).mkdir(parents=True, exist_ok=True)
+    (root / "hf").mkdir(parents=True, exist_ok=True)
+    (root / "common" / "models").mkdir(parents=True, exist_ok=True)
+    write_rows(root / "datasets" / "gsm8k" / "train.parquet", gsm8k_rows())
+    for user in users:
+        write_rows(root / "users" / user / "datasets" / "gsm8k" / "test.parquet", gsm8k_rows(2))
+        write_rows(root / "users" / user / "datasets" / "sft" / "train.parquet",
+                   [{"prompt": "2+2?", "response": "4"}, {"prompt": "3+3?", "response": "6"}])
+        write_rows(root / "users" / user / "datasets" / "sft" / "test.parquet", [{"prompt": "1+1?", "response": "2"}])
+        shutil.copy(EXAMPLES / "data" / "reward.py", root / "users" / user / "code" / "reward.py")
+    (root / "users" / "bob" / "datasets" / "secret.parquet").write_bytes(b"bob's secret")
+    return root
+
+
+class OperatorProcess:
+    """``python -m argus`` as a subprocess, logging to a file."""
+
+    def __init__(self, log_path: Path, argv: list[str], env: dict[str, str]):
+        self.log_path = log_path
+        self.argv = argv
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def start(cls, workdir: Path, *, kubeconfig: Path, ray_address: str, root: Path, namespaces: list[str],
+              max_running: int = 4, poll_interval: float = 0.5, extra_args: list[str] = (), extra_env: dict[str, str] | None = None,
+              name: str = "operator") -> "OperatorProcess":
+        workdir.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "argus", "--kubeconfig", str(kubeconfig), "--ray-address", ray_address,
+                "--root", str(root), "--verl-code-path", str(STANDIN), "--max-running", str(max_running),
+                "--poll-interval", str(poll_interval), "--standalone", *extra_args]
+        for ns in namespaces:
+            argv += ["--namespace", ns]
+        env = {**os.environ, **(extra_env or {})}
+        op = cls(workdir / f"{name}.log", argv, env)
+        op.launch()
+        return op
+
+    def launch(self) -> None:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+
+    def restart(self, extra_env: dict[str, str] | None = None, drop_env: tuple[str, ...] = ()) -> None:
+        self.stop()
+        self.env = {k: v for k, v in {**self.env, **(extra_env or {})}.items() if k not in drop_env}
+        self.launch()
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def wait_exit(self, timeout: float) -> int:
+        assert self.proc
+        return self.proc.wait(timeout=timeout)
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+def get_task(cp: Any, ns: str, name: str) -> dict[str, Any]:
+    out = cp.kubectl("get", "argustask", name, "-n", ns, "-o", "json").stdout
+    return json.loads(out)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.3, on_timeout: Callable[[], str] | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    extra = on_timeout() if on_timeout else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}\n{extra}")
+
+
+def wait_phase(cp: Any, ns: str, name: str, phases: tuple[str, ...] | str, timeout: float = 90, op: OperatorProcess | None = None) -> dict[str, Any]:
+    phases = (phases,) if isinstance(phases, str) else phases
+
+    def check() -> dict[str, Any] | None:
+        task = get_task(cp, ns, name)
+        return task if (task.get("status") or {}).get("phase") in phases else None
+
+    def report() -> str:
+        task = get_task(cp, ns, name)
+        return f"status: {json.dumps(task.get('status'), indent=1)}\noperator log:\n{op.log_tail() if op else ''}"
+
+    return wait_for(check, timeout, f"{ns}/{name} to reach {phases}", on_timeout=report)
+
+
+def apply_file(cp: Any, ns: str, path: Path | str) -> None:
+    cp.kubectl("apply", "-n", ns, "-f", str(path))
+
+
+def apply_text(cp: Any, ns: str, text: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return cp.kubectl("apply", "-n", ns, "-f", "-", input=text, check=check)
+
+
+def advanced_task(name: str, command: str, *, nnodes: int = 1, gpus: int = 1, priority: int | None = None,
+                  deadline: int | None = None, workload: str = "ppo") -> str:
+    spec: dict[str, Any] = {"kind": "advanced", "workload": workload, "nnodes": nnodes, "nGpusPerNode": gpus, "command": command}
+    if priority is not None:
+        spec["priority"] = priority
+    if deadline is not None:
+        spec["activeDeadlineSeconds"] = deadline
+    return json.dumps({"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": name}, "spec": spec})
+
+
+def ppo_command(*, steps: int | None = None, nnodes: int = 1, gpus: int = 1, extra: str = "") -> str:
+    cmd = ("python3 -m verl.trainer.main_ppo data.train_files=$HOME/common/datasets/gsm8k/train.parquet "
+           "data.val_files=$HOME/datasets/gsm8k/test.parquet +ray_kwargs.ray_init.address=auto "
+           f"trainer.nnodes={nnodes} trainer.n_gpus_per_node={gpus}")
+    if steps is not None:
+        cmd += f" trainer.total_training_steps={steps}"
+    return cmd + (" " + extra if extra else "")

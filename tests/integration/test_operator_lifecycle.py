@@ -1,0 +1,174 @@
+"""Issue 4 acceptance on the real API server and a real Ray cluster: kubectl apply of the
+examples -> the operator -> Ray workers -> .status, with the verl stand-in as trainer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from ray.job_submission import JobSubmissionClient
+
+from harness import EXAMPLES, advanced_task, apply_file, apply_text, get_task, ppo_command, wait_for, wait_phase
+
+pytestmark = pytest.mark.integration
+
+
+def ray_jobs_for(ray_cluster, namespace: str) -> list:
+    client = JobSubmissionClient(ray_cluster.dashboard_url)
+    return [j for j in client.list_jobs() if (j.metadata or {}).get("argus.io/namespace") == namespace]
+
+
+def test_advanced_ppo_with_custom_reward_runs_on_a_worker(control_plane, ray_cluster, user_namespace, run_operator):
+    ns = user_namespace("alice")
+    op = run_operator([ns])
+    apply_file(control_plane, ns, EXAMPLES / "ppo-custom-reward.yaml")
+    queued = wait_phase(control_plane, ns, "ppo-custom-reward", ("Queued", "Submitted", "Running", "Succeeded"), op=op)
+    assert queued["status"]["user"] == "alice"
+    task = wait_phase(control_plane, ns, "ppo-custom-reward", ("Succeeded", "Failed"), timeout=120, op=op)
+    status = task["status"]
+    assert status["phase"] == "Succeeded", status
+    # The expanded command: $HOME macros resolved to this user's tree and the shared data.
+    assert "$HOME" not in status["command"] and "/users/alice/code/reward.py" in status["command"]
+    # Placement proof: the driver ran on the worker, never on the head.
+    driver = status["rayJob"]["driverNodeId"]
+    assert driver in ray_cluster.worker_node_ids and driver != ray_cluster.head_node_id
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions["Complete"] == "True" and conditions["Admitted"] == "True" and conditions["RayReachable"] == "True"
+    assert status["observedGeneration"] == task["metadata"]["generation"]
+    logs = subprocess.run([sys.executable, "-m", "argus.cli", "logs", "ppo-custom-reward", "-n", ns, "--kubeconfig", str(control_plane.kubeconfig)],
+                          capture_output=True, text=True, timeout=60)
+    assert logs.returncode == 0, logs.stderr
+    assert "using customized reward function 'compute_score'" in logs.stdout
+    assert sum(1 for line in logs.stdout.splitlines() if line.startswith("step:")) >= 3
+    tail = subprocess.run([sys.executable, "-m", "argus.cli", "logs", "ppo-custom-reward", "-n", ns, "--tail", "1",
+                           "--kubeconfig", str(control_plane.kubeconfig)], capture_output=True, text=True, timeout=60)
+    assert len(tail.stdout.splitlines()) == 1
+    # kubectl shows the printer columns and the events.
+    table = control_plane.kubectl("get", "argustasks", "-n", ns, "-o", "wide").stdout
+    header = table.splitlines()[0].split()
+    for column in ("PHASE", "WORKLOAD", "KIND", "NODES", "GPUS/NODE", "AGE", "USER", "RAY", "REASON"):
+        assert column in header, table
+    assert "Succeeded" in table and "alice" in table
+    described = control_plane.kubectl("describe", "argustask", "ppo-custom-reward", "-n", ns).stdout
+    assert "Queued" in described and "Succeeded" in described, described
+
+
+@pytest.mark.parametrize("example,name", [("ppo-basic.yaml", "ppo-basic"), ("grpo-basic.yaml", "grpo-basic"), ("sft-basic.yaml", "sft-basic"), ("ppo-advanced.yaml", "ppo-advanced")])
+def test_examples_run_to_succeeded(control_plane, ray_cluster, user_namespace, run_operator, example, name):
+    ns = user_namespace("alice")
+    op = run_operator([ns])
+    apply_file(control_plane, ns, EXAMPLES / example)
+    task = wait_phase(control_plane, ns, name, ("Succeeded", "Failed"), timeout=120, op=op)
+    assert task["status"]["phase"] == "Succeeded", task["status"]
+    client = JobSubmissionClient(ray_cluster.dashboard_url)
+    logs = client.get_job_logs(task["status"]["rayJob"]["submissionId"])
+    assert "Total training steps" in logs
+
+
+def test_rejected_tasks_never_reach_ray(control_plane, ray_cluster, user_namespace, run_operator):
+    ns = user_namespace("alice")
+    bare = user_namespace(None, prefix="bare")
+    op = run_operator([ns, bare])
+    apply_file(control_plane, ns, EXAMPLES / "hostile-other-user.yaml")
+    apply_text(control_plane, ns, advanced_task("echo-only", "echo python3 -m verl.trainer.main_ppo"))
+    apply_text(control_plane, bare, advanced_task("not-onboarded", ppo_command()))
+    hostile = wait_phase(control_plane, ns, "hostile-other-user", ("Rejected", "Queued", "Succeeded"), op=op)["status"]
+    assert hostile["phase"] == "Rejected" and hostile["reason"] == "InvalidSpec"
+    assert "another user's home (bob)" in hostile["message"]
+    echo = wait_phase(control_plane, ns, "echo-only", ("Rejected", "Queued"), op=op)["status"]
+    assert echo["phase"] == "Rejected" and "does not run an allowed entrypoint" in echo["message"]
+    bare_status = wait_phase(control_plane, bare, "not-onboarded", ("Rejected", "Queued"), op=op)["status"]
+    assert bare_status["reason"] == "NamespaceNotOnboarded"
+    events = control_plane.kubectl("get", "events", "-n", ns, "-o", "json").stdout
+    assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in json.loads(events)["items"])
+    time.sleep(2)  # a few more ticks of the operator
+    assert ray_jobs_for(ray_cluster, ns) == [] and ray_jobs_for(ray_cluster, bare) == []
+
+
+def test_queue_runs_in_priority_order_and_skips_unschedulable(control_plane, ray_cluster, user_namespace, run_operator):
+    ns = user_namespace("alice")
+    # Created before the operator starts, so all three wait in one queue.
+    too_big = advanced_task("too-big", ppo_command(nnodes=2, gpus=4), nnodes=2, gpus=4)  # 8 GPUs > the cluster's 4
+    apply_text(control_plane, ns, too_big)
+    for name, priority in (("low", 0), ("high", 10), ("mid", 5)):
+        apply_text(control_plane, ns, advanced_task(name, ppo_command(steps=10), priority=priority))
+        time.sleep(1.1)  # distinct creation seconds
+    op = run_operator([ns], max_running=1)
+    wait_phase(control_plane, ns, "low", "Succeeded", timeout=180, op=op)
+    starts = {}
+    for name in ("high", "mid", "low"):
+        status = get_task(control_plane, ns, name)["status"]
+        assert status["phase"] == "Succeeded"
+        starts[name] = (status["admittedAt"], status["rayJob"]["startTime"])
+    assert starts["high"] <= starts["mid"] <= starts["low"], starts
+    big = get_task(control_plane, ns, "too-big")["status"]
+    assert big["phase"] == "Queued" and big["reason"] == "Unschedulable" and "needs 8 GPUs" in big["message"], big
+    assert big["queuePosition"] == 1
+
+
+def test_cancel_delete_and_deadline_stop_the_ray_job(control_plane, ray_cluster, user_namespace, run_operator):
+    ns = user_namespace("alice")
+    op = run_operator([ns])
+    client = JobSubmissionClient(ray_cluster.dashboard_url)
+    long = ppo_command(steps=2000)
+    apply_text(control_plane, ns, advanced_task("to-cancel", long))
+    apply_text(control_plane, ns, advanced_task("to-delete", long))
+    apply_text(control_plane, ns, advanced_task("with-deadline", long, deadline=3))
+    for name in ("to-cancel", "to-delete"):
+        wait_phase(control_plane, ns, name, "Running", timeout=60, op=op)
+    control_plane.kubectl("patch", "argustask", "to-cancel", "-n", ns, "--type=merge", "-p", '{"spec":{"cancel":true}}')
+    cancelled = wait_phase(control_plane, ns, "to-cancel", ("Stopped", "Failed", "Succeeded"), timeout=60, op=op)["status"]
+    assert (cancelled["phase"], cancelled["reason"]) == ("Stopped", "Cancelled")
+    assert client.get_job_info(cancelled["rayJob"]["submissionId"]).status.value == "STOPPED"
+
+    sid = get_task(control_plane, ns, "to-delete")["status"]["rayJob"]["submissionId"]
+    control_plane.kubectl("delete", "argustask", "to-delete", "-n", ns, "--timeout=60s")
+    assert client.get_job_info(sid).status.value in ("STOPPED",)
+
+    late = wait_phase(control_plane, ns, "with-deadline", ("Failed", "Stopped", "Succeeded"), timeout=60, op=op)["status"]
+    assert (late["phase"], late["reason"]) == ("Failed", "DeadlineExceeded")
+    assert client.get_job_info(late["rayJob"]["submissionId"]).status.value == "STOPPED"
+
+
+def test_cancel_while_queued_never_reaches_ray(control_plane, ray_cluster, user_namespace, run_operator):
+    ns = user_namespace("alice")
+    apply_text(control_plane, ns, advanced_task("blocker", ppo_command(steps=2000), gpus=4))
+    apply_text(control_plane, ns, advanced_task("waiting", ppo_command(steps=5)))
+    op = run_operator([ns], max_running=1)
+    wait_phase(control_plane, ns, "blocker", "Running", timeout=60, op=op)
+    assert get_task(control_plane, ns, "waiting")["status"]["phase"] == "Queued"
+    control_plane.kubectl("patch", "argustask", "waiting", "-n", ns, "--type=merge", "-p", '{"spec":{"cancel":true}}')
+    status = wait_phase(control_plane, ns, "waiting", "Stopped", timeout=30, op=op)["status"]
+    assert status["reason"] == "Cancelled"
+    assert [j.metadata.get("argus.io/name") for j in ray_jobs_for(ray_cluster, ns)] == ["blocker"]
+    control_plane.kubectl("delete", "argustask", "blocker", "-n", ns, "--timeout=60s")
+
+
+def test_spec_change_is_refused_and_cancel_cannot_be_undone(control_plane, user_namespace):
+    ns = user_namespace("alice")
+    apply_text(control_plane, ns, advanced_task("fixed", ppo_command()))
+    changed = apply_text(control_plane, ns, advanced_task("fixed", ppo_command(steps=3)), check=False)
+    assert changed.returncode != 0 and "spec.command is immutable" in changed.stderr
+    control_plane.kubectl("patch", "argustask", "fixed", "-n", ns, "--type=merge", "-p", '{"spec":{"cancel":true}}')
+    back = control_plane.kubectl("patch", "argustask", "fixed", "-n", ns, "--type=merge", "-p", '{"spec":{"cancel":false}}', check=False)
+    assert back.returncode != 0 and "cannot go back from true to false" in back.stderr
+
+
+def test_crash_right_after_submit_adopts_the_job(control_plane, ray_cluster, user_namespace, run_operator):
+    ns = user_namespace("alice")
+    apply_text(control_plane, ns, advanced_task("crashy", ppo_command(steps=20)))
+    op = run_operator([ns], extra_env={"ARGUS_FAULT_AFTER_SUBMIT": "1"})
+    assert op.wait_exit(timeout=60) == 137
+    # Ray has the job, the status does not know yet.
+    assert get_task(control_plane, ns, "crashy")["status"]["phase"] == "Queued"
+    assert len(ray_jobs_for(ray_cluster, ns)) == 1
+    op.restart(drop_env=("ARGUS_FAULT_AFTER_SUBMIT",))
+    status = wait_phase(control_plane, ns, "crashy", ("Succeeded", "Failed"), timeout=120, op=op)["status"]
+    assert status["phase"] == "Succeeded"
+    jobs = ray_jobs_for(ray_cluster, ns)
+    assert len(jobs) == 1 and jobs[0].submission_id == status["rayJob"]["submissionId"]
+    events = json.loads(control_plane.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "AdoptedExistingJob" for e in events)
