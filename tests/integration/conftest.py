@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from argus.testbed.private_tree import login_home
 from harness import REPO, STANDIN, OperatorProcess, make_private_tree
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -22,10 +23,7 @@ def ray_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """HOME of the Ray nodes. Jobs run under ``bash -lc`` (a login shell resets PATH from
     /etc/profile), so, as a worker image would, the profile puts the training Python and
     the stand-in torchrun back on PATH."""
-    home = tmp_path_factory.mktemp("ray-home")
-    path = f"{STANDIN / 'bin'}:{Path(sys.executable).parent}"
-    (home / ".bash_profile").write_text(f'export PATH="{path}:$PATH"\n')
-    return home
+    return login_home(tmp_path_factory.mktemp("ray-home"))
 
 
 @pytest.fixture(scope="session")

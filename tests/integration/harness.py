@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,42 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[2]
-STANDIN = REPO / "hack" / "verl-standin"
+from argus.testbed.private_tree import STANDIN, make_private_tree  # noqa: F401 - re-exported for tests
 EXAMPLES = REPO / "examples"
-
-
-def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path)
-
-
-def gsm8k_rows(n: int = 4) -> list[dict[str, Any]]:
-    return [{
-        "data_source": "openai/gsm8k",
-        "prompt": [{"role": "user", "content": f"What is {i} + {i}? Answer after ####."}],
-        "reward_model": {"style": "rule", "ground_truth": str(2 * i)},
-        "extra_info": {"index": i, "split": "train"},
-    } for i in range(n)]
-
-
-def make_private_tree(root: Path, users: tuple[str, ...] = ("alice", "bob")) -> Path:
-    """A /private-like tree: shared datasets, user homes with data, code and a reward."""
-    for user in users:
-        for sub in ("datasets", "models", "code", "jobs", "checkpoints"):
-            (root / "users" / user / sub).mkdir(parents=True, exist_ok=True)
-    (root / "hf").mkdir(parents=True, exist_ok=True)
-    (root / "common" / "models").mkdir(parents=True, exist_ok=True)
-    write_rows(root / "datasets" / "gsm8k" / "train.parquet", gsm8k_rows())
-    for user in users:
-        write_rows(root / "users" / user / "datasets" / "gsm8k" / "test.parquet", gsm8k_rows(2))
-        write_rows(root / "users" / user / "datasets" / "sft" / "train.parquet",
-                   [{"prompt": "2+2?", "response": "4"}, {"prompt": "3+3?", "response": "6"}])
-        write_rows(root / "users" / user / "datasets" / "sft" / "test.parquet", [{"prompt": "1+1?", "response": "2"}])
-        shutil.copy(EXAMPLES / "data" / "reward.py", root / "users" / user / "code" / "reward.py")
-    (root / "users" / "bob" / "datasets" / "secret.parquet").write_bytes(b"bob's secret")
-    return root
 
 
 class OperatorProcess:

@@ -24,7 +24,7 @@ def ray_jobs_for(ray_cluster, namespace: str) -> list:
 def test_advanced_ppo_with_custom_reward_runs_on_a_worker(control_plane, ray_cluster, user_namespace, run_operator):
     ns = user_namespace("alice")
     op = run_operator([ns])
-    apply_file(control_plane, ns, EXAMPLES / "ppo-custom-reward.yaml")
+    apply_file(control_plane, ns, EXAMPLES / "ppo-advanced-custom-reward.yaml")
     queued = wait_phase(control_plane, ns, "ppo-custom-reward", ("Queued", "Submitted", "Running", "Succeeded"), op=op)
     assert queued["status"]["user"] == "alice"
     task = wait_phase(control_plane, ns, "ppo-custom-reward", ("Succeeded", "Failed"), timeout=120, op=op)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Sequence
 
-import kopf
-
 from ..cli import UsageError, add_platform_flags, platform_config
-from . import handlers  # noqa: F401 - registers the kopf handlers
 from .settings import add_operator_flags, operator_config
 
 
@@ -37,11 +35,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ValueError) as exc:
         print(f"argus-operator: {exc}", file=sys.stderr)
         return 2
+    if args.kubeconfig:
+        # Before the kubernetes client is imported: it reads KUBECONFIG at import time, and
+        # kopf's login goes through it.
+        os.environ["KUBECONFIG"] = os.path.abspath(args.kubeconfig)
+    import kopf  # noqa: PLC0415 - imports the kubernetes client, which reads KUBECONFIG once
+
+    from . import handlers  # noqa: PLC0415 - registers the kopf handlers
+
     handlers.RUNTIME.config = config
     handlers.RUNTIME.kubeconfig = args.kubeconfig
-    if args.kubeconfig:
-        import os
-        os.environ["KUBECONFIG"] = args.kubeconfig
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
         start_http_server(args.metrics_port)

@@ -1,0 +1,102 @@
+"""The local demo (hack/demo.sh): everything real, on this machine's loopback.
+
+control plane + Ray head/worker -> CRD -> namespace 'alice' onboarded for user alice ->
+a /private-like tree in a temp dir -> the operator -> kubectl apply of three examples
+(advanced PPO with a custom reward, basic GRPO, a hostile task) -> watch them -> show the
+reward function's log line and the rejected task's message -> tear down (or --keep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from argus.testbed import ControlPlane, RayCluster
+from argus.testbed.private_tree import STANDIN, login_home, make_private_tree
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = ["ppo-advanced-custom-reward", "grpo-basic", "hostile-other-user"]
+TERMINAL = {"Succeeded", "Failed", "Stopped", "Rejected"}
+
+
+def say(text: str) -> None:
+    print(f"\n\033[1m==> {text}\033[0m", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keep", action="store_true", help="leave the cluster, Ray and the operator running")
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="argus-demo-"))
+    say(f"working in {work}")
+    cp = ray = operator = None
+    try:
+        t0 = time.monotonic()
+        cp = ControlPlane.start(work / "k8s")
+        say(f"kube-apiserver ready at {cp.server} in {time.monotonic() - t0:.1f} s")
+        t0 = time.monotonic()
+        ray = RayCluster.start(work / "ray", extra_path=[STANDIN / "bin"],
+                               extra_env={"HOME": str(login_home(work / "ray-home")), "VERL_STANDIN_STEP_SECONDS": "0.3"})
+        say(f"Ray head {ray.dashboard_url} (no worker_node resource) + 1 worker with 4 GPUs, ready in {time.monotonic() - t0:.1f} s")
+        cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
+        cp.kubectl("wait", "--for=condition=Established", "crd/argustasks.argus.io", "--timeout=60s")
+        cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace",
+                                                        "metadata": {"name": "alice", "labels": {"argus.io/user": "alice"}}}))
+        root = make_private_tree(work / "private")
+        say(f"namespace alice onboarded (label argus.io/user=alice); /private tree at {root}")
+        log = open(work / "operator.log", "wb")
+        operator = subprocess.Popen([sys.executable, "-m", "argus", "--kubeconfig", str(cp.kubeconfig), "--ray-address", ray.dashboard_url,
+                                     "--root", str(root), "--verl-code-path", str(STANDIN), "--poll-interval", "1", "--standalone"],
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        say(f"operator running (log: {work / 'operator.log'})")
+        for name in EXAMPLES:
+            out = cp.kubectl("apply", "-n", "alice", "-f", str(REPO / "examples" / f"{name}.yaml"))
+            print(out.stdout.strip())
+        say("kubectl get argustasks -n alice -o wide  (until all are done)")
+        deadline = time.monotonic() + args.timeout
+        last = ""
+        while time.monotonic() < deadline:
+            table = cp.kubectl("get", "argustasks", "-n", "alice", "-o", "wide").stdout
+            if table != last:
+                print(table, flush=True)
+                last = table
+            items = json.loads(cp.kubectl("get", "argustasks", "-n", "alice", "-o", "json").stdout)["items"]
+            if items and all((i.get("status") or {}).get("phase") in TERMINAL for i in items):
+                break
+            time.sleep(2)
+        say("the custom reward function, from the PPO job's log (argus logs ppo-custom-reward -n alice)")
+        logs = subprocess.run([sys.executable, "-m", "argus.cli", "logs", "ppo-custom-reward", "-n", "alice", "--kubeconfig", str(cp.kubeconfig)],
+                              capture_output=True, text=True)
+        lines = logs.stdout.splitlines()
+        print("\n".join([l for l in lines if "using customized reward function" in l] + [l for l in lines if l.startswith("step:")][-3:]) or logs.stderr)
+        say("why the hostile task was rejected (kubectl get argustask hostile-other-user -o jsonpath='{.status.message}')")
+        print(cp.kubectl("get", "argustask", "hostile-other-user", "-n", "alice", "-o", "jsonpath={.status.message}").stdout)
+        items = json.loads(cp.kubectl("get", "argustasks", "-n", "alice", "-o", "json").stdout)["items"]
+        phases = {i["metadata"]["name"]: (i.get("status") or {}).get("phase") for i in items}
+        expected = {"ppo-custom-reward": "Succeeded", "grpo-basic": "Succeeded", "hostile-other-user": "Rejected"}
+        ok = phases == expected
+        say(f"result: {phases} -> {'as expected' if ok else 'NOT as expected: ' + str(expected)}")
+        if args.keep:
+            say(f"left running. export KUBECONFIG={cp.kubeconfig}  (Ray dashboard: {ray.dashboard_url}); stop with: kill {os.getpid()}")
+            signal.pause()
+        return 0 if ok else 1
+    finally:
+        if operator and operator.poll() is None:
+            os.killpg(operator.pid, signal.SIGTERM)
+            operator.wait(timeout=15)
+        if ray:
+            ray.stop()
+        if cp:
+            cp.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

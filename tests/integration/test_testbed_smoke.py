@@ -1,0 +1,134 @@
+"""Smoke test of the testbed: the real API server enforces the ArgusTask CRD (CEL immutability),
+RBAC and ServiceAccount tokens, and the real Ray cluster runs a job's driver on the worker."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from argus.testbed import ControlPlane, KubeCluster, RayCluster, KubectlError
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_PATH = REPO / "crds" / "argus.io_argustasks.yaml"
+CRD_NAME = "argustasks.argus.io"
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
+
+
+def _immutability_message(field: str) -> str:
+    """The message of the CRD's CEL rule that compares `field` with oldSelf."""
+    crd = yaml.safe_load(CRD_PATH.read_text())
+    for d in _walk(crd):
+        for v in d.get("x-kubernetes-validations", []) or []:
+            if f"oldSelf.{field}" in v.get("rule", "") and "immutable" in v.get("message", ""):
+                return v["message"]
+    raise AssertionError(f"{CRD_PATH} has no x-kubernetes-validations rule on oldSelf.{field} with an immutability message")
+
+
+def _task_yaml(name: str, namespace: str, workload: str) -> str:
+    return f"""\
+apiVersion: argus.io/v1alpha1
+kind: ArgusTask
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  kind: advanced
+  workload: {workload}
+  nnodes: 1
+  nGpusPerNode: 1
+  command: "python3 -m verl.trainer.main_ppo trainer.nnodes=1"
+"""
+
+
+@pytest.fixture(scope="module")
+def argustask_crd(control_plane: KubeCluster) -> str:
+    assert CRD_PATH.is_file(), f"{CRD_PATH} is missing"
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
+    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    # Established can come a moment before the resource is served: wait until a list works.
+    deadline = time.monotonic() + 30
+    while True:
+        r = control_plane.kubectl("get", "argustasks", "-A", check=False)
+        if r.returncode == 0:
+            return CRD_NAME
+        if time.monotonic() > deadline:
+            raise AssertionError(f"argustasks not served: {r.stderr}")
+        time.sleep(0.2)
+
+
+def test_argustask_crd_and_cel_immutability(control_plane: KubeCluster, argustask_crd: str, kube_namespace: str) -> None:
+    ns = kube_namespace
+    control_plane.kubectl("apply", "-f", "-", input=_task_yaml("smoke", ns, "ppo"))
+    got = json.loads(control_plane.kubectl("get", "argustask", "smoke", "-n", ns, "-o", "json").stdout)
+    assert got["spec"]["workload"] == "ppo"
+    assert got["spec"]["kind"] == "advanced"
+    assert got["spec"]["nnodes"] == 1 and got["spec"]["nGpusPerNode"] == 1
+    assert got["spec"]["command"] == "python3 -m verl.trainer.main_ppo trainer.nnodes=1"
+    assert got["spec"]["cancel"] is False  # the CRD default was applied
+
+    message = _immutability_message("workload")
+    r = control_plane.kubectl("apply", "-f", "-", input=_task_yaml("smoke", ns, "grpo"), check=False)
+    assert r.returncode != 0, f"changing spec.workload was accepted: {r.stdout}"
+    assert message in r.stderr, r.stderr
+    still = json.loads(control_plane.kubectl("get", "argustask", "smoke", "-n", ns, "-o", "json").stdout)
+    assert still["spec"]["workload"] == "ppo"
+
+
+def test_user_without_bindings_is_forbidden(control_plane: KubeCluster, argustask_crd: str, kube_namespace: str) -> None:
+    user = control_plane.mint_user(f"nobody-{uuid.uuid4().hex[:6]}", groups=["argus-smoke"])
+    r = control_plane.kubectl("get", "argustasks", "-n", kube_namespace, kubeconfig=user, check=False)
+    assert r.returncode != 0
+    assert "Forbidden" in r.stderr or "forbidden" in r.stderr, r.stderr
+    # The admin can.
+    control_plane.kubectl("get", "argustasks", "-n", kube_namespace)
+
+
+def test_serviceaccount_token(control_plane: KubeCluster, kube_namespace: str) -> None:
+    ns = kube_namespace
+    control_plane.kubectl("create", "serviceaccount", "smoke-bot", "-n", ns)
+    token = control_plane.kubectl("create", "token", "smoke-bot", "-n", ns, "--duration=10m").stdout.strip()
+    assert token.count(".") == 2, token  # a JWT
+    if isinstance(control_plane, ControlPlane):
+        kubeconfig = control_plane.token_kubeconfig(token, "smoke-bot", namespace=ns)
+        who = control_plane.kubectl("auth", "whoami", "-o", "json", kubeconfig=kubeconfig)
+        assert json.loads(who.stdout)["status"]["userInfo"]["username"] == f"system:serviceaccount:{ns}:smoke-bot"
+        # ... and it has no permissions.
+        with pytest.raises(KubectlError, match="[Ff]orbidden"):
+            control_plane.kubectl("get", "configmaps", kubeconfig=kubeconfig)
+
+
+def test_ray_job_runs_on_the_worker(ray_cluster: RayCluster) -> None:
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    client = JobSubmissionClient(ray_cluster.dashboard_url)
+    job_id = client.submit_job(
+        entrypoint='python -c "print(42)"',
+        entrypoint_resources={ray_cluster.worker_resource: 1},
+    )
+    deadline = time.monotonic() + 120
+    while (status := client.get_job_status(job_id)) not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}:
+        assert time.monotonic() < deadline, f"job {job_id} still {status}"
+        time.sleep(0.2)
+    info = client.get_job_info(job_id)
+    assert status == JobStatus.SUCCEEDED, info
+    assert info.driver_node_id in ray_cluster.worker_node_ids
+    assert info.driver_node_id != ray_cluster.head_node_id
+    assert "42" in client.get_job_logs(job_id)
