@@ -101,7 +101,7 @@ def test_queue_runs_in_priority_order_and_skips_unschedulable(control_plane, ray
     starts = {}
     for name in ("high", "mid", "low"):
         status = get_task(control_plane, ns, name)["status"]
-        assert status["phase"] == "Succeeded"
+        assert status["phase"] == "Succeeded", status
         starts[name] = (status["admittedAt"], status["rayJob"]["startTime"])
     assert starts["high"] <= starts["mid"] <= starts["low"], starts
     big = get_task(control_plane, ns, "too-big")["status"]
@@ -126,7 +126,7 @@ def test_cancel_delete_and_deadline_stop_the_ray_job(control_plane, ray_cluster,
 
     sid = get_task(control_plane, ns, "to-delete")["status"]["rayJob"]["submissionId"]
     control_plane.kubectl("delete", "argustask", "to-delete", "-n", ns, "--timeout=60s")
-    assert client.get_job_info(sid).status.value in ("STOPPED",)
+    wait_for(lambda: client.get_job_info(sid).status.value == "STOPPED", 20, f"Ray job {sid} to stop after the delete")
 
     late = wait_phase(control_plane, ns, "with-deadline", ("Failed", "Stopped", "Succeeded"), timeout=60, op=op)["status"]
     assert (late["phase"], late["reason"]) == ("Failed", "DeadlineExceeded")
@@ -135,7 +135,7 @@ def test_cancel_delete_and_deadline_stop_the_ray_job(control_plane, ray_cluster,
 
 def test_cancel_while_queued_never_reaches_ray(control_plane, ray_cluster, user_namespace, run_operator):
     ns = user_namespace("alice")
-    apply_text(control_plane, ns, advanced_task("blocker", ppo_command(steps=2000), gpus=4))
+    apply_text(control_plane, ns, advanced_task("blocker", ppo_command(steps=2000, gpus=4), gpus=4))
     apply_text(control_plane, ns, advanced_task("waiting", ppo_command(steps=5)))
     op = run_operator([ns], max_running=1)
     wait_phase(control_plane, ns, "blocker", "Running", timeout=60, op=op)
@@ -167,7 +167,7 @@ def test_crash_right_after_submit_adopts_the_job(control_plane, ray_cluster, use
     assert len(ray_jobs_for(ray_cluster, ns)) == 1
     op.restart(drop_env=("ARGUS_FAULT_AFTER_SUBMIT",))
     status = wait_phase(control_plane, ns, "crashy", ("Succeeded", "Failed"), timeout=120, op=op)["status"]
-    assert status["phase"] == "Succeeded"
+    assert status["phase"] == "Succeeded", status
     jobs = ray_jobs_for(ray_cluster, ns)
     assert len(jobs) == 1 and jobs[0].submission_id == status["rayJob"]["submissionId"]
     events = json.loads(control_plane.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]

@@ -26,6 +26,10 @@ class RayJobUnknown(Exception):
     """Ray does not know this submission id (a restarted head forgets its jobs)."""
 
 
+class RayJobExists(Exception):
+    """Ray already has a job with this submission id: adopt it."""
+
+
 class RayRefused(Exception):
     """Ray answered, but refused the request (a bug or a misconfiguration)."""
 
@@ -42,6 +46,8 @@ class RayJob:
 
 def _classify(exc: Exception) -> Exception:
     text = str(exc)
+    if "already exists" in text:
+        return RayJobExists(text[-300:])
     if "does not exist" in text or "status code 404" in text:
         return RayJobUnknown(text)
     if isinstance(exc, (ConnectionError, OSError, TimeoutError)) or "Failed to connect" in text or "Connection" in type(exc).__name__:
@@ -52,9 +58,11 @@ def _classify(exc: Exception) -> Exception:
             return RayUnreachable(f"{type(exc).__name__}: {text[:300]}")
     except ImportError:  # pragma: no cover
         pass
-    if "status code 5" in text and "already exists" not in text:
+    # The head wraps its agent's 4xx in a 500: only a bare 5xx is a (transient) outage.
+    if "status code 5" in text and "status code 4" not in text:
         return RayUnreachable(text[:300])
-    return RayRefused(text[:500])
+    # Ray's errors carry a server traceback; its last line says what went wrong.
+    return RayRefused(text.strip().rstrip('.').splitlines()[-1][:500] if text.strip() else type(exc).__name__)
 
 
 class RayAdapter:
@@ -99,10 +107,8 @@ class RayAdapter:
                 metadata=plan.metadata,
             )
             return True
-        except RayRefused as exc:
-            if "already exists" in str(exc):
-                return False
-            raise
+        except RayJobExists:
+            return False
 
     async def job(self, submission_id: str) -> RayJob:
         info = await asyncio.to_thread(self._call, "get_job_info", submission_id)

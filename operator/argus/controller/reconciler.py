@@ -261,7 +261,15 @@ class Reconciler:
         async with self.lock(view.key):
             try:
                 stopped = await self.ray.stop(sid)
-                return f"stopped Ray job {sid}" if stopped else f"Ray job {sid} had already ended"
+                if not stopped:
+                    return f"Ray job {sid} had already ended"
+                # Ray stops asynchronously; hold the object (a little) until it has, so that
+                # "deleted" means "no longer running".
+                for _ in range(30):
+                    if (await self.ray.job(sid)).status not in ("PENDING", "RUNNING"):
+                        return f"stopped Ray job {sid}"
+                    await asyncio.sleep(0.5)
+                return f"asked Ray to stop job {sid}; it had not stopped within 15 s"
             except RayJobUnknown:
                 return f"no Ray job {sid}"
             except RayUnreachable:

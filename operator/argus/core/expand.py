@@ -8,6 +8,11 @@ the training process sees (v3.5 design).
 ``${HOME}`` is the same macro; ``$HOMEDIR`` and other names that merely start with HOME are
 left alone. The virtual form ``<root>/users/<user>/common/datasets|hf`` maps like the
 macro, so expansion is idempotent.
+
+A macro is expanded only where it ends a path segment: before ``/``, at the end of the
+text or a word (or before more macros that are). ``${HOME}2`` or ``$HOME-x`` would glue text
+onto the user segment (``/private/users/alice2`` is another user's home), so they stay as
+written and the path policy refuses them (``LEFTOVER_HOME``).
 """
 
 from __future__ import annotations
@@ -18,16 +23,28 @@ from .config import PlatformConfig
 
 # $HOME or ${HOME}, not followed by a name character ($HOMEDIR stays as it is).
 _HOME = r"(?:\$HOME(?![A-Za-z0-9_])|\$\{HOME\})"
+# What may follow a macro that is expanded: a path separator, the end of the text, a
+# character that ends the shell word or Hydra value, or a line continuation to a blank; or other
+# $HOME macros that are themselves so followed (they expand to paths starting with '/').
+_SEGMENT_END = r"(?=(?:" + _HOME + r")*(?:/|$|[\s'\";|&()<>,:=\]}]|\\\n(?![^ \t\r\n])))"
 # The shared folders a user sees under $HOME/common, ended at a path boundary.
 _SHARED = r"/common/(datasets|hf)(?=/|$|[^A-Za-z0-9_.\-])"
+
+_MACRO_SHARED = re.compile(_HOME + _SHARED)
+_MACRO_HOME = re.compile(_HOME + _SEGMENT_END)
+# A macro left after expansion: one glued to the following text.
+LEFTOVER_HOME = re.compile(_HOME)
 
 
 def expand(text: str, user: str, config: PlatformConfig) -> str:
     """Expand the $HOME macros of ``text`` for ``user`` (an already checked user id)."""
-    home = config.home(user)
-    text = re.sub(_HOME + _SHARED, lambda m: config.shared(m.group(1)), text)
-    text = re.sub(_HOME, lambda m: home, text)
+    if "$" in text:
+        home = config.home(user)
+        text = _MACRO_SHARED.sub(lambda m: config.shared(m.group(1)), text)
+        text = _MACRO_HOME.sub(lambda m: home, text)
     # The virtual form that the file browser shows, written out by hand or left by a
     # previous expansion.
-    text = re.sub(r"(?<![\w.\-])" + re.escape(home) + _SHARED, lambda m: config.shared(m.group(1)), text)
+    virtual = config.home(user) + "/common/"
+    if virtual in text:
+        text = re.sub(r"(?<![\w.\-])" + re.escape(config.home(user)) + _SHARED, lambda m: config.shared(m.group(1)), text)
     return text

@@ -8,6 +8,7 @@ same words.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 import shlex
@@ -167,7 +168,10 @@ def validate_spec(
     _check_kind_fields(raw_spec, findings)
     spec: ArgusTaskSpec | None = None
     try:
-        spec = ArgusTaskSpec.model_validate(dict(raw_spec))
+        # Strict, as the API server's schema is: 'true' or "2" is not an integer, "yes" is not
+        # a boolean (pydantic's lax mode would accept them, the CRD would not). JSON mode
+        # so that enums still take their string values.
+        spec = ArgusTaskSpec.model_validate_json(json.dumps(dict(raw_spec), default=str), strict=True)
     except ValidationError as exc:
         for p in _pydantic_problems(exc):
             findings.error(p.field, p.value, p.rule)
@@ -176,14 +180,16 @@ def validate_spec(
     # Even when other fields are wrong, a command that is a string gets its checks, so the
     # user sees every problem at once.
     raw_command = raw_spec.get("command")
-    nnodes = raw_spec.get("nnodes") if isinstance(raw_spec.get("nnodes"), int) else None
-    gpus = raw_spec.get("nGpusPerNode") if isinstance(raw_spec.get("nGpusPerNode"), int) else None
+    nnodes = raw_spec.get("nnodes") if type(raw_spec.get("nnodes")) is int else None
+    gpus = raw_spec.get("nGpusPerNode") if type(raw_spec.get("nGpusPerNode")) is int else None
     command: str | None = None
     if raw_spec.get("kind") == "advanced" and isinstance(raw_command, str):
         if check_text("spec.command", raw_command, findings):
             command = expand(raw_command, user, config)
             check_command("spec.command", command, policy=policy, nnodes=nnodes, gpus_per_node=gpus, findings=findings)
-    elif spec is not None and spec.kind == "basic" and not findings.errors:
+    elif spec is not None and spec.kind == "basic":
+        # The template's inputs are checked even when the manifest has other problems, so
+        # that every problem is reported at once; the command is built only from good ones.
         spec = _check_basic(spec, raw_spec, user, policy, findings)
         if not findings.errors:
             experiment = f"{namespace or 'default'}-{name or spec.workload}"

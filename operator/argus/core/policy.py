@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from .config import PlatformConfig
+from .expand import LEFTOVER_HOME
 from .problems import Problem
 from .shell import (
     Script,
@@ -27,6 +28,10 @@ from .shell import (
     substitute,
 )
 from .spec import MAX_COMMAND_BYTES
+
+# The expanded command may be longer than what the user wrote ($HOME grows), but not
+# without bound: it is what Ray runs and what the status shows.
+MAX_EXPANDED_COMMAND_BYTES = 4 * MAX_COMMAND_BYTES
 
 DATA_KEYS = ("data.train_files", "data.val_files")
 REWARD_PATH_KEY = "custom_reward_function.path"
@@ -44,6 +49,8 @@ OUTPUT_KEYS = (
 MODEL_KEYS = ("actor_rollout_ref.model.path", "critic.model.path", "model.partial_pretrain", "reward_model.model.path")
 NNODES_KEY = "trainer.nnodes"
 GPUS_KEY = "trainer.n_gpus_per_node"
+_CHECKED_KEYS = frozenset((*DATA_KEYS, REWARD_PATH_KEY, *OUTPUT_KEYS, *MODEL_KEYS, NNODES_KEY, GPUS_KEY))
+_KNOWN_KEYS = _CHECKED_KEYS | {RAY_ADDRESS_KEY, REWARD_NAME_KEY}
 
 HF_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95})?$")
 _OVERRIDE = re.compile(r"^(\+{0,2})([A-Za-z_][A-Za-z0-9_.\-@/]*)=(.*)$", re.S)
@@ -52,6 +59,15 @@ _TILDE = re.compile(r"(?:^|(?<=[\s=:'\"(]))~([a-z_][a-z0-9_-]*)?(?=/|\s|$|[;|&)'
 # Characters that end a path inside a word; '$' too, so '$X/...' yields '/...'.
 _PATH_BREAK = "\\s'\"=,:;\\[\\](){}<>|&`$"
 _PATH_RUN = re.compile(f"[^{_PATH_BREAK}]+")
+_PATH_BREAK_CHARS = frozenset(" \t\n\r\x0b\x0c'\"=,:;[](){}<>|&`$")
+# Shell characters that make a path at run time: variables, command substitution, globs,
+# brace expansion.
+_DYNAMIC = "$`*?[{"
+# An absolute path's literal start, up to the first dynamic character.
+# (A '/' right after a name, '}', ')' or a glob continues a path; it does not start one.)
+_DYNAMIC_PATH = re.compile(r"(?<![A-Za-z0-9_.\-})*?\]$])(/[^\s'\"=,:;()<>|&\\$`*?\[{]*)[$`*?\[{]")
+_BRACES = re.compile(r"\{([^{}]*)\}")
+_MAX_BRACE_WORDS = 64
 
 
 @dataclass
@@ -60,16 +76,19 @@ class Findings:
 
     errors: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    _seen: set[tuple[bool, str, str, str]] = field(default_factory=set, repr=False, compare=False)
+
+    def _add(self, to: list[Problem], warning: bool, p: Problem) -> None:
+        key = (warning, p.field, repr(p.value), p.rule)  # values may be unhashable (lists)
+        if key not in self._seen:
+            self._seen.add(key)
+            to.append(p)
 
     def error(self, field_: str, value: object, rule: str) -> None:
-        p = Problem(field_, value, rule)
-        if p not in self.errors:
-            self.errors.append(p)
+        self._add(self.errors, False, Problem(field_, value, rule))
 
     def warn(self, field_: str, value: object, rule: str) -> None:
-        p = Problem(field_, value, rule)
-        if p not in self.warnings:
-            self.warnings.append(p)
+        self._add(self.warnings, True, Problem(field_, value, rule))
 
 
 def _under(path: str, root: str) -> bool:
@@ -85,12 +104,14 @@ class PathPolicy:
         self.user = user
         self.root = config.root
         self.home = config.home(user)
+        self._home_slash = self.home + "/"
         self.users_root = config.users_root()
         self.shared_roots = tuple(config.shared(p) for p in ("datasets", "hf", "common"))
         self.data_roots = (posixpath.join(self.home, "datasets"), config.shared("datasets"), config.shared("common", "datasets"))
         self.model_roots = (posixpath.join(self.home, "models"), config.shared("hf"), config.shared("common", "models"))
         self.code_root = posixpath.join(self.home, "code")
         self.common_root = config.shared("common")
+        self._plain_prefixes = (self._home_slash, *(r + "/" for r in self.shared_roots))
 
     def _root_of(self, path: str) -> str | None:
         for root in (self.home, *self.shared_roots):
@@ -98,8 +119,16 @@ class PathPolicy:
                 return root
         return None
 
+    def _owner(self, path: str) -> str | None:
+        """Whose home a normalised path is in, if any."""
+        if not path.startswith(self.users_root + "/"):
+            return None
+        return path[len(self.users_root) + 1 :].split("/", 1)[0] or None
+
     def check_absolute(self, field_: str, raw: str, findings: Findings) -> None:
         """One absolute path met anywhere in the task: may this user name it?"""
+        if raw.startswith(self._home_slash) and "/." not in raw and "//" not in raw:
+            return  # in the user's own home, and nothing to normalise
         path = posixpath.normpath(raw)
         if path.startswith("//"):
             path = "/" + path.lstrip("/")
@@ -107,31 +136,91 @@ class PathPolicy:
             before = raw.split("/../", 1)[0] if "/../" in raw else raw[: -len("/..")]
             start = self._root_of(posixpath.normpath(before or "/"))
             if start is not None and not _under(path, start):
-                findings.error(field_, raw, f"'..' climbs out of {start}")
+                owner = self._owner(path)
+                where = f" into another user's home ({owner}); only {self.home}/... is yours" if owner not in (None, self.user) else ""
+                findings.error(field_, raw, f"'..' climbs out of {start}{where}")
                 return
         if not _under(path, self.root):
             return
         if path in (self.root, self.users_root):
             findings.error(field_, raw, f"names {path} itself; only {self.home}/... and the shared {', '.join(self.shared_roots)} are allowed")
         elif _under(path, self.users_root):
-            owner = path[len(self.users_root) + 1 :].split("/", 1)[0]
+            owner = self._owner(path)
             if owner != self.user:
                 findings.error(field_, raw, f"is in another user's home ({owner}); only {self.home}/... is yours")
         elif self._root_of(path) is None:
             findings.error(field_, raw, f"is outside the folders a task may use ({self.home}, {', '.join(self.shared_roots)})")
 
     def scan(self, field_: str, text: str, findings: Findings) -> None:
-        """Every path-like piece of ``text``: isolation, '..' and variable user segments."""
-        users_prefix = re.escape(self.users_root + "/")
-        for m in re.finditer(users_prefix + r"(?=[$`*?\[{(])", text):
-            findings.error(field_, text[m.start() : m.start() + 40].split()[0], "the user segment is built from a variable or pattern; write your own home ($HOME) out")
+        """Every path-like piece of ``text``: isolation, '..' and user segments built at run
+        time (variables, command substitution, globs, braces)."""
+        for m in LEFTOVER_HOME.finditer(text):
+            token = _PATH_RUN.match(text, m.end())
+            findings.error(field_, m.group() + (token.group() if token else ""), "$HOME must be followed by '/' or end the path: text glued to it names a folder beside your home (perhaps another user's)")
+        if any(c in text for c in _DYNAMIC):
+            self._scan_dynamic(field_, text, findings)
+        if self._only_plain_allowed_paths(text):
+            return
+        root, home = self.root, self._home_slash
         for run in _PATH_RUN.findall(text):
-            if run.startswith("../") or run == "..":
-                findings.error(field_, run, "'..' climbs out of the job directory; use an absolute path under $HOME")
-                continue
+            if "/." in run or "//" in run or ".." in run:
+                pass
+            elif root not in run or run.startswith(home):
+                continue  # nothing to normalise, and outside the root or in the user's home
+            if ".." in run and not run.startswith("/"):
+                rel = posixpath.normpath(run)
+                if rel == ".." or rel.startswith("../"):
+                    findings.error(field_, run, "'..' climbs out of the job directory; use an absolute path under $HOME")
+                    continue
             slash = run.find("/")
             if slash >= 0:
                 self.check_absolute(field_, run[slash:], findings)
+
+    def _only_plain_allowed_paths(self, text: str) -> bool:
+        """True when nothing in ``text`` needs normalising and every mention of the root
+        starts a path in the user's home or a shared folder: the common case, answered
+        without looking at each path."""
+        if ".." in text or "//" in text or "/." in text:
+            return False
+        root, allowed = self.root, self._plain_prefixes
+        i = text.find(root)
+        while i >= 0:
+            if (i > 0 and text[i - 1] not in _PATH_BREAK_CHARS) or not text.startswith(allowed, i):
+                return False
+            i = text.find(root, i + len(root))
+        return True
+
+    def _scan_dynamic(self, field_: str, text: str, findings: Findings) -> None:
+        """A path whose part up to and including the user segment is not literal text:
+        ``/private/users/$U``, ``/priv*/users/bob``, ``/private/users/alice$X``."""
+        users = self.users_root + "/"
+        for m in _DYNAMIC_PATH.finditer(text):
+            literal = m.group(1)
+            norm = posixpath.normpath(literal)
+            if norm.startswith("//"):
+                norm = "/" + norm.lstrip("/")
+            if literal.endswith(("/", "/.")) and norm != "/":
+                norm += "/"
+            incomplete_segment = norm.startswith(users) and "/" not in norm[len(users):]
+            if users.startswith(norm) or incomplete_segment:
+                end = m.start()
+                while end < len(text) and not text[end].isspace():
+                    end += 1
+                findings.error(field_, text[m.start():end], "the user segment is built from a variable or pattern; write your own home ($HOME) out")
+
+    def scan_word(self, field_: str, word: str, assignments: dict[str, str], findings: Findings, *, include_self: bool = True) -> None:
+        """One shell word (quotes removed) as bash would build it: the script's own
+        variables substituted and braces expanded, then scanned."""
+        variants = {word}
+        if "$" in word:
+            value, _ = substitute(word, assignments)
+            variants.add(value)
+        if "{" in word:
+            variants |= {v for w in list(variants) for v in brace_expand(w)}
+        if not include_self:
+            variants.discard(word)
+        for variant in variants:
+            self.scan(field_, variant, findings)
 
     def check_under(self, field_: str, value: str, roots: tuple[str, ...], what: str, findings: Findings, suffix: str | None = None) -> None:
         """A path that must sit under one of ``roots`` (after normalisation)."""
@@ -151,17 +240,39 @@ class PathPolicy:
             findings.error(field_, value, "must be a Hugging Face model id like Qwen/Qwen2.5-0.5B-Instruct, or an absolute model path")
 
 
-def check_text(field_: str, text: str, findings: Findings) -> bool:
+def brace_expand(word: str) -> list[str]:
+    """Bash brace expansion of the innermost ``{a,b}`` groups, as far as it goes within
+    a small bound (enough to see the paths a word can name)."""
+    words = [word]
+    for _ in range(8):
+        out: list[str] = []
+        changed = False
+        for w in words:
+            m = next((m for m in _BRACES.finditer(w) if "," in m.group(1)), None)
+            if m is None:
+                out.append(w)
+                continue
+            changed = True
+            out.extend(w[: m.start()] + alt + w[m.end() :] for alt in m.group(1).split(","))
+        words = out[:_MAX_BRACE_WORDS]
+        if not changed:
+            break
+    return words
+
+
+def check_text(field_: str, text: str, findings: Findings, *, max_bytes: int = MAX_COMMAND_BYTES, what: str = "") -> bool:
     """Size, control characters, '~'. Returns False when the text is unusable."""
-    size = len(text.encode("utf-8"))
-    if size > MAX_COMMAND_BYTES:
-        findings.error(field_, f"{size} bytes", f"is larger than the {MAX_COMMAND_BYTES // 1024} KiB limit")
+    size = len(text) if len(text) * 4 <= max_bytes else len(text.encode("utf-8"))
+    if size > max_bytes:
+        findings.error(field_, f"{size} bytes", f"{what}is larger than the {max_bytes // 1024} KiB limit")
         return False
-    bad = _CONTROL.search(text)
+    # str.isprintable is quick and false for every control character (and for some
+    # harmless Unicode, which the exact search then clears).
+    bad = None if text.replace("\n", "").replace("\t", "").isprintable() else _CONTROL.search(text)
     if bad:
         findings.error(field_, f"\\x{ord(bad.group()):02x} at offset {bad.start()}", "control characters other than newline and tab are not allowed")
         return False
-    for m in _TILDE.finditer(text):
+    for m in _TILDE.finditer(text) if "~" in text else ():
         token = text[m.start() :].split()[0] if text[m.start() :].split() else "~"
         findings.error(field_, token, "'~' expands to the worker's home, not yours: use $HOME")
     return True
@@ -176,7 +287,7 @@ def hydra_list(value: str) -> list[str]:
     return [value.strip("'\"")]
 
 
-@dataclass
+@dataclass(slots=True)
 class Override:
     plus: str  # "", "+" or "++"
     key: str
@@ -189,15 +300,21 @@ class CommandFacts:
     """What the checks learned about a command, for the plan and the template."""
 
     entrypoints: list[tuple[str, str]] = field(default_factory=list)  # (program, module)
-    overrides: list[Override] = field(default_factory=list)
+    overrides: list[Override] = field(default_factory=list)  # the ones the checks know
 
 
 def _overrides(args: list[str]) -> list[Override]:
+    """The Hydra overrides among ``args`` that the checks look at (a 64 KiB command may
+    hold thousands of others)."""
     found = []
+    match = _OVERRIDE.match
     for word in args:
-        m = _OVERRIDE.match(word)
-        if m:
-            found.append(Override(m.group(1), m.group(2), m.group(3), word))
+        eq = word.find("=")
+        if eq <= 0:
+            continue
+        key = word[:eq].lstrip("+")
+        if (key in _KNOWN_KEYS or key.startswith(REWARD_KWARGS_PREFIX)) and (m := match(word)):
+            found.append(Override(*m.groups(), word))
     return found
 
 
@@ -224,7 +341,9 @@ def check_command(
 ) -> CommandFacts:
     """The strong and weak checks of an (expanded) command line."""
     facts = CommandFacts()
-    if not check_text(field_, command, findings):
+    # The 64 KiB limit is on what the user wrote (checked before expansion); the expanded
+    # text only gets a generous bound.
+    if not check_text(field_, command, findings, max_bytes=MAX_EXPANDED_COMMAND_BYTES, what="expanded, "):
         return facts
     if not command.strip():
         findings.error(field_, command, "must not be empty")
@@ -238,8 +357,13 @@ def check_command(
     # Isolation over everything the command says: the raw text, the unquoted words
     # (quotes can split a path: /private/users/'bob'), and heredoc bodies.
     policy.scan(field_, command, findings)
-    for word in script.words:
-        policy.scan(field_, word, findings)
+    # A word spelled in the source as it reads was seen by the scan of the raw text; one
+    # built from quotes or escapes was not, nor what variables or braces make of a word.
+    for word in set(script.words):
+        if word in script.composed:
+            policy.scan_word(field_, word, script.assignments, findings)
+        elif "$" in word or "{" in word:
+            policy.scan_word(field_, word, script.assignments, findings, include_self=False)
 
     config = policy.config
     for cmd in script.commands:
@@ -275,8 +399,8 @@ def check_command(
 def _resolved(field_: str, ov: Override, value: str, script: Script, findings: Findings) -> str | None:
     value, unknown = substitute(value, script.assignments)
     if unknown or has_unresolved_expansion(value):
-        name = unknown[0] if unknown else value
-        findings.error(field_, ov.token, f"is built from ${name}, which the check cannot resolve; write the path out (or assign it earlier in the command)")
+        what = f"${unknown[0]}" if unknown else "a shell or Hydra expansion"
+        findings.error(field_, ov.token, f"is built from {what}, which the check cannot resolve; write the path out (or assign it earlier in the command)")
         return None
     return value
 
@@ -287,6 +411,10 @@ def _check_overrides(
 ) -> None:
     keys = {ov.key for ov in facts.overrides}
     for ov in facts.overrides:
+        if ov.key not in _CHECKED_KEYS:
+            if not ov.plus and ov.key.startswith(REWARD_KWARGS_PREFIX):
+                findings.warn(field_, ov.token, f"verl does not declare custom_reward_function.reward_kwargs, so Hydra refuses this key: write '+{ov.token}'")
+            continue
         if ov.key in DATA_KEYS:
             for item in hydra_list(ov.value):
                 path = _resolved(field_, ov, item, script, findings)
@@ -311,8 +439,6 @@ def _check_overrides(
             want, spec_field = (nnodes, "nnodes") if ov.key == NNODES_KEY else (gpus_per_node, "nGpusPerNode")
             if want is not None and ov.value.strip("'\"") != str(want):
                 findings.error(field_, ov.token, f"must equal spec.{spec_field} ({want}); the queue counts GPUs from the spec")
-        elif ov.key.startswith(REWARD_KWARGS_PREFIX) and not ov.plus:
-            findings.warn(field_, ov.token, f"verl does not declare custom_reward_function.reward_kwargs, so Hydra refuses this key: write '+{ov.token}'")
 
     runs_ppo = any(not posixpath.basename(p).startswith("torchrun") for p, _ in facts.entrypoints)
     if facts.entrypoints:

@@ -38,6 +38,7 @@ def make_private_tree(root: Path, users: tuple[str, ...] = ("alice", "bob")) -> 
     (root / "hf").mkdir(parents=True, exist_ok=True)
     (root / "common" / "models").mkdir(parents=True, exist_ok=True)
     write_rows(root / "datasets" / "gsm8k" / "train.parquet", gsm8k_rows())
+    write_rows(root / "datasets" / "gsm8k" / "test.parquet", gsm8k_rows(2))
     for user in users:
         write_rows(root / "users" / user / "datasets" / "gsm8k" / "test.parquet", gsm8k_rows(2))
         write_rows(root / "users" / user / "datasets" / "sft" / "train.parquet",

@@ -1,0 +1,65 @@
+"""Free loopback TCP ports for the testbed's processes.
+
+Ports are probed by binding on 127.0.0.1 and then released, so there is a small window in
+which another process could take one; ports handed out by this process are remembered so two
+picks in one test run never collide with each other.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+
+_lock = threading.Lock()
+_handed_out: set[int] = set()
+
+# Ranges handed out by free_port_range() sit below the kernel's ephemeral range (usually
+# 32768-60999), so that outgoing connections of unrelated processes can't grab them.
+_RANGE_LOW, _RANGE_HIGH = 20000, 32000
+
+
+def _bindable(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    # Some processes (Ray's) listen on 0.0.0.0: check that too.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 (and 0.0.0.0) right now and not handed out before."""
+    with _lock:
+        for _ in range(100):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _handed_out and _bindable(port):
+                _handed_out.add(port)
+                return port
+    raise RuntimeError("could not find a free TCP port")
+
+
+def free_ports(n: int) -> list[int]:
+    return [free_port() for _ in range(n)]
+
+
+def free_port_range(size: int) -> tuple[int, int]:
+    """An inclusive range (low, high) of `size` consecutive free ports below the ephemeral range."""
+    with _lock:
+        for _ in range(200):
+            low = random.randrange(_RANGE_LOW, _RANGE_HIGH - size)
+            ports = range(low, low + size)
+            if any(p in _handed_out for p in ports):
+                continue
+            if all(_bindable(p) for p in ports):
+                _handed_out.update(ports)
+                return low, low + size - 1
+    raise RuntimeError(f"could not find {size} consecutive free TCP ports")

@@ -1,0 +1,371 @@
+"""A real two-node Ray cluster on this machine: a head that runs no work and one worker node.
+
+- Head: `ray start --head --block --num-cpus=0 --num-gpus=0` with the dashboard (Jobs API) on
+  127.0.0.1; it has no `worker_resource`, so a job submitted with
+  `entrypoint_resources={worker_resource: 1}` never runs its driver there.
+- Worker: `ray start --address=<gcs> --block --num-cpus=N --num-gpus=G
+  --resources='{"<worker_resource>": 100}'`. The GPUs are only declared (Ray accepts that on a
+  machine without any), which is enough for GPU accounting.
+
+Every port is a free one picked here (GCS, dashboard, node manager, object manager, Ray client,
+worker port ranges, dashboard agent HTTP/gRPC, metrics export, runtime-env agent, and the
+dashboard/autoscaler metric ports), so the cluster never collides with a developer's own Ray.
+The worker's agent ports must differ from the head's: otherwise jobs still run but
+`get_job_logs` fails (HTTP 500, the log URL's port is -1).
+
+Ray takes the machine's address as both nodes' IP (it maps a loopback --node-ip-address to it
+anyway), and its servers listen on all interfaces; only the dashboard is bound to 127.0.0.1.
+
+Each node is a `ray start --block` process in its own process group, and stopping kills those
+groups (and the job drivers Ray starts in sessions of their own). `ray stop` is never used: it
+would kill every Ray on the machine. Ray's temp dir is a short folder under /tmp (unix socket
+paths are limited to 107 bytes); its logs are copied into the workdir when the cluster stops.
+
+The cluster is stateless (no GCS fault tolerance): a restarted head has forgotten every job,
+and a plain Ray worker dies with its head. So `stop_head()` takes the whole cluster down (the
+dashboard and Jobs API stop answering) and `start_head()` starts a head and a worker again on
+the same ports, with new node ids. `restart_head()` is both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .ports import free_port, free_port_range
+from .procs import ManagedProcess, tail
+
+WORKER_PORT_RANGE = 60  # ports for Ray worker processes, per node
+
+
+@dataclass(frozen=True)
+class NodePorts:
+    node_manager: int = field(default_factory=free_port)
+    object_manager: int = field(default_factory=free_port)
+    dashboard_agent_listen: int = field(default_factory=free_port)
+    dashboard_agent_grpc: int = field(default_factory=free_port)
+    metrics_export: int = field(default_factory=free_port)
+    runtime_env_agent: int = field(default_factory=free_port)
+    worker_ports: tuple[int, int] = field(default_factory=lambda: free_port_range(WORKER_PORT_RANGE))
+
+    def args(self) -> list[str]:
+        return [
+            f"--node-manager-port={self.node_manager}",
+            f"--object-manager-port={self.object_manager}",
+            f"--dashboard-agent-listen-port={self.dashboard_agent_listen}",
+            f"--dashboard-agent-grpc-port={self.dashboard_agent_grpc}",
+            f"--metrics-export-port={self.metrics_export}",
+            f"--runtime-env-agent-port={self.runtime_env_agent}",
+            f"--min-worker-port={self.worker_ports[0]}",
+            f"--max-worker-port={self.worker_ports[1]}",
+        ]
+
+
+@dataclass(frozen=True)
+class HeadPorts(NodePorts):
+    gcs: int = field(default_factory=free_port)
+    dashboard: int = field(default_factory=free_port)
+    ray_client_server: int = field(default_factory=free_port)
+    dashboard_metrics: int = field(default_factory=free_port)
+    autoscaler_metrics: int = field(default_factory=free_port)
+
+    def args(self) -> list[str]:
+        return [
+            f"--port={self.gcs}",
+            f"--dashboard-port={self.dashboard}",
+            f"--ray-client-server-port={self.ray_client_server}",
+            *super().args(),
+        ]
+
+
+def _http_get(url: str, timeout: float = 3.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class RayCluster:
+    """A head node plus one worker node. See the module docstring.
+
+    Attributes: dashboard_url, gcs_address, head_node_id, worker_node_ids, temp_dir, workdir,
+    worker_resource, start_seconds (last start-to-ready time).
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        worker_gpus: int = 4,
+        worker_cpus: int = 2,
+        worker_resource: str = "worker_node",
+        worker_resource_amount: int = 100,
+        extra_env: Mapping[str, str] | None = None,
+        extra_path: Iterable[str | os.PathLike[str]] = (),
+        object_store_bytes: int = 128 * 1024 * 1024,
+    ) -> None:
+        self.workdir = Path(workdir).resolve()
+        self.worker_gpus = worker_gpus
+        self.worker_cpus = worker_cpus
+        self.worker_resource = worker_resource
+        self.worker_resource_amount = worker_resource_amount
+        self.extra_env = dict(extra_env or {})
+        self.extra_path = [str(Path(p).resolve()) for p in extra_path]
+        self.object_store_bytes = object_store_bytes
+        self.head_ports = HeadPorts()
+        self.worker_node_ports = NodePorts()
+        self.dashboard_url = f"http://127.0.0.1:{self.head_ports.dashboard}"
+        self.gcs_address = f"127.0.0.1:{self.head_ports.gcs}"
+        # Short on purpose: Ray puts unix sockets under it (107-byte limit on sun_path).
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="argus-ray-", dir="/tmp"))
+        self.head_node_id: str | None = None
+        self.worker_node_ids: list[str] = []
+        self.start_seconds: float | None = None
+        self._head: ManagedProcess | None = None
+        self._worker: ManagedProcess | None = None
+
+    # ---- lifecycle
+
+    @classmethod
+    def start(
+        cls,
+        workdir: Path,
+        *,
+        worker_gpus: int = 4,
+        worker_cpus: int = 2,
+        worker_resource: str = "worker_node",
+        worker_resource_amount: int = 100,
+        extra_env: Mapping[str, str] | None = None,
+        extra_path: Iterable[str | os.PathLike[str]] = (),
+        object_store_bytes: int = 128 * 1024 * 1024,
+        timeout: float = 120,
+    ) -> "RayCluster":
+        """Start the head and the worker, and wait until the Jobs API answers and the worker
+        has joined (its raylet and dashboard agent healthy)."""
+        rc = cls(
+            workdir, worker_gpus=worker_gpus, worker_cpus=worker_cpus, worker_resource=worker_resource,
+            worker_resource_amount=worker_resource_amount, extra_env=extra_env, extra_path=extra_path,
+            object_store_bytes=object_store_bytes,
+        )
+        rc.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            rc.start_head(timeout=timeout)
+        except BaseException:
+            rc.stop()
+            raise
+        return rc
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        for k in ("DASHBOARD_METRIC_PORT", "AUTOSCALER_METRIC_PORT", "CUDA_VISIBLE_DEVICES"):
+            env.pop(k, None)
+        path = [*self.extra_path, str(Path(sys.executable).parent), env.get("PATH", os.defpath)]
+        tmp = self.temp_dir / "tmp"  # so Ray's own temp files (pymp-*) go away with the cluster
+        tmp.mkdir(exist_ok=True)
+        env.update(
+            PATH=os.pathsep.join(path),
+            TMPDIR=str(tmp),
+            RAY_USAGE_STATS_ENABLED="0",
+            DASHBOARD_METRIC_PORT=str(self.head_ports.dashboard_metrics),
+            AUTOSCALER_METRIC_PORT=str(self.head_ports.autoscaler_metrics),
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(self.extra_env)
+        return env
+
+    def _ray(self) -> list[str]:
+        ray_script = Path(sys.executable).parent / "ray"
+        if ray_script.is_file():
+            return [sys.executable, str(ray_script)]
+        return [sys.executable, "-m", "ray.scripts.scripts"]
+
+    def _common_args(self) -> list[str]:
+        return [
+            "--block",
+            f"--object-store-memory={self.object_store_bytes}",
+            "--disable-usage-stats",
+            "--log-style=record",
+            "--log-color=false",
+        ]
+
+    def start_head(self, timeout: float = 120) -> None:
+        """Start (again) the head and the worker on the cluster's ports; wait until ready."""
+        if self.running:
+            raise RuntimeError("the Ray cluster is already running")
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        env = self._env()
+        head_argv = [
+            *self._ray(), "start", "--head",
+            "--num-cpus=0", "--num-gpus=0",
+            "--dashboard-host=127.0.0.1",
+            "--include-dashboard=true",
+            f"--temp-dir={self.temp_dir}",
+            *self.head_ports.args(),
+            *self._common_args(),
+        ]
+        self._head = ManagedProcess("ray-head", head_argv, self.workdir / "ray-head.log", env=env, cwd=self.workdir)
+        self._head.start()
+        # The worker only needs the GCS; start it while the dashboard is still coming up.
+        self._wait(lambda: _port_open(self.head_ports.gcs), deadline, "the head's GCS port")
+        worker_argv = [
+            *self._ray(), "start",
+            f"--address={self.gcs_address}",
+            f"--num-cpus={self.worker_cpus}", f"--num-gpus={self.worker_gpus}",
+            f"--resources={json.dumps({self.worker_resource: self.worker_resource_amount})}",
+            *self.worker_node_ports.args(),
+            *self._common_args(),
+        ]
+        self._worker = ManagedProcess("ray-worker", worker_argv, self.workdir / "ray-worker.log", env=env, cwd=self.workdir)
+        self._worker.start()
+        try:
+            self._wait(self._jobs_api_up, deadline, f"the Jobs API at {self.dashboard_url}")
+            self._wait(self._worker_agent_up, deadline, "the worker's raylet and dashboard agent")
+            self._wait(self._read_node_ids, deadline, "the head and the worker in the node list")
+        except BaseException:
+            self._stop_nodes()
+            raise
+        self.start_seconds = time.monotonic() - t0
+
+    def _wait(self, ok: Callable[[], bool], deadline: float, what: str) -> None:
+        while True:
+            for p in (self._head, self._worker):
+                if p is not None and p.popen is not None and not p.running:
+                    raise RuntimeError(f"{p.name} exited with {p.returncode()} while waiting for {what}:\n{self.log_tail(40)}")
+            try:
+                if ok():
+                    return
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out waiting for {what}:\n{self.log_tail(40)}")
+            time.sleep(0.2)
+
+    def _jobs_api_up(self) -> bool:
+        status, _ = _http_get(f"{self.dashboard_url}/api/version")
+        if status != 200:
+            return False
+        status, _ = _http_get(f"{self.dashboard_url}/api/jobs/")
+        return status == 200
+
+    def _worker_agent_up(self) -> bool:
+        port = self.worker_node_ports.dashboard_agent_listen
+        status, body = _http_get(f"http://127.0.0.1:{port}/api/local_raylet_healthz")
+        return status == 200 and b"success" in body
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """Ray's node list (state API, via the dashboard): dicts with node_id, state,
+        is_head_node, resources_total, ..."""
+        status, body = _http_get(f"{self.dashboard_url}/api/v0/nodes?limit=1000&detail=true", timeout=10)
+        if status != 200:
+            raise OSError(f"GET /api/v0/nodes answered {status}: {body[:300]!r}")
+        data = json.loads(body)
+        result: Any = data.get("data", {}).get("result", {})
+        return list(result.get("result", []) if isinstance(result, dict) else result)
+
+    def _read_node_ids(self) -> bool:
+        alive = [n for n in self.nodes() if n.get("state") == "ALIVE"]
+        heads = [n["node_id"] for n in alive if n.get("is_head_node")]
+        workers = [
+            n["node_id"] for n in alive
+            if not n.get("is_head_node") and self.worker_resource in (n.get("resources_total") or {})
+        ]
+        if len(heads) != 1 or not workers:
+            return False
+        self.head_node_id, self.worker_node_ids = heads[0], workers
+        return True
+
+    def _stop_nodes(self) -> None:
+        # Ray is stateless here, so no need to be gentle: `ray start --block` and the GCS take
+        # 10 s and more to honour SIGTERM, so they get SIGKILL after a second.
+        procs = [p for p in (self._worker, self._head) if p is not None]
+        threads = [threading.Thread(target=p.stop, kwargs={"grace": 1.0}) for p in procs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self._worker = self._head = None
+
+    def stop_head(self) -> None:
+        """Take the head down, and with it the worker (a plain Ray worker dies with its head).
+        The dashboard and the Jobs API stop answering until start_head()."""
+        self._stop_nodes()
+        self.head_node_id, self.worker_node_ids = None, []
+
+    def restart_head(self, down_for: float = 0.0, timeout: float = 120) -> None:
+        """stop_head(), wait `down_for` seconds, start_head(): same dashboard URL and ports,
+        new node ids, and no memory of earlier jobs."""
+        self.stop_head()
+        if down_for > 0:
+            time.sleep(down_for)
+        self.start_head(timeout=timeout)
+
+    def stop(self) -> None:
+        """Stop both nodes, keep Ray's logs (copied to workdir/ray-logs) and delete the temp dir."""
+        self._stop_nodes()
+        if self.temp_dir.exists():
+            dest = self.workdir / "ray-logs"
+            for session in sorted(self.temp_dir.glob("session_2*")):
+                try:
+                    shutil.copytree(session / "logs", dest / session.name, dirs_exist_ok=True)
+                except OSError:
+                    pass
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    @property
+    def running(self) -> bool:
+        return bool(self._head and self._head.running and self._worker and self._worker.running)
+
+    # ---- diagnostics
+
+    def ray_logs_dir(self) -> Path | None:
+        latest = self.temp_dir / "session_latest" / "logs"
+        if latest.is_dir():
+            return latest
+        sessions = sorted((self.workdir / "ray-logs").glob("session_*"))
+        return sessions[-1] if sessions else None
+
+    def log_tail(self, n: int = 50) -> str:
+        parts = []
+        for name in ("ray-head", "ray-worker"):
+            parts.append(f"----- {name} ({self.workdir / (name + '.log')}) -----")
+            parts.append(tail(self.workdir / f"{name}.log", n))
+        logs = self.ray_logs_dir()
+        if logs is not None:
+            picks = [logs / "gcs_server.err", logs / "dashboard.err", logs / "dashboard.log"]
+            picks += sorted(logs.glob("raylet*.err")) + sorted(logs.glob("raylet*.out"))
+            drivers = sorted(logs.glob("job-driver-*.log"), key=lambda p: p.stat().st_mtime)
+            picks += drivers[-2:]
+            for p in picks:
+                if p.is_file() and p.stat().st_size > 0:
+                    parts.append(f"----- {p} -----")
+                    parts.append(tail(p, n if p.suffix != ".out" else min(n, 20)))
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return f"RayCluster(dashboard_url={self.dashboard_url!r}, gcs_address={self.gcs_address!r}, running={self.running})"
+
+    def __enter__(self) -> "RayCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,226 @@
+"""The resolved submission plan (argus.core.plan) and the basic spec's template: what the
+operator hands to the Ray Jobs API, as is."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from argus.core.config import PlatformConfig
+from argus.core.plan import SubmissionPlan, resolve_plan, submission_id_for, validate_spec, validate_task
+from argus.core.shell import parse_script
+from argus.core.spec import ArgusTaskSpec
+
+pytestmark = pytest.mark.unit
+
+UID = "0b8f0a36-1a8e-4c1e-9d59-3f1f8a2c7e11"
+CONFIG = PlatformConfig()
+ADVANCED = (
+    "python3 -m verl.trainer.main_ppo \\\n"
+    "  data.train_files=$HOME/common/datasets/gsm8k/train.parquet \\\n"
+    "  data.val_files=$HOME/datasets/gsm8k/test.parquet \\\n"
+    "  +ray_kwargs.ray_init.address=auto\n"
+)
+
+
+def task(spec: dict[str, Any], *, name: str = "t1", namespace: str | None = "team-a", uid: str | None = UID) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    if uid:
+        metadata["uid"] = uid
+    return {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": metadata, "spec": spec}
+
+
+def advanced(command: str = ADVANCED, **spec: Any) -> dict[str, Any]:
+    return {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": command, **spec}
+
+
+def basic(**spec: Any) -> dict[str, Any]:
+    return {
+        "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "modelId": "Qwen/Qwen2.5-0.5B-Instruct",
+        "trainFile": "$HOME/common/datasets/gsm8k/train.parquet", "valFile": "$HOME/datasets/gsm8k/test.parquet", **spec,
+    }
+
+
+def plan_of(doc: dict[str, Any], user: str = "alice", config: PlatformConfig = CONFIG) -> SubmissionPlan:
+    verdict = validate_task(doc, user, config)
+    assert verdict.valid, verdict.error_lines()
+    assert verdict.plan is not None
+    return verdict.plan
+
+
+def overrides(command: str) -> dict[str, str]:
+    """The key=value words of the command's one simple command."""
+    (words,) = parse_script(command).commands
+    return dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+
+
+# --- the entrypoint -----------------------------------------------------------------------
+
+
+def test_entrypoint_is_bash_lc_of_the_expanded_command() -> None:
+    plan = plan_of(task(advanced()))
+    program, flag, script = shlex.split(plan.entrypoint)
+    assert (program, flag) == ("bash", "-lc")
+    prologue, command = script.split("\n", 1)
+    assert command == plan.command
+    assert "$HOME" not in command and "/private/datasets/gsm8k/train.parquet" in command
+    assert prologue == f"mkdir -p {plan.job_dir} && cd {plan.job_dir} || exit 1"
+
+
+def test_entrypoint_shell_is_configurable() -> None:
+    plan = plan_of(task(advanced()), config=PlatformConfig(entrypoint_shell="/bin/bash --noprofile -c"))
+    assert shlex.split(plan.entrypoint)[:3] == ["/bin/bash", "--noprofile", "-c"]
+
+
+_hostile_text = st.lists(st.sampled_from([*"ab $'\"\\`!;&|()<>*?#~{}\n\t-=/.", "'\"'\"'", "$(x)", "\\\n", "é"]), max_size=60).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tail=_hostile_text)
+def test_entrypoint_quoting_round_trips(tail: str) -> None:
+    """Whatever the command holds (quotes, $, backslashes, newlines), the entrypoint splits
+    back into exactly bash, -lc and a script that ends with the command."""
+    spec = ArgusTaskSpec.model_validate(advanced())
+    command = "python3 -m verl.trainer.main_ppo " + tail
+    plan = resolve_plan(spec, command, "alice", CONFIG, namespace="ns", name="n", uid=UID)
+    words = shlex.split(plan.entrypoint)
+    assert words[:2] == ["bash", "-lc"] and len(words) == 3
+    assert words[2].endswith("\n" + command)
+
+
+# --- resources, runtime env, job directory, metadata --------------------------------------
+
+
+def test_resources_pin_the_driver_to_a_worker() -> None:
+    assert plan_of(task(advanced())).entrypoint_resources == {"worker_node": 1}
+    plan = plan_of(task(advanced()), config=PlatformConfig(worker_resource="argus_worker"))
+    assert plan.entrypoint_resources == {"argus_worker": 1}
+
+
+def test_pythonpath() -> None:
+    env = plan_of(task(advanced())).runtime_env["env_vars"]
+    assert env["PYTHONPATH"] == "/private/common/code/verl/verl_repo:/private/users/alice/code"
+    env = plan_of(task(advanced()), config=PlatformConfig(root="/srv/p")).runtime_env["env_vars"]
+    assert env["PYTHONPATH"] == "/srv/p/common/code/verl/verl_repo:/srv/p/users/alice/code"
+    env = plan_of(task(advanced()), config=PlatformConfig(verl_code_path="/opt/verl")).runtime_env["env_vars"]
+    assert env["PYTHONPATH"] == "/opt/verl:/private/users/alice/code"
+    # a basic spec may pick another snapshot under /private/common
+    env = plan_of(task(basic(codePath="/private/common/code/verl-0.5"))).runtime_env["env_vars"]
+    assert env["PYTHONPATH"] == "/private/common/code/verl-0.5:/private/users/alice/code"
+    assert env["ARGUS_USER"] == "alice"
+
+
+def test_job_directory_is_per_task_under_the_home() -> None:
+    plan = plan_of(task(advanced(), namespace="team-a", name="run-1"))
+    assert plan.job_dir == "/private/users/alice/jobs/team-a-run-1-0b8f0a36"
+    assert plan.runtime_env["env_vars"]["ARGUS_JOB_DIR"] == plan.job_dir
+    other = plan_of(task(advanced(), namespace="team-a", name="run-1", uid="ffffffff-0000-0000-0000-000000000000"))
+    assert other.job_dir != plan.job_dir  # a re-created task with the same name gets its own
+    offline = plan_of(task(advanced(), namespace=None, name="run-1", uid=None))
+    assert offline.job_dir == "/private/users/alice/jobs/run-1"
+
+
+def test_metadata_names_the_object_and_the_user() -> None:
+    plan = plan_of(task(advanced(nnodes=2, nGpusPerNode=4, command=ADVANCED + " trainer.nnodes=2")))
+    assert plan.metadata == {
+        "argus.io/user": "alice", "argus.io/workload": "ppo", "argus.io/gpus": "8",
+        "argus.io/namespace": "team-a", "argus.io/name": "t1", "argus.io/uid": UID,
+    }
+    assert all(isinstance(v, str) for v in plan.metadata.values())
+    assert plan.gpus == 8 and plan.user == "alice"
+
+
+def test_submission_id_is_deterministic() -> None:
+    assert submission_id_for("team-a", "t1", UID) == "argus-team-a-t1-0b8f0a36"
+    assert submission_id_for("team-a", "t1", UID) == submission_id_for("team-a", "t1", UID)
+    assert submission_id_for("team-a", "t1", UID) != submission_id_for("team-a", "t1", "1" + UID[1:])
+    assert plan_of(task(advanced())).submission_id == "argus-team-a-t1-0b8f0a36"
+    assert plan_of(task(advanced(), uid=None)).submission_id is None  # offline: no object yet
+
+
+def test_plan_is_json_serialisable() -> None:
+    dumped = plan_of(task(basic())).model_dump(mode="json")
+    assert set(dumped) >= {"submission_id", "command", "entrypoint", "entrypoint_resources", "runtime_env", "metadata", "job_dir", "gpus"}
+
+
+def test_validate_spec_directly() -> None:
+    verdict = validate_spec(advanced(), "alice", CONFIG, namespace="ns", name="x", uid=UID)
+    assert verdict.valid and verdict.plan is not None and verdict.plan.submission_id == "argus-ns-x-0b8f0a36"
+    assert verdict.spec is not None and verdict.spec.n_gpus_per_node == 1
+
+
+# --- the basic template -------------------------------------------------------------------
+
+
+def test_basic_ppo() -> None:
+    plan = plan_of(task(basic(nnodes=2, nGpusPerNode=4)))
+    head = plan.command.split(" \\\n", 1)[0]
+    assert head == "python3 -m verl.trainer.main_ppo"
+    o = overrides(plan.command)
+    assert o["algorithm.adv_estimator"] == "gae"
+    assert o["data.train_files"] == "/private/datasets/gsm8k/train.parquet"
+    assert o["data.val_files"] == "/private/users/alice/datasets/gsm8k/test.parquet"
+    assert o["actor_rollout_ref.model.path"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert o["critic.model.path"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert o["trainer.nnodes"] == "2" and o["trainer.n_gpus_per_node"] == "4"
+    assert o["trainer.total_epochs"] == "1"
+    assert o["+ray_kwargs.ray_init.address"] == "auto"
+    assert o["trainer.experiment_name"] == "team-a-t1"
+    assert o["trainer.default_local_dir"] == "/private/users/alice/checkpoints/argus/team-a-t1"
+    assert "custom_reward_function.path" not in o
+    assert plan.gpus == 8
+
+
+def test_basic_grpo() -> None:
+    plan = plan_of(task(basic(workload="grpo", customRewardPath="$HOME/code/reward.py", rolloutN=8, totalEpochs=3)))
+    o = overrides(plan.command)
+    assert plan.command.startswith("python3 -m verl.trainer.main_ppo")
+    assert o["algorithm.adv_estimator"] == "grpo"
+    assert o["actor_rollout_ref.rollout.n"] == "8"
+    assert o["actor_rollout_ref.actor.use_kl_loss"] == "True"
+    assert not [k for k in o if k.startswith("critic.")]
+    assert o["custom_reward_function.path"] == "/private/users/alice/code/reward.py"
+    assert o["custom_reward_function.name"] == "compute_score"
+    assert o["trainer.total_epochs"] == "3"
+    assert overrides(plan_of(task(basic(workload="grpo"))).command)["actor_rollout_ref.rollout.n"] == "5"
+
+
+def test_basic_sft() -> None:
+    plan = plan_of(task(basic(workload="sft", nGpusPerNode=2, learningRate=2e-5)))
+    (words,) = parse_script(plan.command).commands
+    assert words[:6] == ["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=2", "-m", "verl.trainer.fsdp_sft_trainer"]
+    o = overrides(plan.command)
+    assert o["model.partial_pretrain"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert o["trainer.nnodes"] == "1" and o["trainer.n_gpus_per_node"] == "2"
+    assert o["optim.lr"] == "2e-05"
+    assert "+ray_kwargs.ray_init.address" not in o and "actor_rollout_ref.model.path" not in o
+
+
+def test_basic_options_reach_the_command() -> None:
+    spec = basic(saveFreq=10, testFreq=5, trainBatchSize=64, maxPromptLength=256, maxResponseLength=128,
+                 learningRate=3e-6, projectName="gsm8k", experimentName="exp-1", customRewardPath="$HOME/code/r.py",
+                 customRewardName="score")
+    o = overrides(plan_of(task(spec)).command)
+    assert (o["trainer.save_freq"], o["trainer.test_freq"], o["data.train_batch_size"]) == ("10", "5", "64")
+    assert (o["data.max_prompt_length"], o["data.max_response_length"]) == ("256", "128")
+    assert o["actor_rollout_ref.actor.optim.lr"] == "3e-06"
+    assert o["trainer.project_name"] == "gsm8k" and o["trainer.experiment_name"] == "exp-1"
+    assert o["trainer.default_local_dir"] == "/private/users/alice/checkpoints/gsm8k/exp-1"
+    assert o["custom_reward_function.name"] == "score"
+
+
+def test_basic_model_path_is_expanded() -> None:
+    o = overrides(plan_of(task(basic(modelId="$HOME/common/hf/Qwen2.5-0.5B-Instruct"))).command)
+    assert o["actor_rollout_ref.model.path"] == "/private/hf/Qwen2.5-0.5B-Instruct"
+
+
+def test_basic_verdict_carries_the_expanded_spec() -> None:
+    verdict = validate_task(task(basic()), "alice", CONFIG)
+    assert verdict.spec is not None and verdict.spec.train_file == "/private/datasets/gsm8k/train.parquet"
+    assert verdict.warnings == []

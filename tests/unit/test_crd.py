@@ -1,0 +1,237 @@
+"""The generated ArgusTask CRD: the committed files are current, the schema is structural
+and explained field by field, and the CEL rules say what they should (evaluated here by a
+small translator, since the rules are plain boolean expressions)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from argus.cli import crd_yaml
+from argus.core.crd import argustask_crd
+from argus.core.spec import BASIC_FIELDS
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+COMMITTED = REPO / "crds" / "argus.io_argustasks.yaml"
+CHART_COPY = REPO / "charts" / "argus" / "crds" / "argus.io_argustasks.yaml"
+STALE = "is stale: run hack/update-crds.sh (it regenerates crds/ and the chart copy from operator/argus/core/spec.py) and commit the result"
+
+
+@pytest.fixture(scope="module")
+def crd() -> dict[str, Any]:
+    return argustask_crd()
+
+
+@pytest.fixture(scope="module")
+def version(crd: dict[str, Any]) -> dict[str, Any]:
+    (v,) = crd["spec"]["versions"]
+    return v
+
+
+@pytest.fixture(scope="module")
+def spec_schema(version: dict[str, Any]) -> dict[str, Any]:
+    return version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+@pytest.fixture(scope="module")
+def status_schema(version: dict[str, Any]) -> dict[str, Any]:
+    return version["schema"]["openAPIV3Schema"]["properties"]["status"]
+
+
+def test_committed_crd_is_current() -> None:
+    assert COMMITTED.read_text() == crd_yaml(), f"{COMMITTED.relative_to(REPO)} {STALE}"
+
+
+def test_chart_copy_is_current() -> None:
+    assert CHART_COPY.read_text() == COMMITTED.read_text(), f"{CHART_COPY.relative_to(REPO)} {STALE}"
+
+
+def test_committed_file_is_the_generated_object(crd: dict[str, Any]) -> None:
+    assert yaml.safe_load(COMMITTED.read_text()) == crd
+
+
+def test_names_and_scope(crd: dict[str, Any], version: dict[str, Any]) -> None:
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1" and crd["kind"] == "CustomResourceDefinition"
+    assert crd["metadata"]["name"] == "argustasks.argus.io"
+    spec = crd["spec"]
+    assert spec["group"] == "argus.io" and spec["scope"] == "Namespaced"
+    assert spec["names"] == {
+        "kind": "ArgusTask", "listKind": "ArgusTaskList", "plural": "argustasks", "singular": "argustask",
+        "shortNames": ["atask"], "categories": ["argus"],
+    }
+    assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
+    assert version["subresources"] == {"status": {}}
+
+
+def test_printer_columns(version: dict[str, Any]) -> None:
+    columns = [(c["name"], c["jsonPath"], c.get("priority", 0)) for c in version["additionalPrinterColumns"]]
+    assert columns == [
+        ("Phase", ".status.phase", 0),
+        ("Workload", ".spec.workload", 0),
+        ("Kind", ".spec.kind", 0),
+        ("Nodes", ".spec.nnodes", 0),
+        ("GPUs/node", ".spec.nGpusPerNode", 0),
+        ("Age", ".metadata.creationTimestamp", 0),
+        ("User", ".status.user", 1),
+        ("Ray job", ".status.rayJob.submissionId", 1),
+        ("Reason", ".status.reason", 1),
+    ]
+    types = {c["name"]: c["type"] for c in version["additionalPrinterColumns"]}
+    assert types["Nodes"] == types["GPUs/node"] == "integer" and types["Age"] == "date"
+
+
+def _walk(node: dict[str, Any], path: str):
+    """Every property node under ``node`` (through objects and array items), with its path."""
+    for name, sub in node.get("properties", {}).items():
+        yield f"{path}.{name}", sub
+        yield from _walk(sub, f"{path}.{name}")
+    if "items" in node:
+        yield from _walk(node["items"], f"{path}[]")
+
+
+@pytest.mark.parametrize("part", ["spec", "status"])
+def test_every_field_is_described(version: dict[str, Any], part: str) -> None:
+    root = version["schema"]["openAPIV3Schema"]["properties"][part]
+    assert root.get("description")
+    missing = [path for path, node in _walk(root, part) if not node.get("description", "").strip()]
+    assert not missing, f"fields without a description (kubectl explain shows nothing): {missing}"
+
+
+def test_schema_is_structural(version: dict[str, Any]) -> None:
+    schema = version["schema"]["openAPIV3Schema"]
+    nodes = [("", schema), *_walk(schema, "")]
+    for path, node in nodes:
+        assert "type" in node, f"{path} has no type"
+        for key in ("anyOf", "oneOf", "allOf", "$ref", "nullable", "additionalProperties", "title"):
+            assert key not in node, f"{path} has {key}"
+        if node["type"] == "array":
+            assert "type" in node["items"]
+        if node["type"] == "object" and "properties" not in node:
+            assert node.get("x-kubernetes-preserve-unknown-fields") or path == ".metadata", path
+
+
+def test_spec_fields(spec_schema: dict[str, Any]) -> None:
+    props = spec_schema["properties"]
+    assert set(spec_schema["required"]) == {"workload", "nnodes", "nGpusPerNode"}
+    assert props["kind"]["enum"] == ["basic", "advanced"] and props["kind"]["default"] == "basic"
+    assert props["workload"]["enum"] == ["ppo", "grpo", "sft"]
+    assert props["nnodes"]["type"] == "integer" and props["nnodes"]["minimum"] == 1
+    assert props["nGpusPerNode"]["type"] == "integer" and props["nGpusPerNode"]["minimum"] == 1
+    assert props["command"]["type"] == "string" and props["command"]["maxLength"] == 64 * 1024
+    assert props["cancel"] == {**props["cancel"], "type": "boolean", "default": False}
+    assert props["priority"]["default"] == 0
+    assert props["activeDeadlineSeconds"]["type"] == "integer"
+    assert set(BASIC_FIELDS) <= set(props)
+    assert "user" not in props and "userId" not in props  # the user comes from the namespace
+
+
+def test_status_fields(status_schema: dict[str, Any]) -> None:
+    props = status_schema["properties"]
+    assert {"phase", "reason", "message", "user", "warnings", "command", "queuePosition", "rayJob", "conditions",
+            "observedGeneration", "kopf"} <= set(props)
+    assert props["phase"]["enum"] == ["Queued", "Submitted", "Running", "Succeeded", "Failed", "Stopped", "Rejected"]
+    assert set(props["rayJob"]["properties"]) == {"submissionId", "status", "driverNodeId", "startTime", "endTime", "dashboardUrl"}
+    condition = props["conditions"]["items"]
+    assert set(condition["properties"]) == {"type", "status", "observedGeneration", "lastTransitionTime", "reason", "message"}
+    assert set(condition["required"]) == {"type", "status", "lastTransitionTime", "reason", "message"}
+    assert props["conditions"]["x-kubernetes-list-type"] == "map"
+    assert props["kopf"]["x-kubernetes-preserve-unknown-fields"] is True
+
+
+# --- CEL rules ----------------------------------------------------------------------------
+
+def _python(rule: str) -> str:
+    """Translate the subset of CEL the generator writes into a Python expression over the
+    dicts ``new`` and ``old``."""
+    expr = re.sub(r"has\((self|oldSelf)\.(\w+)\)", lambda m: f"({m.group(2)!r} in {'new' if m.group(1) == 'self' else 'old'})", rule)
+    expr = re.sub(r"\b(self|oldSelf)\.(\w+)", lambda m: f"{'new' if m.group(1) == 'self' else 'old'}[{m.group(2)!r}]", expr)
+    expr = expr.replace("&&", " and ").replace("||", " or ")
+    expr = re.sub(r"!(?!=)", " not ", expr)
+    return expr
+
+
+def _defaults(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "basic", "cancel": False, "priority": 0, **spec}  # as the API server defaults
+
+
+def _failing(rules: list[dict[str, str]], new: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
+    failed = []
+    for r in rules:
+        is_transition = "oldSelf" in r["rule"]
+        if is_transition and old is None:
+            continue  # transition rules run on update only
+        if not eval(_python(r["rule"]), {}, {"new": _defaults(new), "old": _defaults(old or {})}):  # noqa: S307
+            failed.append(r.get("message", r["rule"]))
+    return failed
+
+
+ADVANCED = {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": "python3 -m verl.trainer.main_ppo"}
+BASIC = {"workload": "grpo", "nnodes": 1, "nGpusPerNode": 2, "modelId": "Qwen/Qwen2.5-0.5B-Instruct",
+         "trainFile": "$HOME/datasets/a.parquet", "valFile": "$HOME/datasets/b.parquet"}
+
+
+def test_rules_have_messages(spec_schema: dict[str, Any]) -> None:
+    for r in spec_schema["x-kubernetes-validations"]:
+        assert r.get("message"), r
+
+
+@pytest.mark.parametrize("spec", [ADVANCED, BASIC, {**BASIC, "cancel": True, "priority": 5}], ids=["advanced", "basic", "basic-cancelled"])
+def test_unchanged_spec_passes_every_rule(spec_schema: dict[str, Any], spec: dict[str, Any]) -> None:
+    rules = spec_schema["x-kubernetes-validations"]
+    assert _failing(rules, spec, None) == []
+    assert _failing(rules, spec, dict(spec)) == []
+
+
+def test_every_field_but_cancel_is_immutable(spec_schema: dict[str, Any]) -> None:
+    rules = spec_schema["x-kubernetes-validations"]
+    changed_values = {"kind": "basic", "workload": "sft", "command": "python3 -m verl.trainer.other", "cancel": True}
+    for field, prop in spec_schema["properties"].items():
+        if field == "cancel":
+            continue
+        rule = [r for r in rules if f"oldSelf.{field}" in r["rule"]]
+        assert len(rule) == 1, f"no immutability rule for spec.{field}"
+        assert rule[0]["message"].startswith(f"spec.{field} is immutable")
+        base = dict(ADVANCED if field in ("command",) else BASIC)
+        value = changed_values.get(field) or {"integer": 7, "number": 0.5, "string": "other-value", "boolean": True}[prop["type"]]
+        if field == "kind":
+            base, new = dict(ADVANCED), {**ADVANCED, "kind": "basic"}
+        else:
+            new = {**base, field: value}
+        failed = _failing(rules, new, base)
+        assert any(m.startswith(f"spec.{field} is immutable") for m in failed), (field, failed)
+        if prop.get("default") is None and field not in spec_schema["required"]:
+            # adding or removing an optional field is a change too
+            removed = {k: v for k, v in new.items() if k != field}
+            assert any(m.startswith(f"spec.{field} is immutable") for m in _failing(rules, removed, new)), field
+
+
+def test_cancel_is_one_way(spec_schema: dict[str, Any]) -> None:
+    rules = spec_schema["x-kubernetes-validations"]
+    assert _failing(rules, {**BASIC, "cancel": True}, {**BASIC, "cancel": False}) == []
+    assert _failing(rules, {**BASIC, "cancel": True}, BASIC) == []  # absent means false
+    assert _failing(rules, {**BASIC, "cancel": False}, {**BASIC, "cancel": True}) == [
+        "spec.cancel cannot go back from true to false: a cancelled task stays cancelled"
+    ]
+    assert any(r["rule"] == "!oldSelf.cancel || self.cancel" for r in rules)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({k: v for k, v in ADVANCED.items() if k != "command"}, "spec.command is required when spec.kind is advanced"),
+        ({**BASIC, "command": "python3 -m verl.trainer.main_ppo"}, "spec.command is only allowed when spec.kind is advanced"),
+        ({**ADVANCED, "modelId": "Qwen/Qwen2.5-0.5B-Instruct"}, "basic-spec fields"),
+        ({**ADVANCED, "totalEpochs": 2}, "basic-spec fields"),
+        ({k: v for k, v in BASIC.items() if k != "valFile"}, "a basic spec needs spec.modelId, spec.trainFile, spec.valFile"),
+    ],
+    ids=["advanced-without-command", "basic-with-command", "advanced-with-modelId", "advanced-with-totalEpochs", "basic-without-valFile"],
+)
+def test_kind_field_consistency_rules(spec_schema: dict[str, Any], spec: dict[str, Any], message: str) -> None:
+    failed = _failing(spec_schema["x-kubernetes-validations"], spec, None)
+    assert any(message in m for m in failed), failed
