@@ -41,9 +41,16 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 GO
-  (cd "$dir" && rm -f go.mod go.sum && go mod init argus.local/etcd >/dev/null 2>&1 \
-     && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 && go mod tidy >/dev/null 2>&1 \
-     && go build -ldflags "-s -w" -o "$BIN/etcd" .)
+  # go's own chatter goes to go.log, shown when a step fails.
+  if ! (cd "$dir" && rm -f go.mod go.sum go.log && go mod init argus.local/etcd >>go.log 2>&1 \
+     && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >>go.log 2>&1 && go mod tidy >>go.log 2>&1); then
+    tail -n 40 "$dir/go.log" >&2
+    return 1
+  fi
+  # Built under a temporary name and renamed, so an interrupted build never leaves a
+  # half-written binary that a later run would take as built.
+  (cd "$dir" && go build -ldflags "-s -w" -o "$BIN/.etcd.tmp.$$" .)
+  mv -f "$BIN/.etcd.tmp.$$" "$BIN/etcd"
 }
 
 build_kube_apiserver() {
@@ -97,15 +104,28 @@ GO
     ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=$date"
   done
   (cd "$dir" && go mod tidy -e >/dev/null 2>&1 || true
-   cd "$dir" && go build -ldflags "$ld" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+   cd "$dir" && go build -ldflags "$ld" -o "$BIN/.kube-apiserver.tmp.$$" k8s.io/kubernetes/cmd/kube-apiserver)
+  mv -f "$BIN/.kube-apiserver.tmp.$$" "$BIN/kube-apiserver"
 }
 
 build_helm() {
+  # go install writes the binary in one rename.
   GOBIN="$HELM_BIN" go install -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
 
 timed() { local name=$1; shift; local t0=$SECONDS; log "building $name"; "$@"; log "built $name in $((SECONDS - t0)) s"; }
 
+built() { [[ -x "$BIN/etcd" && -x "$BIN/kube-apiserver" && -x "$HELM_BIN/helm" ]]; }
+if ! built; then
+  command -v go >/dev/null || { log "go is not on PATH: install Go (or set KUBEBUILDER_ASSETS)"; exit 1; }
+  # One build at a time per cache (parallel test workers, several clones): the others wait,
+  # then find the binaries built.
+  if command -v flock >/dev/null; then
+    exec 9>"$CACHE/.build.lock"
+    flock -n 9 || { log "another build holds $CACHE/.build.lock: waiting"; flock 9; }
+    rm -f "$BIN"/.*.tmp.* 2>/dev/null || true  # left by an interrupted build
+  fi
+fi
 [[ -x "$BIN/etcd" ]] || timed "etcd $ETCD_VERSION" build_etcd
 [[ -x "$BIN/kube-apiserver" ]] || timed "kube-apiserver $K8S_VERSION" build_kube_apiserver
 [[ -x "$HELM_BIN/helm" ]] || timed "helm $HELM_VERSION" build_helm
