@@ -123,6 +123,13 @@ def test_substitute() -> None:
     assert substitute("$F/z", assignments) == ("/data/x/y/z", [])
     assert substitute("$G/a", assignments) == ("$G/a", ["G"])
     assert has_unresolved_expansion("$G/a") and has_unresolved_expansion("`x`")
+
+
+def test_substitute_is_bounded() -> None:
+    """A=$A$A...: each round would multiply the size; substitution gives up instead."""
+    assert substitute("x/$A", {"A": "$A" * 50}) == ("x/$A", ["A"])
+    assert substitute("$B", {"B": "y" * 10}, limit=5) == ("$B", ["B"])
+    assert substitute("$B", {"B": "y" * 5}, limit=5) == ("yyyyy", [])
     assert not has_unresolved_expansion("/data/a")
 
 

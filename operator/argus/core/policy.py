@@ -68,6 +68,7 @@ _DYNAMIC = "$`*?[{"
 _DYNAMIC_PATH = re.compile(r"(?<![A-Za-z0-9_.\-})*?\]$])(/[^\s'\"=,:;()<>|&\\$`*?\[{]*)[$`*?\[{]")
 _BRACES = re.compile(r"\{([^{}]*)\}")
 _MAX_BRACE_WORDS = 64
+_NON_BLANK = re.compile(r"\S*")
 
 
 @dataclass
@@ -213,10 +214,18 @@ class PathPolicy:
         variables substituted and braces expanded, then scanned."""
         variants = {word}
         if "$" in word:
-            value, _ = substitute(word, assignments)
+            value, unresolved = substitute(word, assignments)
+            too_large = [name for name in unresolved if name in assignments]
+            if too_large:
+                findings.error(field_, word, f"is built from ${too_large[0]}, which grows past what the check reads; write the path out")
             variants.add(value)
-        if "{" in word:
-            variants |= {v for w in list(variants) for v in brace_expand(w)}
+        if "{" in word and "/" in word:  # braces can make a path only from a word with a '/'
+            for w in list(variants):
+                expanded = brace_expand(w)
+                if expanded is None:
+                    findings.error(field_, w, f"makes more than {_MAX_BRACE_WORDS} words by brace expansion, more than the check reads; write the paths out")
+                else:
+                    variants.update(expanded)
         if not include_self:
             variants.discard(word)
         for variant in variants:
@@ -240,11 +249,11 @@ class PathPolicy:
             findings.error(field_, value, "must be a Hugging Face model id like Qwen/Qwen2.5-0.5B-Instruct, or an absolute model path")
 
 
-def brace_expand(word: str) -> list[str]:
-    """Bash brace expansion of the innermost ``{a,b}`` groups, as far as it goes within
-    a small bound (enough to see the paths a word can name)."""
+def brace_expand(word: str, limit: int = _MAX_BRACE_WORDS) -> list[str] | None:
+    """Bash brace expansion (``{a,b}`` groups, innermost first) of one word: the words it
+    makes, or None when they would be more than ``limit`` (or nest too deep)."""
     words = [word]
-    for _ in range(8):
+    for _ in range(16):
         out: list[str] = []
         changed = False
         for w in words:
@@ -254,10 +263,12 @@ def brace_expand(word: str) -> list[str]:
                 continue
             changed = True
             out.extend(w[: m.start()] + alt + w[m.end() :] for alt in m.group(1).split(","))
-        words = out[:_MAX_BRACE_WORDS]
+            if len(out) > limit:
+                return None
+        words = out
         if not changed:
-            break
-    return words
+            return words
+    return None
 
 
 def check_text(field_: str, text: str, findings: Findings, *, max_bytes: int = MAX_COMMAND_BYTES, what: str = "") -> bool:
@@ -273,7 +284,7 @@ def check_text(field_: str, text: str, findings: Findings, *, max_bytes: int = M
         findings.error(field_, f"\\x{ord(bad.group()):02x} at offset {bad.start()}", "control characters other than newline and tab are not allowed")
         return False
     for m in _TILDE.finditer(text) if "~" in text else ():
-        token = text[m.start() :].split()[0] if text[m.start() :].split() else "~"
+        token = _NON_BLANK.match(text, m.start()).group() or "~"  # type: ignore[union-attr]
         findings.error(field_, token, "'~' expands to the worker's home, not yours: use $HOME")
     return True
 

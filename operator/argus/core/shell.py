@@ -288,20 +288,39 @@ def module_run_by(args: list[str]) -> tuple[str, list[str]] | None:
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
-def substitute(value: str, assignments: dict[str, str]) -> tuple[str, list[str]]:
+# Substitution may grow a value (A=$B$B, B=$C$C, ...): past this many substituted
+# characters it stops, and the variable counts as unresolved.
+MAX_SUBSTITUTED_CHARS = 256 * 1024
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def substitute(value: str, assignments: dict[str, str], *, limit: int = MAX_SUBSTITUTED_CHARS) -> tuple[str, list[str]]:
     """Replace ``$NAME``/``${NAME}`` by the script's own assignments; return the result and
-    the names it could not resolve."""
+    the names it could not resolve. A name that would make the result larger than
+    ``limit`` characters is returned as unresolved, with ``value`` as given."""
     unknown: list[str] = []
+    budget = limit
+    original = value
 
     def replace(m: re.Match[str]) -> str:
+        nonlocal budget
         name = m.group(1) or m.group(2)
         if name in assignments:
+            budget -= len(assignments[name])
+            if budget < 0:
+                raise _TooLarge(name)
             return assignments[name]
         unknown.append(name)
         return m.group(0)
 
     for _ in range(5):  # assignments may refer to earlier ones
-        new = _VARIABLE.sub(replace, value)
+        try:
+            new = _VARIABLE.sub(replace, value)
+        except _TooLarge as exc:
+            return original, [str(exc)]
         if new == value:
             break
         value = new

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Benchmark of ArgusTask validation (issue 2: a 64 KiB command must validate in <= 10 ms).
+
+    python bench/bench_validation.py [--runs N] [--limit-ms 10]
+
+Measures ``validate_task`` (the whole path the operator, the webhook and ``argus
+validate`` share: parse, expand, shell-read, policy checks, resolved plan) on
+
+* a typical advanced PPO command (about 1 KiB, multi-line, custom reward), and
+* a command just under the 64 KiB limit (the typical one plus many override lines).
+
+Prints tasks/second for both and milliseconds per 64 KiB validation (median and best of N
+runs, time.perf_counter), and exits 1 when the 64 KiB median exceeds the limit. A
+benchmark, not a test: run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from pathlib import Path
+
+try:
+    from argus.core.config import PlatformConfig
+    from argus.core.plan import validate_task
+    from argus.core.spec import MAX_COMMAND_BYTES
+except ImportError:  # run from a checkout without the package installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
+    from argus.core.config import PlatformConfig
+    from argus.core.plan import validate_task
+    from argus.core.spec import MAX_COMMAND_BYTES
+
+USER = "alice"
+
+TYPICAL = """\
+# PPO on GSM8K with a custom reward (the v3.5 advanced example)
+python3 -m verl.trainer.main_ppo \\
+  algorithm.adv_estimator=gae \\
+  data.train_files=$HOME/common/datasets/gsm8k/train.parquet \\
+  data.val_files=$HOME/datasets/gsm8k/test.parquet \\
+  data.train_batch_size=256 \\
+  data.max_prompt_length=512 \\
+  data.max_response_length=256 \\
+  actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct \\
+  actor_rollout_ref.actor.optim.lr=1e-6 \\
+  actor_rollout_ref.actor.ppo_mini_batch_size=64 \\
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \\
+  actor_rollout_ref.rollout.name=vllm \\
+  actor_rollout_ref.rollout.tensor_model_parallel_size=1 \\
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.4 \\
+  critic.model.path=Qwen/Qwen2.5-0.5B-Instruct \\
+  critic.optim.lr=1e-5 \\
+  custom_reward_function.path=$HOME/code/reward.py \\
+  custom_reward_function.name=compute_score \\
+  +custom_reward_function.reward_kwargs.format_bonus=0.1 \\
+  trainer.logger=console \\
+  trainer.project_name=argus \\
+  trainer.experiment_name=ppo-demo \\
+  trainer.nnodes=1 \\
+  trainer.n_gpus_per_node=1 \\
+  trainer.total_epochs=1 \\
+  trainer.save_freq=-1 \\
+  trainer.test_freq=1 \\
+  trainer.default_local_dir=$HOME/checkpoints/ppo-demo \\
+  +ray_kwargs.ray_init.address=auto
+"""
+
+
+def big_command(limit: int = MAX_COMMAND_BYTES, margin: int = 64) -> str:
+    """The typical command grown with override lines to just under ``limit`` bytes."""
+    head, tail = TYPICAL.rsplit("  +ray_kwargs.ray_init.address=auto\n", 1)
+    lines = [head]
+    size = len(head.encode()) + len("  +ray_kwargs.ray_init.address=auto\n") + len(tail.encode())
+    i = 0
+    while True:
+        line = f"  +trainer.argus_bench.run_{i}.dir=$HOME/checkpoints/bench/run-{i:05d}/step \\\n"
+        if size + len(line) > limit - margin:
+            break
+        lines.append(line)
+        size += len(line)
+        i += 1
+    command = "".join(lines) + "  +ray_kwargs.ray_init.address=auto\n" + tail
+    assert len(command.encode()) <= limit, len(command.encode())
+    return command
+
+
+def manifest(command: str) -> dict:
+    return {
+        "apiVersion": "argus.io/v1alpha1",
+        "kind": "ArgusTask",
+        "metadata": {"name": "bench", "namespace": USER, "uid": "0b8f0a36-1a8e-4c1e-9d59-3f1f8a2c7e11"},
+        "spec": {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": command},
+    }
+
+
+def measure(doc: dict, config: PlatformConfig, runs: int) -> list[float]:
+    verdict = validate_task(doc, USER, config)  # warm up, and make sure it is the valid path
+    if not verdict.valid:
+        raise SystemExit("benchmark command is invalid: " + "; ".join(verdict.error_lines()))
+    times = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(runs):
+            start = time.perf_counter()
+            validate_task(doc, USER, config)
+            times.append(time.perf_counter() - start)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200, help="timed runs per command (default 200)")
+    parser.add_argument("--limit-ms", type=float, default=10.0, help="fail when the 64 KiB median exceeds this (default 10)")
+    args = parser.parse_args(argv)
+    config = PlatformConfig()
+
+    big = big_command()
+    results = {}
+    for label, command in (("typical", TYPICAL), ("64KiB", big)):
+        times = measure(manifest(command), config, args.runs)
+        results[label] = (len(command.encode()), statistics.median(times), min(times))
+
+    print(f"validate_task, {args.runs} runs each (median / best):")
+    for label, (size, median, best) in results.items():
+        print(f"  {label:8s} {size:6d} bytes: {1 / median:9.0f} tasks/s median, {1 / best:9.0f} tasks/s best;"
+              f" {median * 1e3:.3f} ms / {best * 1e3:.3f} ms per validation")
+    _, median, best = results["64KiB"]
+    print(f"64 KiB command: {median * 1e3:.2f} ms per validation (median), {best * 1e3:.2f} ms best; limit {args.limit_ms:g} ms")
+    if median * 1e3 > args.limit_ms:
+        print(f"FAIL: the 64 KiB median {median * 1e3:.2f} ms exceeds {args.limit_ms:g} ms")
+        return 1
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

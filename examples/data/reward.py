@@ -1,0 +1,40 @@
+"""A verl custom reward function for GSM8K-style answers.
+
+Copy it to $HOME/code/reward.py and point a task at it:
+
+    custom_reward_function.path=$HOME/code/reward.py
+    custom_reward_function.name=compute_score
+    +custom_reward_function.reward_kwargs.format_bonus=0.1
+
+verl's naive reward manager calls ``compute_score(data_source=..., solution_str=...,
+ground_truth=..., extra_info=...)`` plus the ``reward_kwargs`` (note the ``+``: verl's
+config does not declare ``reward_kwargs``, so Hydra needs it to add the key).
+"""
+
+from __future__ import annotations
+
+import re
+
+_NUMBER = re.compile(r"-?[\d,]*\.?\d+")
+
+
+def extract_answer(solution_str: str) -> str | None:
+    """The final answer after the last ``####`` marker (GSM8K's format), without
+    thousands separators, or None when the marker is missing."""
+    if "####" not in solution_str:
+        return None
+    tail = solution_str.rsplit("####", 1)[1]
+    match = _NUMBER.search(tail)
+    if match is None:
+        return None
+    return match.group().replace(",", "").rstrip(".")
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, format_bonus=0.0):
+    """1.0 for the right final answer, 0.0 otherwise; plus ``format_bonus`` when the
+    answer uses the ``####`` format at all."""
+    answer = extract_answer(solution_str)
+    score = 1.0 if answer is not None and answer == str(ground_truth).replace(",", "").strip() else 0.0
+    if answer is not None:
+        score += float(format_bonus)
+    return score
