@@ -53,6 +53,7 @@ class Reconciler:
         self._written: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._worker_nodes: set[str] = set()
+        self._end_watchers: dict[str, asyncio.Task[None]] = {}
         self.last_admission_seconds = 0.0
 
     def lock(self, key: tuple[str, str]) -> asyncio.Lock:
@@ -98,6 +99,7 @@ class Reconciler:
         active = [v for v in views if v.phase in ACTIVE_PHASES and not v.deleting]
         if active:
             await asyncio.gather(*(self.sync(v) for v in active))
+        self.watch_ends([v.submission_id for v in active if v.submission_id])
         queued = [v for v in self.snapshot() if v.phase == Phase.Queued.value and not v.deleting]
         for v in [v for v in queued if v.cancel]:
             await self.write(v, {"phase": "Stopped", "reason": "Cancelled", "message": "cancelled while queued; it never reached Ray",
@@ -241,6 +243,33 @@ class Reconciler:
             await self.check_placement(view, job.driver_node_id)
         await self.write(view, {"phase": phase.value, "reason": reason, "message": message, "rayJob": ray_job,
                                 "rayUnreachableSince": None, "conditions": conditions})
+
+    def watch_ends(self, submission_ids: list[str]) -> None:
+        """Follow each active job's log stream, which Ray closes when the job ends, and
+        wake the loop at that moment: a terminal state reaches .status in well under one
+        poll interval. Polling stays the source of truth; this only shortens the wait."""
+        wanted = set(submission_ids)
+        for sid in list(self._end_watchers):
+            if sid not in wanted:
+                self._end_watchers.pop(sid).cancel()
+        for sid in wanted - set(self._end_watchers):
+            self._end_watchers[sid] = asyncio.create_task(self._wait_for_end(sid), name=f"argus end of {sid}")
+
+    async def _wait_for_end(self, sid: str) -> None:
+        started = time.monotonic()
+        try:
+            async for _ in self.ray.tail_logs(sid):
+                pass
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any stream failure: polling covers it
+            log.debug("log stream of %s ended: %s", sid, exc)
+            if time.monotonic() - started < self.config.poll_interval:
+                await asyncio.sleep(self.config.poll_interval)  # don't spin on a failing stream
+        if time.monotonic() - started < 0.25:
+            await asyncio.sleep(0.25)  # Ray may close the stream a moment before the status turns
+        self._end_watchers.pop(sid, None)
+        self.wake.set()
 
     async def check_placement(self, view: TaskView, node_id: str) -> None:
         """The driver must run on a worker node (one carrying the worker resource)."""
