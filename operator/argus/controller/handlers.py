@@ -22,6 +22,7 @@ from ..core.spec import GROUP, PLURAL, VERSION, Phase
 from ..core.user import USER_LABEL, InvalidUserId, check_user_id
 from . import metrics
 from .kube import Kube, load_config, now_rfc3339
+from .leader import LeaderElection
 from .ray_adapter import RayAdapter, RayUnreachable
 from .reconciler import Reconciler
 from .settings import OperatorConfig
@@ -38,7 +39,15 @@ class Runtime:
     config: OperatorConfig
     kubeconfig: str | None = None
     reconciler: Reconciler | None = None
-    loop_task: asyncio.Task[None] | None = None
+    leader: LeaderElection | None = None
+    tasks: list[asyncio.Task[None]] = []
+
+    def leads(self) -> bool:
+        return self.leader is None or self.leader.is_leader
+
+    def require_leadership(self) -> None:
+        if not self.leads():
+            raise kopf.TemporaryError("another replica holds the argus-operator lease; it acts", delay=5)
 
 
 RUNTIME = Runtime()
@@ -61,6 +70,9 @@ async def configure(settings: kopf.OperatorSettings, argus_tasks: kopf.Index[Any
         return [store_value for store in argus_tasks.values() for store_value in store]
 
     RUNTIME.reconciler = Reconciler(config, ray, Kube(), views)
+    if config.leader_election_namespace:
+        RUNTIME.leader = LeaderElection(config.leader_election_namespace, lease_seconds=config.leader_lease_seconds)
+        RUNTIME.reconciler.leads = RUNTIME.leads
 
 
 @kopf.on.startup()
@@ -68,13 +80,17 @@ async def start_queue(**_: Any) -> None:
     # Started after the indexes are filled (kopf runs startup handlers before watching,
     # but the loop only reads the live index, so an empty first tick is harmless).
     assert RUNTIME.reconciler is not None
-    RUNTIME.loop_task = asyncio.create_task(RUNTIME.reconciler.run(), name="argus queue")
+    RUNTIME.tasks.append(asyncio.create_task(RUNTIME.reconciler.run(), name="argus queue"))
+    if RUNTIME.leader:
+        RUNTIME.tasks.append(asyncio.create_task(RUNTIME.leader.run(), name="argus leader election"))
 
 
 @kopf.on.cleanup()
 async def stop_queue(**_: Any) -> None:
-    if RUNTIME.loop_task:
-        RUNTIME.loop_task.cancel()
+    for task in RUNTIME.tasks:
+        task.cancel()
+    if RUNTIME.leader:
+        await asyncio.to_thread(RUNTIME.leader.release)
 
 
 @kopf.index(*TASKS)
@@ -90,7 +106,11 @@ def namespace_users(name: str, labels: kopf.Labels, **_: Any) -> dict[str, str |
 def _user_of(namespace: str, namespace_users: kopf.Index[str, str | None]) -> tuple[str | None, str, str]:
     """(user, reason, message): user None when the namespace cannot run tasks."""
     labels = list(namespace_users.get(namespace, []))
-    user = labels[0] if labels else None
+    return user_from_label(namespace, labels[0] if labels else None)
+
+
+def user_from_label(namespace: str, user: str | None) -> tuple[str | None, str, str]:
+    """The same verdict from the label's value (the webhook also reads it live)."""
     if not user:
         return None, "NamespaceNotOnboarded", f"namespace {namespace} has no {USER_LABEL} label: ask an admin to run 'argus onboard <user> --namespace {namespace}'"
     try:
@@ -104,6 +124,7 @@ async def on_task_created(body: kopf.Body, namespace: str, status: kopf.Status, 
                           namespace_users: kopf.Index[str, str | None], **_: Any) -> None:
     if status.get("phase"):
         return  # already handled (the operator restarted after writing it)
+    RUNTIME.require_leadership()
     now = now_rfc3339()
     generation = meta.get("generation")
     user, reason, message = _user_of(namespace, namespace_users)
@@ -144,6 +165,7 @@ async def on_cancel_requested(**_: Any) -> None:
 @kopf.on.delete(*TASKS)
 async def on_task_deleted(body: kopf.Body, meta: kopf.Meta, logger: kopf.Logger, **_: Any) -> None:
     view = TaskView.from_body(body)
+    RUNTIME.require_leadership()
     if view.phase in (Phase.Rejected.value,) or (view.phase in TERMINAL_PHASES and view.phase != Phase.Queued.value and view.submission_id is None):
         return  # never reached Ray
     if view.phase in (Phase.Succeeded.value, Phase.Failed.value, Phase.Stopped.value):

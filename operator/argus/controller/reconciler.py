@@ -48,6 +48,7 @@ class Reconciler:
         self.ray = ray
         self.kube = kube
         self.views = views
+        self.leads: Callable[[], bool] = lambda: True  # replaced when leader election is on
         self.wake = asyncio.Event()
         # Status this process wrote that the watch stream may not show yet.
         self._written: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
@@ -71,6 +72,8 @@ class Reconciler:
             except asyncio.TimeoutError:
                 pass
             self.wake.clear()
+            if not self.leads():
+                continue
             try:
                 await self.tick()
             except asyncio.CancelledError:
