@@ -148,7 +148,13 @@ async def on_task_created(body: kopf.Body, namespace: str, status: kopf.Status, 
         asyncio.get_running_loop().call_later(0.05, RUNTIME.reconciler.wake.set)
 
 
+MAX_MESSAGE_LINES = 100
+
+
 def _reject(patch: kopf.Patch, body: kopf.Body, reason: str, message: str, now: str, generation: int | None, user: str | None = None) -> None:
+    lines = message.splitlines()
+    if len(lines) > MAX_MESSAGE_LINES:  # a hostile command can produce thousands
+        message = "\n".join(lines[:MAX_MESSAGE_LINES] + [f"... and {len(lines) - MAX_MESSAGE_LINES} more problems (argus validate shows them all)"])
     patch.status.update({
         "phase": Phase.Rejected.value, "reason": reason, "message": message, "user": user, "observedGeneration": generation,
         "conditions": conditions_for_phase(None, Phase.Rejected, reason, message.splitlines()[0][:300], now=now, generation=generation),
@@ -166,10 +172,11 @@ async def on_cancel_requested(**_: Any) -> None:
 async def on_task_deleted(body: kopf.Body, meta: kopf.Meta, logger: kopf.Logger, **_: Any) -> None:
     view = TaskView.from_body(body)
     RUNTIME.require_leadership()
-    if view.phase in (Phase.Rejected.value,) or (view.phase in TERMINAL_PHASES and view.phase != Phase.Queued.value and view.submission_id is None):
-        return  # never reached Ray
-    if view.phase in (Phase.Succeeded.value, Phase.Failed.value, Phase.Stopped.value):
-        return  # the job has ended; nothing to stop
+    # Ended tasks hold no job, except one failed for an unreachable Ray: its job may
+    # still run once Ray answers again. Queued ones are tried too: the operator may have
+    # died between submitting and writing Submitted.
+    if view.phase in TERMINAL_PHASES and view.status.get("reason") != "RayUnreachable":
+        return
     assert RUNTIME.reconciler is not None
     try:
         outcome = await RUNTIME.reconciler.stop_for_delete(view, parse_time(meta.get("deletionTimestamp")))
