@@ -86,6 +86,11 @@ def test_rejected_tasks_never_reach_ray(control_plane, ray_cluster, user_namespa
     assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in json.loads(events)["items"])
     time.sleep(2)  # a few more ticks of the operator
     assert ray_jobs_for(ray_cluster, ns) == [] and ray_jobs_for(ray_cluster, bare) == []
+    # argus logs says why there is nothing to show, in one line, without a traceback.
+    for task, expected in (("hostile-other-user", "has not been submitted to Ray yet (phase Rejected)"), ("no-such-task", "no ArgusTask 'no-such-task'")):
+        logs = subprocess.run([sys.executable, "-m", "argus.cli", "logs", task, "-n", ns, "--kubeconfig", str(control_plane.kubeconfig)],
+                              capture_output=True, text=True, timeout=60)
+        assert logs.returncode == 1 and expected in logs.stderr and "Traceback" not in logs.stderr, logs.stderr
 
 
 def test_queue_runs_in_priority_order_and_skips_unschedulable(control_plane, ray_cluster, user_namespace, run_operator):

@@ -109,7 +109,8 @@ class Reconciler:
                                  "queuePosition": None, "conditions": conditions_for_phase(v.status.get("conditions"), Phase.Stopped, "Cancelled", "cancelled while queued", now=now_rfc3339(), generation=v.generation)})
         queued = [v for v in queued if not v.cancel]
         if queued:
-            await self.admit(queued, [v for v in self.snapshot() if v.phase in ACTIVE_PHASES])
+            views = self.snapshot()
+            await self.admit(queued, [v for v in views if v.phase in ACTIVE_PHASES], self.not_yet_validated(views))
 
     # -- writing status ---------------------------------------------------------------
     async def write(self, view: TaskView, desired: dict[str, Any]) -> None:
@@ -130,7 +131,15 @@ class Reconciler:
                                   desired.get("reason") or str(delta["phase"]), f"{msg}: {detail}" if detail else msg)
 
     # -- admission -----------------------------------------------------------------
-    async def admit(self, queued: list[TaskView], active: list[TaskView]) -> None:
+    @staticmethod
+    def not_yet_validated(views: list[TaskView]) -> list[TaskView]:
+        """Tasks the create handler has not marked yet. They keep their place in the queue,
+        unless their handler has failed for a minute (then they must not block it)."""
+        now = dt.datetime.now(dt.timezone.utc)
+        return [v for v in views if not v.phase and not v.deleting and not v.cancel
+                and (now - (parse_time(v.created) or now)).total_seconds() < 60]
+
+    async def admit(self, queued: list[TaskView], active: list[TaskView], pending: list[TaskView] = ()) -> None:
         started = time.perf_counter()
         capacity, ray_error = None, None
         try:
@@ -138,8 +147,9 @@ class Reconciler:
         except (RayUnreachable, RayRefused) as exc:
             metrics.RAY_ERRORS.labels("capacity").inc()
             ray_error = str(exc)
-        decision = decide([v.as_queued() for v in queued], running=len(active),
-                          reserved_gpus=sum(v.gpus for v in active), max_running=self.config.max_running, capacity=capacity)
+        decision = decide([v.as_queued() for v in [*queued, *pending]], running=len(active),
+                          reserved_gpus=sum(v.gpus for v in active), max_running=self.config.max_running, capacity=capacity,
+                          not_ready=frozenset(v.key for v in pending))
         self.last_admission_seconds = time.perf_counter() - started
         by_key = {v.key: v for v in queued}
         admitted = [by_key[t.key] for t in decision.admit]

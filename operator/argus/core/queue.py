@@ -62,9 +62,12 @@ def decide(
     reserved_gpus: int,
     max_running: int,
     capacity: Capacity | None,
+    not_ready: frozenset[tuple[str, str]] = frozenset(),
 ) -> Admission:
     """Admit from the head of the queue. ``capacity`` None means Ray could not be read:
-    nothing is admitted, positions are still given."""
+    nothing is admitted, positions are still given. Tasks in ``not_ready`` (created but
+    not validated yet) hold their place: nothing behind them is admitted before they are
+    queued, so a task does not lose its turn to a validation that happened to run later."""
     result = Admission()
     ordered = sorted(queued, key=QueuedTask.order)
     slots = max_running - running
@@ -74,6 +77,9 @@ def decide(
     blocked = capacity is None
     position = 0
     for task in ordered:
+        if task.key in not_ready:
+            blocked = True
+            continue
         if capacity is not None and task.gpus > capacity.total_gpus:
             result.unschedulable[task.key] = (
                 f"needs {task.gpus} GPUs (nnodes x nGpusPerNode) but the worker nodes have "

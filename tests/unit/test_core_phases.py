@@ -1,0 +1,46 @@
+"""Ray status -> phase/reason, conditions, minimal status patches (pure)."""
+
+import pytest
+
+from argus.core.phases import conditions_for_phase, phase_for_ray, set_condition, status_delta
+from argus.core.spec import Phase
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("ray,cancelled,late,expected", [
+    ("PENDING", False, False, (Phase.Submitted, "RayJobPending")),
+    ("RUNNING", False, False, (Phase.Running, "RayJobRunning")),
+    ("SUCCEEDED", False, False, (Phase.Succeeded, "RayJobSucceeded")),
+    ("FAILED", False, False, (Phase.Failed, "RayJobFailed")),
+    ("STOPPED", False, False, (Phase.Stopped, "RayJobStopped")),
+    ("STOPPED", True, False, (Phase.Stopped, "Cancelled")),
+    ("STOPPED", False, True, (Phase.Failed, "DeadlineExceeded")),
+    ("STOPPED", True, True, (Phase.Failed, "DeadlineExceeded")),
+    ("SUCCEEDED", True, False, (Phase.Succeeded, "RayJobSucceeded")),  # finished before the stop: the truth
+])
+def test_phase_for_ray(ray, cancelled, late, expected):
+    assert phase_for_ray(ray, cancelled=cancelled, deadline_exceeded=late) == expected
+
+
+def test_last_transition_time_moves_only_when_the_status_changes():
+    c = set_condition(None, "Running", True, "RayJobRunning", "m", now="t1", generation=1)
+    c = set_condition(c, "Running", True, "RayJobRunning", "m2", now="t2", generation=1)
+    assert c[0]["lastTransitionTime"] == "t1" and c[0]["message"] == "m2"
+    c = set_condition(c, "Running", False, "RayJobSucceeded", "done", now="t3", generation=2)
+    assert c[0]["lastTransitionTime"] == "t3" and c[0]["status"] == "False" and c[0]["observedGeneration"] == 2
+
+
+def test_conditions_for_phases():
+    c = conditions_for_phase(None, Phase.Succeeded, "RayJobSucceeded", "ok", now="t", generation=1)
+    assert {x["type"]: x["status"] for x in c} == {"Admitted": "True", "Running": "False", "Complete": "True", "Failed": "False"}
+    c = conditions_for_phase(None, Phase.Rejected, "InvalidSpec", "bad", now="t", generation=1)
+    assert {x["type"]: x["status"] for x in c} == {"Admitted": "False", "Running": "False", "Complete": "False", "Failed": "True"}
+
+
+def test_status_delta_is_empty_when_nothing_changed():
+    current = {"phase": "Running", "rayJob": {"status": "RUNNING", "submissionId": "x"}}
+    assert status_delta(current, {"phase": "Running", "rayJob": {"status": "RUNNING"}}) == {}
+    assert status_delta(current, {"phase": "Succeeded", "rayJob": {"status": "SUCCEEDED", "submissionId": "x"}}) == {
+        "phase": "Succeeded", "rayJob": {"status": "SUCCEEDED"}}
+    assert status_delta({}, {"queuePosition": None}) == {}
