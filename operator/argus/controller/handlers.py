@@ -95,7 +95,11 @@ async def stop_queue(**_: Any) -> None:
 
 @kopf.index(*TASKS)
 def argus_tasks(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], TaskView]:
-    return {(namespace, name): TaskView.from_body(body)}
+    view = TaskView.from_body(body)
+    # A task just marked Queued (its patch has landed): admit it now, not at the next poll.
+    if view.phase == Phase.Queued.value and view.status.get("queuePosition") is None and RUNTIME.reconciler:
+        RUNTIME.reconciler.wake.set()
+    return {(namespace, name): view}
 
 
 @kopf.index("namespaces")
@@ -144,8 +148,6 @@ async def on_task_created(body: kopf.Body, namespace: str, status: kopf.Status, 
     kopf.event(body, type="Normal", reason="Queued", message=f"validated for user {user}; queued")
     for warning in warnings:
         kopf.event(body, type="Warning", reason="WeakCheck", message=warning)
-    if RUNTIME.reconciler:
-        asyncio.get_running_loop().call_later(0.05, RUNTIME.reconciler.wake.set)
 
 
 MAX_MESSAGE_LINES = 100
