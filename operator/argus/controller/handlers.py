@@ -61,7 +61,10 @@ async def configure(settings: kopf.OperatorSettings, argus_tasks: kopf.Index[Any
     settings.posting.level = logging.WARNING  # our own Events tell the story; no kopf chatter
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    settings.batching.worker_limit = 64
+    # No worker limit (kopf's default): with an index, a limit below the number of objects
+    # deadlocks the start-up (each worker waits for the whole index while holding its slot;
+    # nolar/kopf#1243). Found by bench/run.py: 5,000 tasks hung the operator forever.
+    settings.queueing.worker_limit = None
     load_config(RUNTIME.kubeconfig)
     config = RUNTIME.config
     ray = RayAdapter(config.ray_address, config.platform.worker_resource)
@@ -107,10 +110,23 @@ def namespace_users(name: str, labels: kopf.Labels, **_: Any) -> dict[str, str |
     return {name: labels.get(USER_LABEL)}
 
 
-def _user_of(namespace: str, namespace_users: kopf.Index[str, str | None]) -> tuple[str | None, str, str]:
-    """(user, reason, message): user None when the namespace cannot run tasks."""
+async def user_of_namespace(namespace: str, namespace_users: kopf.Index[str, str | None]) -> tuple[str | None, str, str]:
+    """(user, reason, message) from the namespace index; user None when the namespace cannot
+    run tasks. When the index says no, the namespace is read live: the index may not have
+    seen a namespace labelled a moment ago. Raises ApiException when it cannot be read."""
     labels = list(namespace_users.get(namespace, []))
-    return user_from_label(namespace, labels[0] if labels else None)
+    user, reason, message = user_from_label(namespace, labels[0] if labels else None)
+    if user is not None or not namespace:
+        return user, reason, message
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    try:
+        ns = await asyncio.to_thread(client.CoreV1Api().read_namespace, namespace, _request_timeout=5)
+    except ApiException as exc:
+        if exc.status == 404:
+            return user, reason, message
+        raise
+    return user_from_label(namespace, (ns.metadata.labels or {}).get(USER_LABEL))
 
 
 def user_from_label(namespace: str, user: str | None) -> tuple[str | None, str, str]:
@@ -131,7 +147,7 @@ async def on_task_created(body: kopf.Body, namespace: str, status: kopf.Status, 
     RUNTIME.require_leadership()
     now = now_rfc3339()
     generation = meta.get("generation")
-    user, reason, message = _user_of(namespace, namespace_users)
+    user, reason, message = await user_of_namespace(namespace, namespace_users)
     if user is None:
         _reject(patch, body, reason, message, now, generation)
         return

@@ -10,6 +10,7 @@ from typing import Sequence
 
 from ..cli import UsageError, add_platform_flags, platform_config
 from .settings import add_operator_flags, operator_config
+from .webhook_settings import add_webhook_flags, webhook_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     peering.add_argument("--standalone", action="store_true", help="no peering (one replica only)")
     parser.add_argument("--priority", type=int, default=0, help="peering priority of this replica")
     parser.add_argument("--verbose", "-v", action="store_true")
+    add_webhook_flags(parser)
     return parser
 
 
@@ -32,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = operator_config(args, platform_config(args))
+        webhook = webhook_settings(args)
     except (UsageError, ValueError) as exc:
         print(f"argus-operator: {exc}", file=sys.stderr)
         return 2
@@ -45,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     handlers.RUNTIME.config = config
     handlers.RUNTIME.kubeconfig = args.kubeconfig
+    if webhook is not None:
+        from . import webhook as admission  # noqa: PLC0415 - registers the admission webhook
+        admission.install(webhook)
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
         start_http_server(args.metrics_port)
