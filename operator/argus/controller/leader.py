@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 import os
 import socket
+import time
 import uuid
 
 from kubernetes import client
@@ -35,7 +36,7 @@ class LeaderElection:
     @property
     def is_leader(self) -> bool:
         # A leader that cannot renew steps down before its lease could be taken over.
-        return self._renewed_at is not None and asyncio.get_event_loop().time() - self._renewed_at < self.lease_seconds * 0.8
+        return self._renewed_at is not None and time.monotonic() - self._renewed_at < self.lease_seconds * 0.8
 
     async def run(self) -> None:
         api = client.CoordinationV1Api()
@@ -43,7 +44,7 @@ class LeaderElection:
             was = self.is_leader
             try:
                 if await asyncio.to_thread(self._acquire_or_renew, api):
-                    self._renewed_at = asyncio.get_event_loop().time()
+                    self._renewed_at = time.monotonic()
                 elif self._renewed_at is not None and not self.is_leader:
                     self._renewed_at = None
             except Exception as exc:  # noqa: BLE001 - API hiccups: keep trying, step down by time
