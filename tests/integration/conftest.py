@@ -61,7 +61,8 @@ def run_operator(control_plane: Any, ray_cluster: Any, argus_root: Path, tmp_pat
 
     def start(namespaces: list[str], **kwargs: Any) -> OperatorProcess:
         kwargs.setdefault("ray_address", ray_cluster.dashboard_url)
-        op = OperatorProcess.start(tmp_path / "operator", kubeconfig=control_plane.kubeconfig, root=argus_root,
+        kwargs.setdefault("kubeconfig", control_plane.kubeconfig)  # or another identity's (tests/integration/test_chart.py)
+        op = OperatorProcess.start(tmp_path / "operator", root=argus_root,
                                    namespaces=namespaces, name=f"operator-{len(started)}", **kwargs)
         started.append(op)
         return op

@@ -1,0 +1,78 @@
+{{/* The operator's RBAC rules, used by rbac.yaml. */}}
+{{- define "argus.taskRules" -}}
+# The ArgusTasks: kopf lists and watches them (the index and the handlers) and patches the
+# object itself for its finalizer and its bookkeeping annotations.
+- apiGroups: [argus.io]
+  resources: [argustasks]
+  verbs: [list, watch, patch]
+# Their status: phase, conditions, Ray job (kopf's handler results and the reconciler).
+- apiGroups: [argus.io]
+  resources: [argustasks/status]
+  verbs: [patch]
+# Events on the tasks (kubectl describe): posted by the reconciler (core/v1 Events through
+# the kubernetes client) and by kopf.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end }}
+{{- define "argus.clusterRules" -}}
+# Namespaces: the operator indexes their argus.io/user label (who a task runs as), and kopf
+# lists/watches them to follow the namespaces it serves.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- if .Values.rbac.watchCRDs }}
+# kopf re-scans the served resources when a CRD appears or changes (read-only).
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+{{- end }}
+{{- if .Values.webhook.enabled }}
+# The admission webhook reads a namespace's argus.io/user label live when its index has not
+# seen the namespace yet.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get]
+# ... and writes its ValidatingWebhookConfiguration (service, caBundle, failure policy):
+# create it once (create cannot be limited to a name), then read and replace only that one.
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  verbs: [create]
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  resourceNames: [{{ .Values.webhook.configName | quote }}]
+  verbs: [get, update]
+{{- end }}
+{{- end }}
+{{- define "argus.clusterPeeringRules" -}}
+# kopf peering (cluster-wide): watch the peers, keep our own keep-alive in the one object.
+- apiGroups: [kopf.dev]
+  resources: [clusterkopfpeerings]
+  verbs: [list, watch]
+- apiGroups: [kopf.dev]
+  resources: [clusterkopfpeerings]
+  resourceNames: [{{ .Values.peering.name | quote }}]
+  verbs: [get, patch]
+{{- end }}
+{{- define "argus.namespacedPeeringRules" -}}
+# kopf peering (per namespace): watch the peers, keep our own keep-alive in the one object.
+- apiGroups: [kopf.dev]
+  resources: [kopfpeerings]
+  verbs: [list, watch]
+- apiGroups: [kopf.dev]
+  resources: [kopfpeerings]
+  resourceNames: [{{ .Values.peering.name | quote }}]
+  verbs: [get, patch]
+{{- end }}
+
+{{- define "argus.leaseRules" -}}
+# Leader election: the argus-operator Lease in the release's namespace. Created once (create
+# cannot be limited to a name), then read and renewed (update) only that one.
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [argus-operator]
+  verbs: [get, update]
+{{- end }}

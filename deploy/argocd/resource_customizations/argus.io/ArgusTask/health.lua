@@ -1,0 +1,54 @@
+-- Argo CD health of an ArgusTask (argus.io/v1alpha1). Install: docs/argocd.md.
+--   Succeeded                    -> Healthy
+--   Failed, Rejected             -> Degraded (with the operator's status.message)
+--   Queued, Submitted, Running   -> Progressing
+--   Stopped (cancelled)          -> Suspended
+--   no status yet, or metadata.generation ahead of status.observedGeneration -> Progressing
+-- A task that has ended keeps its health: its spec is immutable and a later spec.cancel
+-- changes nothing, so the operator never observes that generation.
+local hs = {}
+
+local function detail(status, fallback)
+  if status.message ~= nil and status.message ~= "" then
+    return status.message
+  end
+  if status.reason ~= nil and status.reason ~= "" then
+    return status.reason
+  end
+  return fallback
+end
+
+local status = obj.status
+if status == nil or status.phase == nil or status.phase == "" then
+  hs.status = "Progressing"
+  hs.message = "Waiting for the Argus operator to validate the task"
+  return hs
+end
+
+local phase = status.phase
+local ended = phase == "Succeeded" or phase == "Failed" or phase == "Rejected" or phase == "Stopped"
+local generation = obj.metadata and obj.metadata.generation
+local observed = status.observedGeneration
+if not ended and generation ~= nil and (observed == nil or generation > observed) then
+  hs.status = "Progressing"
+  hs.message = "Waiting for the Argus operator to observe generation " .. tostring(generation)
+  return hs
+end
+
+if phase == "Succeeded" then
+  hs.status = "Healthy"
+  hs.message = detail(status, "The task succeeded")
+elseif phase == "Failed" or phase == "Rejected" then
+  hs.status = "Degraded"
+  hs.message = detail(status, "The task " .. string.lower(phase) .. " without a message")
+elseif phase == "Stopped" then
+  hs.status = "Suspended"
+  hs.message = detail(status, "The task was stopped")
+elseif phase == "Queued" or phase == "Submitted" or phase == "Running" then
+  hs.status = "Progressing"
+  hs.message = phase .. ": " .. detail(status, "in progress")
+else
+  hs.status = "Unknown"
+  hs.message = "Unknown ArgusTask phase " .. tostring(phase)
+end
+return hs

@@ -1,0 +1,74 @@
+"""``argus onboard`` without a cluster: user id checks (exit 2, one line) and ``--dry-run``,
+which prints the objects and needs no kubeconfig at all. (Against a real API server:
+tests/integration/test_chart.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from argus import cli
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def no_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nonexistent"))
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_dry_run_prints_namespace_and_binding(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "onboard", "alice", "--dry-run")
+    assert code == 0, err
+    ns, binding = list(yaml.safe_load_all(out))
+    assert ns == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "alice", "labels": {"argus.io/user": "alice"}}}
+    assert binding["kind"] == "RoleBinding" and binding["metadata"]["name"] == "argus-edit-alice"
+    assert binding["metadata"]["namespace"] == "alice"
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "argus-edit"}
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]
+
+
+def test_dry_run_other_namespace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "onboard", "a_b", "--namespace", "team-ab", "--dry-run")
+    assert code == 0
+    ns, binding = list(yaml.safe_load_all(out))
+    assert ns["metadata"] == {"name": "team-ab", "labels": {"argus.io/user": "a_b"}}
+    assert binding["metadata"]["namespace"] == "team-ab" and binding["subjects"][0]["name"] == "a_b"
+
+
+@pytest.mark.parametrize("user", ["Alice", "bob!", "x-", "", "a" * 64])
+def test_bad_user_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], user: str) -> None:
+    code, out, err = run(capsys, "onboard", user, "--dry-run")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("argus onboard: ") and "must match" in err
+
+
+def test_user_that_is_no_namespace_name_needs_namespace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "onboard", "a_b")
+    assert code == 2 and "pass --namespace" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_namespace_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "onboard", "alice", "--namespace", "Not_Valid")
+    assert code == 2 and "not a valid namespace name" in err
+
+
+def test_no_cluster_is_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, _, err = run(capsys, "onboard", "alice", "--kubeconfig", "/nonexistent/kubeconfig")
+    assert code == 1 and err.startswith("argus onboard: ") and len(err.strip().splitlines()) == 1
+
+
+def test_logs_is_still_there(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["logs", "--help"])
+    assert exc.value.code == 0
+    assert "argus logs" in capsys.readouterr().out
