@@ -17,6 +17,13 @@ SUBMIT_LATENCY = Histogram("argus_submit_latency_seconds", "Time from task creat
 RAY_ERRORS = Counter("argus_ray_api_errors_total", "Ray API calls that failed", ["operation"])
 RAY_CALLS = Counter("argus_ray_api_calls_total", "Ray API calls made")
 RECONCILE_ERRORS = Counter("argus_reconcile_errors_total", "Reconcile ticks or handlers that failed unexpectedly")
+ADMISSION_PASS = Gauge("argus_admission_pass_seconds", "Duration of the last admission pass over the queue (capacity read + queue decision)")
+
+# Every known operation is exported from the start (at 0), so that rate()/increase() alerts
+# see a series before the first error.
+RAY_OPERATIONS = ("capacity", "submit", "status", "stop", "lost")
+for _operation in RAY_OPERATIONS:
+    RAY_ERRORS.labels(_operation)
 
 
 def observe_phases(views: Iterable[object]) -> None:

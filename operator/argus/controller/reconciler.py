@@ -151,6 +151,7 @@ class Reconciler:
                           reserved_gpus=sum(v.gpus for v in active), max_running=self.config.max_running, capacity=capacity,
                           not_ready=frozenset(v.key for v in pending))
         self.last_admission_seconds = time.perf_counter() - started
+        metrics.ADMISSION_PASS.set(self.last_admission_seconds)
         by_key = {v.key: v for v in queued}
         admitted = [by_key[t.key] for t in decision.admit]
         if admitted:
