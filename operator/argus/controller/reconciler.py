@@ -219,7 +219,9 @@ class Reconciler:
             metrics.RAY_ERRORS.labels("lost").inc()
             message = (f"Ray no longer knows job {sid}: the Ray head restarted (it keeps no job history) or the job was removed. "
                        "Argus does not resubmit on its own; create a new task to run it again")
-            await self.write(view, {"phase": "Failed", "reason": "RayJobLost", "message": message,
+            # Ray answered (it just does not know the job): reachable again, the outage is over.
+            conditions = set_condition(conditions, "RayReachable", True, "RayReachable", "the Ray dashboard answers", now=now, generation=view.generation)
+            await self.write(view, {"phase": "Failed", "reason": "RayJobLost", "message": message, "rayUnreachableSince": None,
                                     "conditions": conditions_for_phase(conditions, Phase.Failed, "RayJobLost", message, now=now, generation=view.generation)})
             return
         except (RayUnreachable, RayRefused) as exc:
