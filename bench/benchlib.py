@@ -1,0 +1,430 @@
+"""Shared by bench/run.py (benchmarks) and bench/chaos.py (fault injection): the real
+testbed (kube-apiserver + etcd and a Ray head + worker on loopback, from argus.testbed),
+the operator as a subprocess (tests/integration/harness.py's OperatorProcess), a watch on
+ArgusTasks that timestamps every phase change as it arrives, and small measuring helpers
+(machine description, /proc CPU and memory of a process, the operator's metrics).
+
+Nothing here is a double of what the operator talks to: the API server, etcd and Ray are the
+real programs; only the training workload is the verl stand-in (hack/verl-standin).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+REPO = Path(__file__).resolve().parents[1]
+try:
+    import argus  # noqa: F401
+except ImportError:  # run from a checkout without the package installed
+    sys.path.insert(0, str(REPO / "operator"))
+sys.path.insert(0, str(REPO / "tests" / "integration"))  # harness.OperatorProcess (imported, not changed)
+
+from argus.core.spec import GROUP, PLURAL, VERSION  # noqa: E402
+from argus.testbed import ControlPlane, RayCluster  # noqa: E402
+from argus.testbed.ports import free_port  # noqa: E402
+from argus.testbed.private_tree import STANDIN, login_home, make_private_tree  # noqa: E402
+from harness import OperatorProcess  # noqa: E402
+
+TERMINAL = ("Succeeded", "Failed", "Stopped", "Rejected")
+ACTIVE = ("Submitted", "Running")
+
+
+def log(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+# --------------------------------------------------------------------------- machine
+
+def machine_info() -> dict[str, Any]:
+    def versions() -> dict[str, str]:
+        out = {"python": platform.python_version()}
+        for mod in ("ray", "kopf", "kubernetes", "pydantic"):
+            try:
+                out[mod] = __import__(mod).__version__
+            except Exception:  # noqa: BLE001
+                out[mod] = "?"
+        return out
+
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kb = 0
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    info = {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "cpu_model": cpu,
+        "kernel": platform.release(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        **versions(),
+    }
+    try:
+        from argus.testbed import find_binaries
+        out = subprocess.run([str(find_binaries() / "kube-apiserver"), "--version"], capture_output=True, text=True, timeout=30)
+        info["kube_apiserver"] = out.stdout.strip().split()[-1]
+    except Exception:  # noqa: BLE001
+        info["kube_apiserver"] = "?"
+    return info
+
+
+def loadavg() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+# --------------------------------------------------------------------------- process stats
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of one process (not its children), from /proc."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[-1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def memory(pid: int) -> dict[str, float]:
+    """Resident memory now (VmRSS) and its peak (VmHWM), MiB."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                key, value = line.split(":", 1)
+                out[key] = int(value.split()[0]) / 1024
+    return {"rss_mib": round(out.get("VmRSS", 0), 1), "peak_rss_mib": round(out.get("VmHWM", 0), 1)}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))
+    return ordered[k]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"n": len(values), "p50": percentile(values, 50), "p99": percentile(values, 99), "mean": statistics.fmean(values),
+            "min": min(values), "max": max(values)}
+
+
+# --------------------------------------------------------------------------- commands
+
+def ppo_command(steps: int | None = None, extra: str = "") -> str:
+    cmd = ("python3 -m verl.trainer.main_ppo data.train_files=$HOME/common/datasets/gsm8k/train.parquet "
+           "data.val_files=$HOME/datasets/gsm8k/test.parquet +ray_kwargs.ray_init.address=auto "
+           "trainer.nnodes=1 trainer.n_gpus_per_node=1")
+    if steps is not None:
+        cmd += f" trainer.total_training_steps={steps}"
+    return cmd + (" " + extra if extra else "")
+
+
+def task_body(name: str, command: str, *, priority: int | None = None, gpus: int = 1, labels: dict[str, str] | None = None,
+              cancel: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": gpus, "command": command}
+    if cancel:
+        spec["cancel"] = True
+    if priority is not None:
+        spec["priority"] = priority
+    meta: dict[str, Any] = {"name": name}
+    if labels:
+        meta["labels"] = labels
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ArgusTask", "metadata": meta, "spec": spec}
+
+
+# --------------------------------------------------------------------------- kubernetes
+
+class Kube:
+    """The official client against the testbed's API server, sized for parallel use."""
+
+    def __init__(self, kubeconfig: Path, pool: int = 32):
+        from kubernetes import client, config
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+        cfg.connection_pool_maxsize = pool
+        self.api_client = client.ApiClient(cfg)
+        self.custom = client.CustomObjectsApi(self.api_client)
+        self.core = client.CoreV1Api(self.api_client)
+        self.client = client
+
+    def namespace(self, name: str, user: str | None = "alice") -> None:
+        from kubernetes.client.exceptions import ApiException
+        labels = {"argus.io/user": user} if user is not None else None
+        body = self.client.V1Namespace(metadata=self.client.V1ObjectMeta(name=name, labels=labels))
+        try:
+            self.core.create_namespace(body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    def create(self, ns: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """Create; returns the object and the wall time at which the call returned."""
+        obj = self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+        return obj, time.time()
+
+    def patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, name, {"status": status})
+
+    def patch_spec(self, ns: str, name: str, spec: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name, {"spec": spec})
+
+    def get(self, ns: str, name: str) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+
+    def list(self, ns: str | None = None) -> list[dict[str, Any]]:
+        if ns:
+            return self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]
+        return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+
+    def events(self, ns: str) -> list[Any]:
+        return self.core.list_namespaced_event(ns).items
+
+    def delete_all(self, ns: str) -> None:
+        self.custom.delete_collection_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
+
+
+def parallel(fn: Callable[[Any], Any], items: Iterable[Any], workers: int = 16) -> list[Any]:
+    with ThreadPoolExecutor(workers) as ex:
+        return list(ex.map(fn, items))
+
+
+class TaskWatch:
+    """A cluster-wide list+watch of ArgusTasks in a thread. For every task it keeps the
+    latest body and the wall time (time.time(), taken when the event is read) at which each
+    phase was first seen, so phase changes are timestamped as they arrive rather than by
+    polling. Reconnects (and relists) when the stream breaks, e.g. across an API server
+    restart."""
+
+    def __init__(self, kube: Kube):
+        self.kube = kube
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.first_seen: dict[tuple[str, str], dict[str, float]] = {}
+        self.phase_history: dict[tuple[str, str], list[str]] = {}
+        self.cond = threading.Condition()
+        self.stopping = False
+        self.reconnects = 0
+        self._thread = threading.Thread(target=self._run, name="task-watch", daemon=True)
+        self._synced = threading.Event()
+
+    def start(self) -> "TaskWatch":
+        self._thread.start()
+        if not self._synced.wait(60):
+            raise TimeoutError("the ArgusTask watch did not sync in 60 s")
+        return self
+
+    def stop(self) -> None:
+        self.stopping = True
+
+    def _record(self, obj: dict[str, Any], deleted: bool = False) -> None:
+        now = time.time()
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        phase = (obj.get("status") or {}).get("phase") or ""
+        with self.cond:
+            if deleted:
+                self.objects.pop(key, None)
+            else:
+                old = self.objects.get(key)
+                if old is not None and (old.get("metadata") or {}).get("uid") != meta.get("uid"):
+                    self.first_seen.pop(key, None)
+                    self.phase_history.pop(key, None)
+                self.objects[key] = obj
+                seen = self.first_seen.setdefault(key, {})
+                if phase not in seen:
+                    seen[phase] = now
+                history = self.phase_history.setdefault(key, [])
+                if not history or history[-1] != phase:
+                    history.append(phase)
+            self.cond.notify_all()
+
+    def _run(self) -> None:
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+        rv = None
+        while not self.stopping:
+            try:
+                if rv is None:
+                    listing = self.kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+                    for item in listing["items"]:
+                        self._record(item)
+                    rv = listing["metadata"]["resourceVersion"]
+                    self._synced.set()
+                w = watch.Watch()
+                for event in w.stream(self.kube.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL,
+                                      resource_version=rv, timeout_seconds=120, allow_watch_bookmarks=True):
+                    obj = event["object"]
+                    if event["type"] == "ERROR":
+                        rv = None
+                        break
+                    rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    self._record(obj, deleted=event["type"] == "DELETED")
+                    if self.stopping:
+                        return
+            except ApiException as exc:
+                self.reconnects += 1
+                if exc.status == 410:
+                    rv = None
+                time.sleep(0.5)
+            except Exception:  # noqa: BLE001 - connection dropped (API server restart): reconnect
+                self.reconnects += 1
+                time.sleep(0.5)
+
+    # -- queries
+    def phase(self, ns: str, name: str) -> str | None:
+        obj = self.objects.get((ns, name))
+        return (obj.get("status") or {}).get("phase") if obj else None
+
+    def in_namespace(self, ns: str) -> dict[str, dict[str, Any]]:
+        with self.cond:
+            return {name: obj for (n, name), obj in self.objects.items() if n == ns}
+
+    def wait(self, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                result = predicate()
+                if result:
+                    return result
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+                self.cond.wait(min(left, 1.0))
+
+    def phases(self, ns: str) -> dict[str, str | None]:
+        with self.cond:
+            return {name: (obj.get("status") or {}).get("phase") for (n, name), obj in self.objects.items() if n == ns}
+
+    def count(self, ns_prefix: str, phases: Iterable[str]) -> int:
+        phases = set(phases)
+        with self.cond:
+            return sum(1 for (n, _), obj in self.objects.items() if n.startswith(ns_prefix) and (obj.get("status") or {}).get("phase") in phases)
+
+
+# --------------------------------------------------------------------------- the testbed
+
+class Testbed:
+    """Control plane + CRD + a /private tree + Ray login home, then Ray clusters and operators
+    on demand. Everything it starts, it stops (``close``)."""
+
+    def __init__(self, work: Path, users: tuple[str, ...] = ("alice", "bob")):
+        self.work = work
+        self.ray: RayCluster | None = None
+        self.operators: list[OperatorProcess] = []
+        t0 = time.monotonic()
+        self.cp = ControlPlane.start(work / "k8s")
+        log(f"kube-apiserver + etcd ready at {self.cp.server} in {time.monotonic() - t0:.1f} s")
+        self.cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
+        self.cp.kubectl("wait", "--for=condition=Established", "crd/argustasks.argus.io", "--timeout=60s")
+        self.root = make_private_tree(work / "private", users=users)
+        self.home = login_home(work / "ray-home")
+        self.kube = Kube(self.cp.kubeconfig)
+
+    def start_ray(self, name: str, env: dict[str, str], **kwargs: Any) -> RayCluster:
+        t0 = time.monotonic()
+        self.ray = RayCluster.start(self.work / name, extra_path=[STANDIN / "bin"], extra_env={"HOME": str(self.home), **env}, **kwargs)
+        log(f"Ray head {self.ray.dashboard_url} + worker ready in {time.monotonic() - t0:.1f} s ({env})")
+        return self.ray
+
+    def stop_ray(self) -> None:
+        if self.ray:
+            self.ray.stop()
+            self.ray = None
+
+    def start_operator(self, name: str, *, ray_address: str | None = None, namespaces: list[str] = (), max_running: int = 4,
+                       poll_interval: float = 2.0, extra_args: list[str] = (), metrics_port: int | None = None,
+                       extra_env: dict[str, str] | None = None) -> OperatorProcess:
+        args = list(extra_args)
+        if metrics_port is not None:
+            args += ["--metrics-port", str(metrics_port)]
+        assert ray_address or self.ray
+        op = OperatorProcess.start(self.work / "operator", kubeconfig=self.cp.kubeconfig, ray_address=ray_address or self.ray.dashboard_url,
+                                   root=self.root, namespaces=list(namespaces), max_running=max_running, poll_interval=poll_interval,
+                                   extra_args=args, extra_env=extra_env, name=name)
+        op.metrics_port = metrics_port  # type: ignore[attr-defined]
+        self.operators.append(op)
+        return op
+
+    def close(self) -> None:
+        for op in self.operators:
+            try:
+                op.stop()
+            except Exception:  # noqa: BLE001
+                pass
+        self.stop_ray()
+        self.cp.stop()
+
+
+def wait_metrics(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            scrape(port)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"operator metrics on :{port} did not answer in {timeout:.0f} s")
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The operator's Prometheus metrics as {'name{labels}': value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            pass
+    return out
+
+
+def ray_jobs(dashboard_url: str) -> list[Any]:
+    from ray.job_submission import JobSubmissionClient
+    return JobSubmissionClient(dashboard_url).list_jobs()
+
+
+def jobs_by_task(jobs: list[Any], ns: str) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for j in jobs:
+        meta = j.metadata or {}
+        if meta.get("argus.io/namespace") == ns:
+            out.setdefault(meta.get("argus.io/name", "?"), []).append(j)
+    return out
+
+
+def short_id() -> str:
+    return uuid.uuid4().hex[:6]
+
+
+__all__ = [
+    "ACTIVE", "Kube", "OperatorProcess", "REPO", "STANDIN", "TERMINAL", "TaskWatch", "Testbed", "cpu_seconds", "free_port",
+    "jobs_by_task", "json", "loadavg", "log", "machine_info", "memory", "parallel", "percentile", "ppo_command", "ray_jobs",
+    "scrape", "short_id", "summary", "task_body", "wait_metrics",
+]
