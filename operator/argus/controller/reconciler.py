@@ -66,6 +66,7 @@ class Reconciler:
 
     # -- the loop -------------------------------------------------------------------
     async def run(self) -> None:
+        await self.wait_for_index()
         while True:
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=self.config.poll_interval)
@@ -81,6 +82,49 @@ class Reconciler:
             except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
                 metrics.RECONCILE_ERRORS.inc()
                 log.exception("reconcile tick failed; retrying next tick")
+
+    async def wait_for_index(self, timeout: float = 900) -> None:
+        """Hold the first tick until kopf's index holds every task the API lists. kopf fills
+        the index object by object as it lists them (thousands take minutes); a tick over a
+        partial index would not count running tasks it has not seen yet and admit past
+        --max-running (found by bench/run.py: 75 running with --max-running 50 after a restart
+        over 1,000 tasks)."""
+        started = time.monotonic()
+        wanted: set[tuple[str, str]] | None = None
+        missing: set[tuple[str, str]] = set()
+        listed_at = 0.0
+        while time.monotonic() - started < timeout:
+            if wanted is None or time.monotonic() - listed_at > 30:
+                try:  # listed again now and then: a task deleted meanwhile never reaches the index
+                    fresh = await self.kube.task_keys(self.config.namespaces)
+                    wanted = fresh if wanted is None else wanted & fresh
+                    listed_at = time.monotonic()
+                except Exception as exc:  # noqa: BLE001 - the API may not answer yet; try again
+                    log.warning("cannot list ArgusTasks yet (%s); retrying", exc)
+                    await asyncio.sleep(2)
+                    continue
+            missing = wanted - {v.key for v in self.views()}
+            if not missing:
+                if wanted:
+                    log.info("index holds all %d ArgusTasks after %.1f s; the queue starts", len(wanted), time.monotonic() - started)
+                return
+            await asyncio.sleep(0.5)
+        log.warning("the index still misses %d ArgusTasks after %.0f s; starting the queue anyway", len(missing), timeout)
+
+    @staticmethod
+    async def each(coros: list[Any], limit: int = 16) -> None:
+        """Await coroutines (status writes) with at most `limit` in flight; a few thousand
+        writes one after the other would hold a tick for many minutes. Raises the first error
+        once all have finished."""
+        gate = asyncio.Semaphore(limit)
+
+        async def one(coro: Any) -> None:
+            async with gate:
+                await coro
+
+        for result in await asyncio.gather(*(one(c) for c in coros), return_exceptions=True):
+            if isinstance(result, BaseException):
+                raise result
 
     def snapshot(self) -> list[TaskView]:
         now = time.monotonic()
@@ -104,9 +148,9 @@ class Reconciler:
             await asyncio.gather(*(self.sync(v) for v in active))
         self.watch_ends([v.submission_id for v in active if v.submission_id])
         queued = [v for v in self.snapshot() if v.phase == Phase.Queued.value and not v.deleting]
-        for v in [v for v in queued if v.cancel]:
-            await self.write(v, {"phase": "Stopped", "reason": "Cancelled", "message": "cancelled while queued; it never reached Ray",
-                                 "queuePosition": None, "conditions": conditions_for_phase(v.status.get("conditions"), Phase.Stopped, "Cancelled", "cancelled while queued", now=now_rfc3339(), generation=v.generation)})
+        await self.each([self.write(v, {"phase": "Stopped", "reason": "Cancelled", "message": "cancelled while queued; it never reached Ray",
+                                        "queuePosition": None, "conditions": conditions_for_phase(v.status.get("conditions"), Phase.Stopped, "Cancelled", "cancelled while queued", now=now_rfc3339(), generation=v.generation)})
+                         for v in queued if v.cancel])
         queued = [v for v in queued if not v.cancel]
         if queued:
             views = self.snapshot()
@@ -157,6 +201,7 @@ class Reconciler:
         if admitted:
             await asyncio.gather(*(self.submit(v) for v in admitted))
         now = now_rfc3339()
+        writes = []
         for key, position in decision.positions.items():
             v = by_key[key]
             if key in decision.unschedulable:
@@ -170,7 +215,8 @@ class Reconciler:
                 desired["conditions"] = set_condition(v.status.get("conditions"), "RayReachable", not ray_error,
                                                       "RayUnreachable" if ray_error else "RayReachable",
                                                       ray_error[:300] if ray_error else "the Ray dashboard answers", now=now, generation=v.generation)
-            await self.write(v, desired)
+            writes.append(self.write(v, desired))
+        await self.each(writes)
 
     async def submit(self, view: TaskView) -> None:
         async with self.lock(view.key):
