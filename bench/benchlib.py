@@ -405,6 +405,33 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
+def ray_dashboard_pids(ray: RayCluster) -> list[int]:
+    """The Ray processes that serve the Jobs API: the head's dashboard and each node's
+    dashboard agent (which also serves the log tails)."""
+    from argus.testbed.procs import descendants
+    roots = [p.popen.pid for p in (ray._head, ray._worker) if p is not None and p.popen is not None]
+    out = []
+    for root in roots:
+        for pid in descendants(root):
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "DashboardAgent" in cmd or "dashboard/dashboard.py" in cmd or "dashboard/agent.py" in cmd:
+                out.append(pid)
+    return out
+
+
+def cpu_of(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            total += cpu_seconds(pid)
+        except OSError:
+            pass
+    return total
+
+
 def ray_jobs(dashboard_url: str) -> list[Any]:
     from ray.job_submission import JobSubmissionClient
     return JobSubmissionClient(dashboard_url).list_jobs()

@@ -45,8 +45,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
-    ACTIVE, REPO, STANDIN, TERMINAL, Kube, TaskWatch, Testbed, cpu_seconds, free_port, jobs_by_task, loadavg, log,
-    machine_info, memory, parallel, ppo_command, ray_jobs, scrape, summary, task_body, wait_metrics,
+    REPO, STANDIN, TERMINAL, TaskWatch, Testbed, cpu_of, cpu_seconds, free_port, jobs_by_task, loadavg, log,
+    machine_info, memory, parallel, ppo_command, ray_dashboard_pids, ray_jobs, scrape, summary, task_body, wait_metrics,
 )
 
 from argus.core.config import PlatformConfig  # noqa: E402
@@ -82,6 +82,12 @@ def refill_gaps(jobs: list[Any]) -> dict[str, float] | None:
         if before:
             gaps.append((j.start_time - before[-1]) / 1000)
     return summary(gaps) if gaps else None
+
+
+def job_durations(jobs: list[Any]) -> dict[str, float] | None:
+    """Ray's own start_time -> end_time of each job: the time Ray needs per job."""
+    d = [(j.end_time - j.start_time) / 1000 for j in jobs if j.end_time and j.start_time]
+    return summary(d) if d else None
 
 
 class Makespan:
@@ -137,7 +143,7 @@ class Makespan:
         jobs = [j for j in ray_jobs(url) if (j.metadata or {}).get("argus.io/namespace") == ns]
         return {"side": "raw", "batch": ns, "n": n, "seconds": t1 - t0, "ok": statuses.count("SUCCEEDED"), "errors": errors[:3],
                 "ray_span": (max(j.end_time for j in jobs) - min(j.start_time for j in jobs)) / 1000 if jobs else None,
-                "jobs": len(jobs), "gaps": refill_gaps(jobs), "load": [load0, loadavg()]}
+                "jobs": len(jobs), "gaps": refill_gaps(jobs), "durations": job_durations(jobs), "load": [load0, loadavg()]}
 
     def operator(self, n: int, tag: str) -> dict[str, Any]:
         """n ArgusTasks created at once (8 parallel API calls); the makespan ends when the
@@ -157,7 +163,7 @@ class Makespan:
         return {"side": "operator", "batch": ns, "n": n, "seconds": max(ends) - t0, "create_seconds": created,
                 "ok": sum(1 for p in phases.values() if p == "Succeeded"), "duplicates": sum(len(v) - 1 for v in jobs.values()),
                 "ray_span": (max(j.end_time for j in all_jobs) - min(j.start_time for j in all_jobs)) / 1000 if all_jobs else None,
-                "jobs": len(all_jobs), "gaps": refill_gaps(all_jobs), "load": [load0, loadavg()]}
+                "jobs": len(all_jobs), "gaps": refill_gaps(all_jobs), "durations": job_durations(all_jobs), "load": [load0, loadavg()]}
 
 
 # --------------------------------------------------------------------------- 2. latency
@@ -247,8 +253,10 @@ def quiet(pid: int, threshold: float, window: float = 5.0, timeout: float = 180)
             return used
 
 
-def measure_window(op: Any, seconds: float, label: str, objects: int, running: int, queued: int) -> dict[str, Any]:
+def measure_window(op: Any, seconds: float, label: str, objects: int, running: int, queued: int, ray: Any = None) -> dict[str, Any]:
     pid, port = op.proc.pid, op.metrics_port
+    ray_pids = ray_dashboard_pids(ray) if ray is not None else []
+    r0 = cpu_of(ray_pids)
     m0, c0, t0 = scrape(port), cpu_seconds(pid), time.monotonic()
     gauges, rss = [], []
     while time.monotonic() - t0 < seconds:
@@ -257,6 +265,7 @@ def measure_window(op: Any, seconds: float, label: str, objects: int, running: i
         gauges.append(m.get("argus_admission_pass_seconds", float("nan")))
         rss.append(memory(pid)["rss_mib"])
     m1, c1, t1 = scrape(port), cpu_seconds(pid), time.monotonic()
+    r1 = cpu_of(ray_pids)
     elapsed = t1 - t0
     calls = m1.get("argus_ray_api_calls_total", 0) - m0.get("argus_ray_api_calls_total", 0)
     errors = sum(v for k, v in m1.items() if k.startswith("argus_ray_api_errors_total")) - sum(v for k, v in m0.items() if k.startswith("argus_ray_api_errors_total"))
@@ -264,6 +273,7 @@ def measure_window(op: Any, seconds: float, label: str, objects: int, running: i
     passes = m1.get("argus_admission_pass_seconds") is not None and queued > 0
     return {"label": label, "objects": objects, "running": running, "queued": queued,
             "window_s": round(elapsed, 1), "cpu_percent_of_one_core": 100 * (c1 - c0) / elapsed, "ray_calls_per_min": calls * 60 / elapsed,
+            "ray_dashboard_cpu_percent": 100 * (r1 - r0) / elapsed if ray_pids else None,
             "ray_errors": errors, "rss_mib": max(rss + [mem["rss_mib"]]), "peak_rss_mib": mem["peak_rss_mib"],
             "admission_pass_ms": {"median": statistics.median(gauges) * 1e3, "max": max(gauges) * 1e3} if passes else None,
             "load": loadavg(), "tasks_by_phase": {k.split('"')[1]: v for k, v in m1.items() if k.startswith("argus_tasks{") and v}}
@@ -334,8 +344,8 @@ def bench_scale(tb: Testbed, watch: TaskWatch, platform: PlatformConfig, users: 
     create("queued", queued, priority=0)
     watch.wait(lambda: count("queued", ("Queued",), "Queued") >= queued, 600, f"{queued} tasks waiting with a queue position")
     quiet(op.proc.pid, 0.25, timeout=60)
-    log(f"scale P1: {running} running, {queued} queued; measuring {window:.0f} s")
-    out["states"].append(measure_window(op, busy_window, "P1", running + queued, running, queued))
+    log(f"scale P1: {running} running, {queued} queued; measuring {busy_window:.0f} s")
+    out["states"].append(measure_window(op, busy_window, "P1", running + queued, running, queued, tb.ray))
     peak_before = max(sampler.stop(), memory(op.proc.pid)["peak_rss_mib"])
     if restart_timeout > 0:
         op, r = restart_operator(tb, watch, op, "operator-scale-2", running + queued, restart_timeout, f"scale-{users[0]}",
@@ -352,8 +362,8 @@ def bench_scale(tb: Testbed, watch: TaskWatch, platform: PlatformConfig, users: 
     out["burst_peak_rss_mib"] = sampler.peak
     log(f"scale: {terminal} created in {out['burst_create_seconds']:.0f} s, all closed (Stopped) {out['burst_seconds']:.0f} s after the first; peak RSS {sampler.peak:.0f} MiB")
     quiet(op.proc.pid, 0.25, timeout=120)
-    log(f"scale P2: {terminal + queued + running} objects, {running} running; measuring {window:.0f} s")
-    out["states"].append(measure_window(op, busy_window, "P2", running + queued + terminal, running, queued))
+    log(f"scale P2: {terminal + queued + running} objects, {running} running; measuring {busy_window:.0f} s")
+    out["states"].append(measure_window(op, busy_window, "P2", running + queued + terminal, running, queued, tb.ray))
 
     log("scale: cancelling the queued tasks, then the running ones")
     parallel(lambda it: tb.kube.patch_spec(it[0], it[1], {"cancel": True}), names["queued"], workers=8)
@@ -362,7 +372,7 @@ def bench_scale(tb: Testbed, watch: TaskWatch, platform: PlatformConfig, users: 
     watch.wait(lambda: count("run", ("Stopped",)) >= running, 600, "the running tasks to stop")
     quiet(op.proc.pid, 0.05, timeout=120)
     log(f"scale P3: the same {terminal + queued + running} objects, all ended, 0 running; measuring {window:.0f} s")
-    out["states"].append(measure_window(op, window, "P3", running + queued + terminal, 0, 0))
+    out["states"].append(measure_window(op, window, "P3", running + queued + terminal, 0, 0, tb.ray))
     out["peak_rss_mib"] = max(peak_before, sampler.stop(), memory(op.proc.pid)["peak_rss_mib"])
     if restart_timeout > 0:
         op, r = restart_operator(tb, watch, op, "operator-scale-3", running + queued + terminal, restart_timeout, f"scale-{users[0]}",
@@ -504,14 +514,15 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
             f"ABBA order, {ms['n'] // 2} tasks per batch (raw, operator, operator, raw), so that drift of a shared machine weighs on",
             "both sides alike; each side's makespan is the sum of its two batches.",
             "",
-            "| Batch | Side | Tasks | Makespan | Ray span (first job start -> last job end) | Slot refill gap, median / p99 | Succeeded | Load avg before / after |",
-            "|---|---|---|---|---|---|---|---|",
+            "| Batch | Side | Tasks | Makespan | Ray span (first job start -> last job end) | Ray job duration, median | Slot refill gap, median / p99 | Succeeded | Load avg before / after |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for b in ms["batches"]:
-            g = b.get("gaps")
+            g, d = b.get("gaps"), b.get("durations")
             gap = f"{fmt_s(g['p50'])} / {fmt_s(g['p99'])}" if g else "-"
-            lines.append(f"| {b['batch']} | {b['side']} | {b['n']} | {b['seconds']:.1f} s | {b['ray_span']:.1f} s | {gap} | {b['ok']} | {b['load'][0]} / {b['load'][1]} |")
-        lines += ["", "*Slot refill gap*: for each job, its Ray `start_time` minus the latest `end_time` of a job before it: how long a",
+            lines.append(f"| {b['batch']} | {b['side']} | {b['n']} | {b['seconds']:.1f} s | {b['ray_span']:.1f} s | {fmt_s(d['p50']) if d else '-'} | {gap} | {b['ok']} | {b['load'][0]} / {b['load'][1]} |")
+        lines += ["", "*Ray job duration*: Ray's `end_time - start_time` of each job (Ray's own work per job, slower when the machine is busier).",
+                  "*Slot refill gap*: for each job, its Ray `start_time` minus the latest `end_time` of a job before it: how long a",
                   "slot freed by an ending job stayed empty. The raw loop notices an end within its poll period; the operator within",
                   "min(next poll, the job's log stream closing), then admits and submits in its next tick."]
         lines += ["", f"Ratio operator / raw: **{ms['ratio']:.3f}** (target <= 1.15). Duplicate Ray jobs on the operator side: {ms['duplicates']}.", ""]
@@ -553,8 +564,9 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
         def srow(p: dict[str, Any], what: str) -> str:
             ap = p["admission_pass_ms"]
             passes = f"{ap['median']:.0f} / {ap['max']:.0f} ms" if ap else "- (queue empty)"
+            rd = p.get("ray_dashboard_cpu_percent")
             return (f"| {p['label']} | {what} | {p['rss_mib']:.0f} MiB | {p['cpu_percent_of_one_core']:.1f} % | {p['ray_calls_per_min']:.0f} | "
-                    f"{p['ray_errors']:.0f} | {passes} | {p['load']} |")
+                    f"{p['ray_errors']:.0f} | {passes} | {'-' if rd is None else f'{rd:.1f} %'} | {p['load']} |")
         lines += [
             "## 3. Scale",
             "",
@@ -576,8 +588,8 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
             "(`--metrics-port`), the admission pass from the gauge `argus_admission_pass_seconds` (one pass: the capacity read from Ray",
             "plus the queue decision over the queue), sampled every 5 s.",
             "",
-            "| State | Objects | RSS | CPU (of one core) | Ray API calls / min | Ray API errors | Admission pass median / max | Load avg |",
-            "|---|---|---|---|---|---|---|---|",
+            "| State | Objects | RSS | CPU (of one core) | Ray API calls / min | Ray API errors | Admission pass median / max | Ray dashboard + agents CPU | Load avg |",
+            "|---|---|---|---|---|---|---|---|---|",
             srow(p1, f"{p1['objects']}: {sc['running']} running, {sc['queued']} queued"),
             srow(p2, f"{n}: {sc['running']} running, {sc['queued']} queued, {sc['terminal']} terminal"),
             srow(p3, f"{n}: all ended, 0 running"),
@@ -588,7 +600,9 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
             f"plus one capacity read per tick while anything is queued; nothing for terminal objects or for each queued task. Expected",
             f"{(sc['running'] + 1) * 60 / sc['poll_interval']:.0f} in P1 and P2 (the {sc['terminal']} extra objects add nothing), 0 in P3. Wake-ups between ticks",
             "(a job's log stream closing, a task being created) add a few. Besides these calls the operator holds one log stream",
-            "per running job open (that is how it sees a job end without waiting for the next poll); streams are not counted as calls.",
+            "per running job open (that is how it sees a job end without waiting for the next poll); streams are not counted as calls,",
+            "but they cost Ray: the dashboard agent serving a tail re-reads the job's log and status about once a second. The",
+            "*Ray dashboard + agents CPU* column (the head's dashboard and both nodes' agents, from `/proc`) shows that cost.",
             f"The queue decision alone (`core.queue.decide`, in-process) over {sc['queued']} tasks takes {sc['decide_ms']:.2f} ms; the rest of a pass",
             "is the capacity read (one Ray state-API call).",
             "",
