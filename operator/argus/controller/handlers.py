@@ -72,7 +72,10 @@ async def configure(settings: kopf.OperatorSettings, argus_tasks: kopf.Index[Any
     def views() -> list[TaskView]:
         return [store_value for store in argus_tasks.values() for store_value in store]
 
-    RUNTIME.reconciler = Reconciler(config, ray, Kube(), views)
+    def view_of(key: tuple[str, str]) -> TaskView | None:
+        return next(iter(argus_tasks.get(key, ())), None)
+
+    RUNTIME.reconciler = Reconciler(config, ray, Kube(), views, view_of)
     if config.leader_election_namespace:
         RUNTIME.leader = LeaderElection(config.leader_election_namespace, lease_seconds=config.leader_lease_seconds)
         RUNTIME.reconciler.leads = RUNTIME.leads

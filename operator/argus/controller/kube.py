@@ -1,5 +1,6 @@
 """Kubernetes writes the reconciler makes outside kopf handlers: status merge-patches
-and Events. The official ``kubernetes`` client, run in threads."""
+and Events. The official ``kubernetes`` client, run in a thread pool of its own (see
+ray_adapter: Ray calls must not queue behind a burst of writes here)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import datetime as dt
 import logging
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client, config
@@ -30,14 +32,21 @@ def load_config(kubeconfig: str | None = None) -> None:
 
 class Kube:
     def __init__(self) -> None:
-        self.custom = client.CustomObjectsApi()
-        self.core = client.CoreV1Api()
+        settings = client.Configuration.get_default_copy()
+        settings.connection_pool_maxsize = 16  # one connection per pool thread, reused
+        api = client.ApiClient(settings)
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
         self.component = "argus-operator"
+        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="argus-kube")
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> bool:
         """Merge-patch ``.status``; False when the object is gone."""
         try:
-            await asyncio.to_thread(
+            await self._run(
                 self.custom.patch_namespaced_custom_object_status,
                 GROUP, VERSION, namespace, PLURAL, name, {"status": status},
             )
@@ -63,7 +72,7 @@ class Kube:
                     if not token:
                         break
             return keys
-        return await asyncio.to_thread(read)
+        return await self._run(read)
 
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         """Post an Event on the task (kubectl describe shows it). Best effort."""
@@ -76,6 +85,6 @@ class Kube:
             reporting_instance=self.component, action=reason,
         )
         try:
-            await asyncio.to_thread(self.core.create_namespaced_event, namespace, body)
+            await self._run(self.core.create_namespaced_event, namespace, body)
         except ApiException as exc:
             log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, exc.reason)

@@ -1,6 +1,8 @@
 """The Ray Jobs API, through ray's own ``JobSubmissionClient``, with its errors mapped to
 what they mean for a task: already exists -> adopt; unknown id -> lost; unreachable ->
-retry later. Calls run in threads (the client is synchronous).
+retry later. Calls run in threads (the client is synchronous), in a pool of their own so
+that they never wait behind Kubernetes writes (asyncio's shared default pool has only
+cpu+4 threads: on 2 cores, a burst of status patches delayed each Ray call).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
@@ -73,6 +76,10 @@ class RayAdapter:
         self._client: Any = None
         self._lock = threading.Lock()
         self.calls = 0  # Ray API calls made, for metrics and the scale benchmark
+        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="argus-ray")
+
+    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 
     def _get_client(self) -> Any:
         with self._lock:
@@ -98,7 +105,7 @@ class RayAdapter:
         already had it (adopted: never a second job for one task)."""
         assert plan.submission_id
         try:
-            await asyncio.to_thread(
+            await self._run(
                 self._call, "submit_job",
                 entrypoint=plan.entrypoint,
                 submission_id=plan.submission_id,
@@ -111,7 +118,7 @@ class RayAdapter:
             return False
 
     async def job(self, submission_id: str) -> RayJob:
-        info = await asyncio.to_thread(self._call, "get_job_info", submission_id)
+        info = await self._run(self._call, "get_job_info", submission_id)
         status = getattr(info.status, "value", str(info.status))
         return RayJob(
             submission_id=submission_id, status=str(status), message=info.message or "",
@@ -120,10 +127,10 @@ class RayAdapter:
 
     async def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop the job; False if it had already ended. Raises RayJobUnknown."""
-        return bool(await asyncio.to_thread(self._call, "stop_job", submission_id))
+        return bool(await self._run(self._call, "stop_job", submission_id))
 
     async def logs(self, submission_id: str) -> str:
-        return str(await asyncio.to_thread(self._call, "get_job_logs", submission_id))
+        return str(await self._run(self._call, "get_job_logs", submission_id))
 
     async def tail_logs(self, submission_id: str) -> AsyncIterator[str]:
         async for chunk in self._get_client().tail_job_logs(submission_id):
@@ -141,7 +148,7 @@ class RayAdapter:
                 raise _classify(exc) from exc
             total = sum(float(n.resources_total.get("GPU", 0)) for n in nodes if self.worker_resource in (n.resources_total or {}))
             return Capacity(total_gpus=total, available_gpus=total)
-        return await asyncio.to_thread(read)
+        return await self._run(read)
 
     async def worker_node_ids(self) -> set[str]:
         def read() -> set[str]:
@@ -151,4 +158,4 @@ class RayAdapter:
             except Exception as exc:  # noqa: BLE001
                 raise _classify(exc) from exc
             return {n.node_id for n in nodes if self.worker_resource in (n.resources_total or {})}
-        return await asyncio.to_thread(read)
+        return await self._run(read)

@@ -34,6 +34,11 @@ from .view import TaskView, parse_time
 log = logging.getLogger(__name__)
 # Test-only fault point: die right after Ray accepted a job, before its status is written.
 FAULT_AFTER_SUBMIT = "ARGUS_FAULT_AFTER_SUBMIT"
+# A queued task whose place merely moved up is rewritten at most this often. Every admission
+# moves every task behind it, so writing each move at once meant one patch per queued task
+# per admission (bench/run.py: ~100 patches a second that slowed Ray on a small machine).
+# A change of reason or message (Unschedulable, RayUnreachable, ...) is written at once.
+POSITION_REFRESH_SECONDS = 5.0
 
 
 def _ms_to_rfc3339(ms: int | None) -> str | None:
@@ -43,11 +48,14 @@ def _ms_to_rfc3339(ms: int | None) -> str | None:
 
 
 class Reconciler:
-    def __init__(self, config: OperatorConfig, ray: RayAdapter, kube: Kube, views: Callable[[], Iterable[TaskView]]):
+    def __init__(self, config: OperatorConfig, ray: RayAdapter, kube: Kube, views: Callable[[], Iterable[TaskView]],
+                 view_of: Callable[[tuple[str, str]], TaskView | None] | None = None):
         self.config = config
         self.ray = ray
         self.kube = kube
         self.views = views
+        # One task's current view (kopf's index is keyed by (namespace, name)).
+        self.view_of = view_of or (lambda key: next((v for v in self.views() if v.key == key), None))
         self.leads: Callable[[], bool] = lambda: True  # replaced when leader election is on
         self.wake = asyncio.Event()
         # Status this process wrote that the watch stream may not show yet.
@@ -56,6 +64,9 @@ class Reconciler:
         self._worker_nodes: set[str] = set()
         self._end_watchers: dict[str, asyncio.Task[None]] = {}
         self.last_admission_seconds = 0.0
+        self._positions_at = 0.0
+        self._position_writer: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
 
     def lock(self, key: tuple[str, str]) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
@@ -128,17 +139,18 @@ class Reconciler:
 
     def snapshot(self) -> list[TaskView]:
         now = time.monotonic()
-        out = []
-        for view in self.views():
-            written = self._written.get(view.key)
-            if written:
-                at, status = written
-                if not status_delta(view.status, status) or now - at > 60:
-                    self._written.pop(view.key, None)
-                else:
-                    view = TaskView(**{**view.__dict__, "status": {**view.status, **status}})
-            out.append(view)
-        return out
+        return [self.with_own_writes(view, now) for view in self.views()]
+
+    def with_own_writes(self, view: TaskView, now: float | None = None) -> TaskView:
+        """The view with the status this process wrote that the watch may not show yet."""
+        written = self._written.get(view.key)
+        if not written:
+            return view
+        at, status = written
+        if not status_delta(view.status, status) or (now or time.monotonic()) - at > 60:
+            self._written.pop(view.key, None)
+            return view
+        return TaskView(**{**view.__dict__, "status": {**view.status, **status}})
 
     async def tick(self) -> None:
         views = self.snapshot()
@@ -171,8 +183,14 @@ class Reconciler:
             failed = delta["phase"] in ("Failed", "Rejected")
             msg = f"{view.status.get('phase') or 'new'} -> {delta['phase']}"
             detail = desired.get("message")
-            await self.kube.event(view.namespace, view.name, view.uid, "Warning" if failed else "Normal",
-                                  desired.get("reason") or str(delta["phase"]), f"{msg}: {detail}" if detail else msg)
+            # Best effort and off the critical path: the next admission does not wait for it.
+            self.in_background(self.kube.event(view.namespace, view.name, view.uid, "Warning" if failed else "Normal",
+                                               desired.get("reason") or str(delta["phase"]), f"{msg}: {detail}" if detail else msg))
+
+    def in_background(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)  # a reference, or the task may be collected mid-flight
+        task.add_done_callback(self._background.discard)
 
     # -- admission -----------------------------------------------------------------
     @staticmethod
@@ -201,7 +219,7 @@ class Reconciler:
         if admitted:
             await asyncio.gather(*(self.submit(v) for v in admitted))
         now = now_rfc3339()
-        writes = []
+        writes, moved = [], {}
         for key, position in decision.positions.items():
             v = by_key[key]
             if key in decision.unschedulable:
@@ -215,8 +233,35 @@ class Reconciler:
                 desired["conditions"] = set_condition(v.status.get("conditions"), "RayReachable", not ray_error,
                                                       "RayUnreachable" if ray_error else "RayReachable",
                                                       ray_error[:300] if ray_error else "the Ray dashboard answers", now=now, generation=v.generation)
-            writes.append(self.write(v, desired))
+            if v.status.get("queuePosition") is not None and set(status_delta(v.status, desired)) <= {"queuePosition"}:
+                moved[key] = position
+            else:
+                writes.append(self.write(v, desired))
         await self.each(writes)
+        self.refresh_positions(moved)
+
+    def refresh_positions(self, moved: dict[tuple[str, str], int]) -> None:
+        """Write the places that merely moved, at most every POSITION_REFRESH_SECONDS, in
+        the background (an admission never waits for them)."""
+        if not moved or time.monotonic() - self._positions_at < POSITION_REFRESH_SECONDS:
+            return
+        if self._position_writer is not None and not self._position_writer.done():
+            return
+        self._positions_at = time.monotonic()
+        self._position_writer = asyncio.create_task(self._write_positions(moved), name="argus queue positions")
+
+    async def _write_positions(self, moved: dict[tuple[str, str], int]) -> None:
+        async def one(key: tuple[str, str], position: int) -> None:
+            async with self.lock(key):  # never races a submission of the same task
+                view = self.view_of(key)  # read under the lock: it may have been admitted meanwhile
+                view = self.with_own_writes(view) if view else None
+                if view is None or view.phase != Phase.Queued.value or view.deleting:
+                    return
+                await self.write(view, {"queuePosition": position})
+        try:
+            await self.each([one(k, p) for k, p in moved.items()])
+        except Exception:  # noqa: BLE001 - the next refresh writes them again
+            log.exception("writing queue positions failed; retrying at the next refresh")
 
     async def submit(self, view: TaskView) -> None:
         async with self.lock(view.key):
