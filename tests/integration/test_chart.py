@@ -439,7 +439,7 @@ def test_single_namespace_roles_are_enough(helm: Any, control_plane: KubeCluster
 def test_webhook_rules_are_enough(helm: Any, control_plane: KubeCluster, chart_crds: None, installed: list[dict[str, Any]],
                                   ray_cluster: Any, run_operator: Any) -> None:
     """webhook.enabled: as that release's ServiceAccount, the operator writes its
-    ValidatingWebhookConfiguration and reads namespace labels, and the API server denies a
+    ValidatingWebhookConfiguration, and the API server denies a
     bad task at apply time. (On loopback: the operator's --webhook-url replaces the chart's
     Service, which the API server could not reach here; the webhook itself is tested in
     test_webhook.py.)"""
@@ -489,7 +489,8 @@ TRIMMED = {
     "argustasks/status patch": (_rule_for("argustasks/status"), None, "stuck", 'cannot patch resource "argustasks/status"'),
     "argustasks list/watch/patch": (_rule_for("argustasks"), None, "stuck", 'cannot list resource "argustasks"'),
     "argustasks patch (verb)": (_rule_for("argustasks"), "patch", "stuck", 'cannot patch resource "argustasks"'),
-    "namespaces list/watch": (_rule_for("namespaces"), None, "stuck", 'cannot list resource "namespaces"'),
+    "namespaces get/list/watch": (_rule_for("namespaces"), None, "stuck", 'cannot list resource "namespaces"'),
+    "namespaces get (verb)": (_rule_for("namespaces"), "get", "stuck", 'cannot get resource "namespaces"'),
     "events create": (_rule_for("events"), None, "no-events", 'cannot create resource "events"'),
     "leases create": (_rule_for("leases", "create"), None, "stuck", 'cannot create resource "leases"'),
     "leases get/update": (_rule_for("leases", "get"), None, "stuck", 'cannot get resource "leases"'),

@@ -2,7 +2,7 @@
 
 import pytest
 
-from argus.core.phases import conditions_for_phase, phase_for_ray, set_condition, status_delta
+from argus.core.phases import FASTEST_POLL_SECONDS, conditions_for_phase, phase_for_ray, poll_delay, set_condition, status_delta
 from argus.core.spec import Phase
 
 pytestmark = pytest.mark.unit
@@ -44,3 +44,22 @@ def test_status_delta_is_empty_when_nothing_changed():
     assert status_delta(current, {"phase": "Succeeded", "rayJob": {"status": "SUCCEEDED", "submissionId": "x"}}) == {
         "phase": "Succeeded", "rayJob": {"status": "SUCCEEDED"}}
     assert status_delta({}, {"queuePosition": None}) == {}
+
+
+def test_young_jobs_are_read_often_old_ones_every_poll_interval():
+    assert poll_delay(0, 2.0) == FASTEST_POLL_SECONDS
+    assert poll_delay(1.0, 2.0) == FASTEST_POLL_SECONDS
+    assert poll_delay(4.0, 2.0) == 0.5
+    assert poll_delay(16.0, 2.0) == 2.0
+    assert poll_delay(3600, 2.0) == 2.0
+    assert poll_delay(None, 2.0) == 2.0  # age unknown: the plain interval
+    assert poll_delay(0, 0.1) == 0.1  # never slower than the configured interval
+
+
+def test_reads_per_job_stay_bounded():
+    """Over a long life a job costs a fixed handful of extra reads, then one per interval."""
+    t, reads = 0.0, 0
+    while t < 600:
+        t += poll_delay(t, 2.0)
+        reads += 1
+    assert reads <= 600 / 2.0 + 40

@@ -1,6 +1,6 @@
 {{/* The operator's RBAC rules, used by rbac.yaml. */}}
 {{- define "argus.taskRules" -}}
-# The ArgusTasks: kopf lists and watches them (the index and the handlers) and patches the
+# The ArgusTasks: kopf (the handlers) and the task cache list and watch them; kopf patches the
 # object itself for its finalizer and its bookkeeping annotations.
 - apiGroups: [argus.io]
   resources: [argustasks]
@@ -16,11 +16,12 @@
   verbs: [create]
 {{- end }}
 {{- define "argus.clusterRules" -}}
-# Namespaces: the operator indexes their argus.io/user label (who a task runs as), and kopf
-# lists/watches them to follow the namespaces it serves.
+# Namespaces: kopf lists/watches them to follow the namespaces it serves; the operator reads
+# a task's namespace for its argus.io/user label (who the task runs as), live, when it
+# validates the task (handler and webhook).
 - apiGroups: [""]
   resources: [namespaces]
-  verbs: [list, watch]
+  verbs: [get, list, watch]
 {{- if .Values.rbac.watchCRDs }}
 # kopf re-scans the served resources when a CRD appears or changes (read-only).
 - apiGroups: [apiextensions.k8s.io]
@@ -28,12 +29,7 @@
   verbs: [list, watch]
 {{- end }}
 {{- if .Values.webhook.enabled }}
-# The admission webhook reads a namespace's argus.io/user label live when its index has not
-# seen the namespace yet.
-- apiGroups: [""]
-  resources: [namespaces]
-  verbs: [get]
-# ... and writes its ValidatingWebhookConfiguration (service, caBundle, failure policy):
+# The admission webhook writes its ValidatingWebhookConfiguration (service, caBundle, failure policy):
 # create it once (create cannot be limited to a name), then read and replace only that one.
 - apiGroups: [admissionregistration.k8s.io]
   resources: [validatingwebhookconfigurations]

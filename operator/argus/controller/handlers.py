@@ -1,6 +1,7 @@
 """kopf handlers: short, named for what they react to. They read, call the core, patch.
 
-- ``argus_tasks`` / ``namespace_users``: indexes fed by the watch streams (no API reads).
+- ``configure`` / ``start_queue``: the task cache (``cache.TaskCache``, list + watch) and
+  the reconciler loop that reads it.
 - ``on_task_created``: validate and expand (same code as ``argus validate``) -> Queued or
   Rejected; wakes the queue.
 - ``on_cancel_requested``: wakes the queue, which stops the job (or closes a queued task).
@@ -11,16 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 
 from ..core.phases import TERMINAL_PHASES, conditions_for_phase
 from ..core.plan import validate_task
 from ..core.spec import GROUP, PLURAL, VERSION, Phase
 from ..core.user import USER_LABEL, InvalidUserId, check_user_id
 from . import metrics
+from .cache import TaskCache
 from .kube import Kube, load_config, now_rfc3339
 from .leader import LeaderElection
 from .ray_adapter import RayAdapter, RayUnreachable
@@ -31,6 +35,7 @@ from .view import TaskView, parse_time
 log = logging.getLogger(__name__)
 TASKS = (GROUP, VERSION, PLURAL)
 FINALIZER = "argus.io/stop-ray-job"
+WORKER_LIMIT = 32  # kopf workers (one per object with pending events) at once
 
 
 class Runtime:
@@ -39,6 +44,7 @@ class Runtime:
     config: OperatorConfig
     kubeconfig: str | None = None
     reconciler: Reconciler | None = None
+    cache: TaskCache | None = None
     leader: LeaderElection | None = None
     tasks: list[asyncio.Task[None]] = []
 
@@ -54,28 +60,22 @@ RUNTIME = Runtime()
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, argus_tasks: kopf.Index[Any, Any], **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="argus.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="argus.io", key="last-handled-configuration")
     settings.posting.level = logging.WARNING  # our own Events tell the story; no kopf chatter
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    # No worker limit (kopf's default): with an index, a limit below the number of objects
-    # deadlocks the start-up (each worker waits for the whole index while holding its slot;
-    # nolar/kopf#1243). Found by bench/run.py: 5,000 tasks hung the operator forever.
-    settings.queueing.worker_limit = None
+    # Bounded: a first start over thousands of tasks no operator has handled yet would
+    # otherwise patch them all at once (bench/run.py: 2.4 GB RSS over 5,000). Safe because
+    # the operator declares no kopf index (with one, a limit deadlocks: nolar/kopf#1243).
+    settings.queueing.worker_limit = WORKER_LIMIT
     load_config(RUNTIME.kubeconfig)
     config = RUNTIME.config
     ray = RayAdapter(config.ray_address, config.platform.worker_resource)
-
-    def views() -> list[TaskView]:
-        return [store_value for store in argus_tasks.values() for store_value in store]
-
-    def view_of(key: tuple[str, str]) -> TaskView | None:
-        return next(iter(argus_tasks.get(key, ())), None)
-
-    RUNTIME.reconciler = Reconciler(config, ray, Kube(), views, view_of)
+    RUNTIME.cache = TaskCache(config.namespaces, on_change=_wake_for_new_queued)
+    RUNTIME.reconciler = Reconciler(config, ray, Kube(), RUNTIME.cache.views, RUNTIME.cache.get, synced=RUNTIME.cache.synced)
     if config.leader_election_namespace:
         RUNTIME.leader = LeaderElection(config.leader_election_namespace, lease_seconds=config.leader_lease_seconds)
         RUNTIME.reconciler.leads = RUNTIME.leads
@@ -83,9 +83,9 @@ async def configure(settings: kopf.OperatorSettings, argus_tasks: kopf.Index[Any
 
 @kopf.on.startup()
 async def start_queue(**_: Any) -> None:
-    # Started after the indexes are filled (kopf runs startup handlers before watching,
-    # but the loop only reads the live index, so an empty first tick is harmless).
-    assert RUNTIME.reconciler is not None
+    # The cache lists in its threads; the loop's first tick waits for that LIST.
+    assert RUNTIME.reconciler is not None and RUNTIME.cache is not None
+    RUNTIME.cache.start()
     RUNTIME.tasks.append(asyncio.create_task(RUNTIME.reconciler.run(), name="argus queue"))
     if RUNTIME.leader:
         RUNTIME.tasks.append(asyncio.create_task(RUNTIME.leader.run(), name="argus leader election"))
@@ -95,39 +95,38 @@ async def start_queue(**_: Any) -> None:
 async def stop_queue(**_: Any) -> None:
     for task in RUNTIME.tasks:
         task.cancel()
+    if RUNTIME.cache:
+        RUNTIME.cache.stop()
     if RUNTIME.leader:
         await asyncio.to_thread(RUNTIME.leader.release)
 
 
-@kopf.index(*TASKS)
-def argus_tasks(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], TaskView]:
-    view = TaskView.from_body(body)
-    # A task just marked Queued (its patch has landed): admit it now, not at the next poll.
+def api_error(exc: ApiException) -> str:
+    """The API server's own one-line message (it names the verb, resource and identity)."""
+    try:
+        return str(json.loads(exc.body)["message"])
+    except (TypeError, ValueError, KeyError):
+        return f"{exc.status} {exc.reason}"
+
+
+def _wake_for_new_queued(view: TaskView) -> None:
+    """A task just marked Queued (its patch has landed): admit it now, not at the next poll."""
     if view.phase == Phase.Queued.value and view.status.get("queuePosition") is None and RUNTIME.reconciler:
         RUNTIME.reconciler.wake.set()
-    return {(namespace, name): view}
 
 
-@kopf.index("namespaces")
-def namespace_users(name: str, labels: kopf.Labels, **_: Any) -> dict[str, str | None]:
-    return {name: labels.get(USER_LABEL)}
-
-
-async def user_of_namespace(namespace: str, namespace_users: kopf.Index[str, str | None]) -> tuple[str | None, str, str]:
-    """(user, reason, message) from the namespace index; user None when the namespace cannot
-    run tasks. When the index says no, the namespace is read live: the index may not have
-    seen a namespace labelled a moment ago. Raises ApiException when it cannot be read."""
-    labels = list(namespace_users.get(namespace, []))
-    user, reason, message = user_from_label(namespace, labels[0] if labels else None)
-    if user is not None or not namespace:
-        return user, reason, message
+async def user_of_namespace(namespace: str) -> tuple[str | None, str, str]:
+    """(user, reason, message) from the namespace's label, read live (one GET per new task:
+    a label changed a moment ago counts at once); user None when the namespace cannot run
+    tasks. Raises ApiException when it cannot be read."""
+    if not namespace:
+        return user_from_label(namespace, None)
     from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
     try:
         ns = await asyncio.to_thread(client.CoreV1Api().read_namespace, namespace, _request_timeout=5)
     except ApiException as exc:
         if exc.status == 404:
-            return user, reason, message
+            return user_from_label(namespace, None)
         raise
     return user_from_label(namespace, (ns.metadata.labels or {}).get(USER_LABEL))
 
@@ -143,14 +142,16 @@ def user_from_label(namespace: str, user: str | None) -> tuple[str | None, str, 
 
 
 @kopf.on.create(*TASKS)
-async def on_task_created(body: kopf.Body, namespace: str, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch,
-                          namespace_users: kopf.Index[str, str | None], **_: Any) -> None:
+async def on_task_created(body: kopf.Body, namespace: str, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
     if status.get("phase"):
         return  # already handled (the operator restarted after writing it)
     RUNTIME.require_leadership()
     now = now_rfc3339()
     generation = meta.get("generation")
-    user, reason, message = await user_of_namespace(namespace, namespace_users)
+    try:
+        user, reason, message = await user_of_namespace(namespace)
+    except ApiException as exc:  # e.g. RBAC: say which request was refused, then retry
+        raise kopf.TemporaryError(f"cannot read namespace {namespace} to find its user: {api_error(exc)}", delay=10) from exc
     if user is None:
         _reject(patch, body, reason, message, now, generation)
         return

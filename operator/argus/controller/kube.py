@@ -56,24 +56,6 @@ class Kube:
                 return False
             raise
 
-    async def task_keys(self, namespaces: tuple[str, ...] = ()) -> set[tuple[str, str]]:
-        """(namespace, name) of every ArgusTask in scope (all namespaces when none are given),
-        listed in pages so that thousands of objects never sit in memory at once."""
-        def read() -> set[tuple[str, str]]:
-            keys: set[tuple[str, str]] = set()
-            for ns in namespaces or (None,):
-                token = None
-                while True:
-                    kwargs: dict[str, Any] = {"limit": 500, **({"_continue": token} if token else {})}
-                    page = (self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, **kwargs) if ns
-                            else self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs))
-                    keys.update((i["metadata"]["namespace"], i["metadata"]["name"]) for i in page["items"])
-                    token = page["metadata"].get("continue")
-                    if not token:
-                        break
-            return keys
-        return await self._run(read)
-
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         """Post an Event on the task (kubectl describe shows it). Best effort."""
         now = dt.datetime.now(dt.timezone.utc)

@@ -1,7 +1,9 @@
 """The queue and the Ray sync: one loop for the whole operator.
 
-Each tick (every poll interval, or at once when a handler wakes it):
-1. sync every Submitted/Running task with its Ray job (one Ray call per active task:
+Each tick (when an active task is due for a status read, at the latest every poll
+interval, or at once when a handler wakes it):
+1. sync each Submitted/Running task that is due with its Ray job (one Ray call per task;
+   a young job is due often, an older one every poll interval: ``core.phases.poll_delay``;
    calls grow with running tasks, not with all tasks), stopping jobs that were cancelled
    or ran past their deadline;
 2. close queued tasks that were cancelled (they never reach Ray);
@@ -21,7 +23,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from ..core.config import PlatformConfig
-from ..core.phases import ACTIVE_PHASES, TERMINAL_PHASES, conditions_for_phase, phase_for_ray, set_condition, status_delta
+from ..core.phases import ACTIVE_PHASES, FASTEST_POLL_SECONDS, TERMINAL_PHASES, conditions_for_phase, phase_for_ray, poll_delay, set_condition, status_delta
 from ..core.plan import submission_id_for, validate_spec
 from ..core.queue import decide
 from ..core.spec import Phase
@@ -49,12 +51,13 @@ def _ms_to_rfc3339(ms: int | None) -> str | None:
 
 class Reconciler:
     def __init__(self, config: OperatorConfig, ray: RayAdapter, kube: Kube, views: Callable[[], Iterable[TaskView]],
-                 view_of: Callable[[tuple[str, str]], TaskView | None] | None = None):
+                 view_of: Callable[[tuple[str, str]], TaskView | None] | None = None, synced: asyncio.Event | None = None):
         self.config = config
         self.ray = ray
         self.kube = kube
         self.views = views
-        # One task's current view (kopf's index is keyed by (namespace, name)).
+        self.synced = synced
+        # One task's current view, by (namespace, name).
         self.view_of = view_of or (lambda key: next((v for v in self.views() if v.key == key), None))
         self.leads: Callable[[], bool] = lambda: True  # replaced when leader election is on
         self.wake = asyncio.Event()
@@ -62,7 +65,8 @@ class Reconciler:
         self._written: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._worker_nodes: set[str] = set()
-        self._end_watchers: dict[str, asyncio.Task[None]] = {}
+        self._synced_at: dict[tuple[str, str], float] = {}    # monotonic time of each active task's last status read
+        self._submitted_at: dict[tuple[str, str], float] = {}  # monotonic time this process submitted it
         self.last_admission_seconds = 0.0
         self._positions_at = 0.0
         self._position_writer: asyncio.Task[None] | None = None
@@ -77,10 +81,14 @@ class Reconciler:
 
     # -- the loop -------------------------------------------------------------------
     async def run(self) -> None:
-        await self.wait_for_index()
+        if self.synced is not None:
+            # The first tick waits for the full LIST: over a partial view it would not count
+            # running tasks it has not seen yet and admit past --max-running (found by
+            # bench/run.py: 75 running with --max-running 50 after a restart over 1,000 tasks).
+            await self.synced.wait()
         while True:
             try:
-                await asyncio.wait_for(self.wake.wait(), timeout=self.config.poll_interval)
+                await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
             except asyncio.TimeoutError:
                 pass
             self.wake.clear()
@@ -93,34 +101,6 @@ class Reconciler:
             except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
                 metrics.RECONCILE_ERRORS.inc()
                 log.exception("reconcile tick failed; retrying next tick")
-
-    async def wait_for_index(self, timeout: float = 900) -> None:
-        """Hold the first tick until kopf's index holds every task the API lists. kopf fills
-        the index object by object as it lists them (thousands take minutes); a tick over a
-        partial index would not count running tasks it has not seen yet and admit past
-        --max-running (found by bench/run.py: 75 running with --max-running 50 after a restart
-        over 1,000 tasks)."""
-        started = time.monotonic()
-        wanted: set[tuple[str, str]] | None = None
-        missing: set[tuple[str, str]] = set()
-        listed_at = 0.0
-        while time.monotonic() - started < timeout:
-            if wanted is None or time.monotonic() - listed_at > 30:
-                try:  # listed again now and then: a task deleted meanwhile never reaches the index
-                    fresh = await self.kube.task_keys(self.config.namespaces)
-                    wanted = fresh if wanted is None else wanted & fresh
-                    listed_at = time.monotonic()
-                except Exception as exc:  # noqa: BLE001 - the API may not answer yet; try again
-                    log.warning("cannot list ArgusTasks yet (%s); retrying", exc)
-                    await asyncio.sleep(2)
-                    continue
-            missing = wanted - {v.key for v in self.views()}
-            if not missing:
-                if wanted:
-                    log.info("index holds all %d ArgusTasks after %.1f s; the queue starts", len(wanted), time.monotonic() - started)
-                return
-            await asyncio.sleep(0.5)
-        log.warning("the index still misses %d ArgusTasks after %.0f s; starting the queue anyway", len(missing), timeout)
 
     @staticmethod
     async def each(coros: list[Any], limit: int = 16) -> None:
@@ -152,13 +132,39 @@ class Reconciler:
             return view
         return TaskView(**{**view.__dict__, "status": {**view.status, **status}})
 
+    # -- when to read a job's status --------------------------------------------------
+    def age(self, view: TaskView) -> float | None:
+        """Seconds since the task was admitted (None: not known)."""
+        if view.key in self._submitted_at:
+            return time.monotonic() - self._submitted_at[view.key]
+        admitted = parse_time(view.status.get("admittedAt"))
+        return (dt.datetime.now(dt.timezone.utc) - admitted).total_seconds() if admitted else None
+
+    def due_in(self, view: TaskView, now: float) -> float:
+        """Seconds until the task's next status read (<= 0: due now)."""
+        last = self._synced_at.get(view.key)
+        if last is None:
+            return 0.0
+        if view.cancel or view.deadline_exceeded(dt.datetime.now(dt.timezone.utc)):
+            return last + FASTEST_POLL_SECONDS - now  # stopping: read (and stop) again soon
+        return last + poll_delay(self.age(view), self.config.poll_interval) - now
+
+    def next_wait(self) -> float:
+        now = time.monotonic()
+        waits = [self.due_in(v, now) for v in self.snapshot() if v.phase in ACTIVE_PHASES and not v.deleting]
+        return max(0.05, min([self.config.poll_interval, *waits]))
+
     async def tick(self) -> None:
         views = self.snapshot()
         metrics.observe_phases(views)
+        now = time.monotonic()
         active = [v for v in views if v.phase in ACTIVE_PHASES and not v.deleting]
-        if active:
-            await asyncio.gather(*(self.sync(v) for v in active))
-        self.watch_ends([v.submission_id for v in active if v.submission_id])
+        for key in set(self._synced_at) - {v.key for v in active}:
+            self._synced_at.pop(key, None)
+            self._submitted_at.pop(key, None)
+        due = [v for v in active if self.due_in(v, now) <= 0.01]
+        if due:
+            await asyncio.gather(*(self.sync(v) for v in due))
         queued = [v for v in self.snapshot() if v.phase == Phase.Queued.value and not v.deleting]
         await self.each([self.write(v, {"phase": "Stopped", "reason": "Cancelled", "message": "cancelled while queued; it never reached Ray",
                                         "queuePosition": None, "conditions": conditions_for_phase(v.status.get("conditions"), Phase.Stopped, "Cancelled", "cancelled while queued", now=now_rfc3339(), generation=v.generation)})
@@ -274,6 +280,7 @@ class Reconciler:
                                          "conditions": conditions_for_phase(view.status.get("conditions"), Phase.Rejected, "InvalidSpec", message, now=now, generation=view.generation)})
                 return
             plan = verdict.plan
+            started = time.monotonic()
             try:
                 fresh = await self.ray.submit(plan)
             except RayUnreachable as exc:
@@ -288,6 +295,9 @@ class Reconciler:
             if os.environ.get(FAULT_AFTER_SUBMIT):
                 log.warning("fault point %s: exiting right after submitting %s", FAULT_AFTER_SUBMIT, plan.submission_id)
                 os._exit(137)
+            self._submitted_at[view.key] = self._synced_at[view.key] = time.monotonic()
+            log.info("%s %s/%s as Ray job %s (%.0f ms)", "submitted" if fresh else "adopted", view.namespace, view.name,
+                     plan.submission_id, 1000 * (time.monotonic() - started))
             reason = "Admitted" if fresh else "AdoptedExistingJob"
             message = (f"submitted to Ray as {plan.submission_id}" if fresh else
                        f"Ray already had job {plan.submission_id} (submitted before a restart); adopted it, no second job")
@@ -300,6 +310,7 @@ class Reconciler:
 
     # -- sync ------------------------------------------------------------------------
     async def sync(self, view: TaskView) -> None:
+        self._synced_at[view.key] = time.monotonic()
         sid = view.submission_id or submission_id_for(view.namespace, view.name, view.uid)
         now_dt = dt.datetime.now(dt.timezone.utc)
         now = now_rfc3339()
@@ -336,6 +347,8 @@ class Reconciler:
                 log.warning("could not stop %s: %s", sid, exc)
             return  # the next poll reads the stopped state
         phase, reason = phase_for_ray(job.status, cancelled=cancelled, deadline_exceeded=late)
+        if phase.terminal and view.phase != phase.value and job.end_time_ms:
+            log.info("Ray job %s ended %s; seen %.0f ms after its end", sid, job.status, time.time() * 1000 - job.end_time_ms)
         message = job.message or reason
         if reason == "DeadlineExceeded":
             message = f"stopped after activeDeadlineSeconds={view.spec.get('activeDeadlineSeconds')} from admission"
@@ -350,33 +363,6 @@ class Reconciler:
             await self.check_placement(view, job.driver_node_id)
         await self.write(view, {"phase": phase.value, "reason": reason, "message": message, "rayJob": ray_job,
                                 "rayUnreachableSince": None, "conditions": conditions})
-
-    def watch_ends(self, submission_ids: list[str]) -> None:
-        """Follow each active job's log stream, which Ray closes when the job ends, and
-        wake the loop at that moment: a terminal state reaches .status in well under one
-        poll interval. Polling stays the source of truth; this only shortens the wait."""
-        wanted = set(submission_ids)
-        for sid in list(self._end_watchers):
-            if sid not in wanted:
-                self._end_watchers.pop(sid).cancel()
-        for sid in wanted - set(self._end_watchers):
-            self._end_watchers[sid] = asyncio.create_task(self._wait_for_end(sid), name=f"argus end of {sid}")
-
-    async def _wait_for_end(self, sid: str) -> None:
-        started = time.monotonic()
-        try:
-            async for _ in self.ray.tail_logs(sid):
-                pass
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any stream failure: polling covers it
-            log.debug("log stream of %s ended: %s", sid, exc)
-            if time.monotonic() - started < self.config.poll_interval:
-                await asyncio.sleep(self.config.poll_interval)  # don't spin on a failing stream
-        if time.monotonic() - started < 0.25:
-            await asyncio.sleep(0.25)  # Ray may close the stream a moment before the status turns
-        self._end_watchers.pop(sid, None)
-        self.wake.set()
 
     async def check_placement(self, view: TaskView, node_id: str) -> None:
         """The driver must run on a worker node (one carrying the worker resource)."""

@@ -1,5 +1,5 @@
 """A task as the reconciler sees it: the parts of an ArgusTask body it acts on,
-copied out of the watch stream (kopf's index) so no API read is needed per tick."""
+copied out of the watch stream (``cache.TaskCache``) so no API read is needed per tick."""
 
 from __future__ import annotations
 

@@ -85,8 +85,7 @@ def install(settings: WebhookSettings) -> None:
 # --------------------------------------------------------------------------- the handler
 
 async def validate_argustask(operation: str | None, body: kopf.Body, old: kopf.Body | None, new: kopf.Body | None,
-                             namespace: str | None, name: str | None, dryrun: bool, warnings: list[str],
-                             namespace_users: kopf.Index[str, str | None], **_: Any) -> None:
+                             namespace: str | None, name: str | None, dryrun: bool, warnings: list[str], **_: Any) -> None:
     what = f"{operation} {namespace}/{name}{' (dry run)' if dryrun else ''}"
     if operation == "UPDATE":
         problems = spec_change_problems((old or {}).get("spec"), (new or {}).get("spec"))
@@ -94,7 +93,7 @@ async def validate_argustask(operation: str | None, body: kopf.Body, old: kopf.B
             log.info("denied %s: %s", what, problems[0])
             raise kopf.AdmissionError("\n".join(problems), code=INVALID)
         return  # metadata/finalizers, or cancel: nothing to re-validate
-    user, _reason, message = await user_of_namespace(namespace or "", namespace_users)
+    user, _reason, message = await user_of_namespace(namespace or "")
     if user is None:
         log.info("denied %s: %s", what, message)
         raise kopf.AdmissionError(message, code=FORBIDDEN)
@@ -115,12 +114,12 @@ def _quiet_outcomes(record: logging.LogRecord) -> bool:
     return not (msg.startswith(f"Webhook {WEBHOOK_ID!r} succeeded") or msg.startswith(f"Webhook {WEBHOOK_ID!r} failed permanently"))
 
 
-async def user_of_namespace(namespace: str, namespace_users: kopf.Index[str, str | None]) -> tuple[str | None, str, str]:
-    """The operator's own answer (index, then a live read), as an admission outcome."""
+async def user_of_namespace(namespace: str) -> tuple[str | None, str, str]:
+    """The operator's own answer (a live read of the namespace), as an admission outcome."""
     try:
-        return await handlers.user_of_namespace(namespace, namespace_users)
+        return await handlers.user_of_namespace(namespace)
     except ApiException as exc:
-        raise kopf.AdmissionError(f"cannot read namespace {namespace} to find its user: {exc.reason}", code=500) from exc
+        raise kopf.AdmissionError(f"cannot read namespace {namespace} to find its user: {handlers.api_error(exc)}", code=500) from exc
 
 
 def spec_change_problems(old_spec: Any, new_spec: Any) -> list[str]:

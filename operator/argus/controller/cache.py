@@ -1,0 +1,142 @@
+"""The reconciler's view of every ArgusTask in scope, kept by one LIST and then a WATCH
+from the list's resourceVersion, as controller-runtime's informers do.
+
+kopf still runs the handlers (create, cancel, delete); this cache only feeds the queue
+and the Ray sync. It replaced a kopf index: kopf holds every handler until each index
+holds every listed object and wakes every waiting worker for each object indexed, so a
+restart over N tasks cost O(N^2) (125 s over 5,000), and an index rules out a worker
+limit (nolar/kopf#1243). Here the LIST is paged, the first tick waits for it (``synced``),
+and a broken or expired watch lists again.
+
+The watch runs in a thread per scope (the ``kubernetes`` client is synchronous); every
+change is applied on the event loop, so the loop reads the map without locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any, Callable
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from ..core.spec import GROUP, PLURAL, VERSION
+from .view import TaskView
+
+log = logging.getLogger(__name__)
+Key = tuple[str, str]
+
+
+class TaskCache:
+    def __init__(self, namespaces: tuple[str, ...] = (), on_change: Callable[[TaskView], None] | None = None,
+                 page_size: int = 500, watch_seconds: int = 300):
+        self.scopes: tuple[str | None, ...] = tuple(namespaces) or (None,)  # None: all namespaces
+        self.on_change = on_change
+        self.page_size = page_size
+        self.watch_seconds = watch_seconds
+        self._views: dict[Key, TaskView] = {}
+        self._listed: set[str | None] = set()
+        self.synced = asyncio.Event()
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._api = client.CustomObjectsApi()
+
+    # -- reads (event loop) -------------------------------------------------------------
+    def views(self) -> list[TaskView]:
+        return list(self._views.values())
+
+    def get(self, key: Key) -> TaskView | None:
+        return self._views.get(key)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        for scope in self.scopes:
+            threading.Thread(target=self._follow, args=(scope,), name=f"argus cache {scope or '*'}", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- the threads ------------------------------------------------------------------
+    def _list_fn(self, scope: str | None) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        if scope:
+            return self._api.list_namespaced_custom_object, (GROUP, VERSION, scope, PLURAL)
+        return self._api.list_cluster_custom_object, (GROUP, VERSION, PLURAL)
+
+    def _follow(self, scope: str | None) -> None:
+        fn, args = self._list_fn(scope)
+        while not self._stop.is_set():
+            try:
+                version = self._list(scope, fn, args)
+                while not self._stop.is_set():
+                    # Ends normally after watch_seconds; then go on from the last version seen.
+                    w = watch.Watch()
+                    for event in w.stream(fn, *args, resource_version=version, allow_watch_bookmarks=True,
+                                          timeout_seconds=self.watch_seconds):
+                        if event["type"] != "BOOKMARK":
+                            self._post(self._apply_event, event["type"], event["object"])
+                        if self._stop.is_set():
+                            return
+                    version = w.resource_version or version
+            except ApiException as exc:
+                if exc.status != 410:  # 410 Gone: the version expired; list again at once
+                    log.warning("ArgusTask watch (%s) failed: %s %s; listing again", scope or "all namespaces", exc.status, exc.reason)
+                    self._stop.wait(1)
+            except Exception as exc:  # noqa: BLE001 - the API server may be restarting; list again
+                log.warning("ArgusTask watch (%s) broke: %s; listing again", scope or "all namespaces", exc)
+                self._stop.wait(1)
+
+    def _list(self, scope: str | None, fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
+        """One paged LIST; replaces what the cache holds for the scope. Returns its version."""
+        views: dict[Key, TaskView] = {}
+        token: str | None = None
+        while True:
+            page = fn(*args, limit=self.page_size, **({"_continue": token} if token else {}))
+            for item in page["items"]:
+                view = TaskView.from_body(item)
+                views[view.key] = view
+            token = page["metadata"].get("continue")
+            if not token:
+                self._post(self._replace, scope, views)
+                return str(page["metadata"]["resourceVersion"])
+
+    def _post(self, fn: Callable[..., None], *args: Any) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop has closed: the operator is stopping
+            self._stop.set()
+
+    # -- applied on the event loop ---------------------------------------------------------
+    def _replace(self, scope: str | None, views: dict[Key, TaskView]) -> None:
+        for key in [k for k in self._views if scope is None or k[0] == scope]:
+            if key not in views:
+                del self._views[key]
+        self._views.update(views)
+        if scope not in self._listed:
+            self._listed.add(scope)
+            log.info("listed %d ArgusTasks in %s", len(views), scope or "all namespaces")
+            if len(self._listed) == len(self.scopes):
+                self.synced.set()
+        for view in views.values():
+            self._changed(view)
+
+    def _apply_event(self, kind: str, body: dict[str, Any]) -> None:
+        view = TaskView.from_body(body)
+        if kind == "DELETED":
+            self._views.pop(view.key, None)
+            return
+        self._views[view.key] = view
+        self._changed(view)
+
+    def _changed(self, view: TaskView) -> None:
+        if self.on_change:
+            try:
+                self.on_change(view)
+            except Exception:  # noqa: BLE001 - a callback must not break the cache
+                log.exception("cache change callback failed")
