@@ -7,7 +7,8 @@ interval, or at once when a handler wakes it):
    calls grow with running tasks, not with all tasks), stopping jobs that were cancelled
    or ran past their deadline;
 2. close queued tasks that were cancelled (they never reach Ray);
-3. admit from the head of the queue (``core.queue.decide``) and submit.
+3. admit from the head of the queue (``core.queue.decide``; the worker nodes' capacity is
+   read from Ray at most once per poll interval) and submit.
 
 Every step is idempotent and the process may die at any line: the submission id is
 derived from the object's UID, so a resubmission after a crash adopts the existing job.
@@ -69,6 +70,7 @@ class Reconciler:
         self._submitted_at: dict[tuple[str, str], float] = {}  # monotonic time this process submitted it
         self.last_admission_seconds = 0.0
         self._positions_at = 0.0
+        self._capacity: tuple[float, Any, str | None] | None = None  # (read at, capacity, error)
         self._position_writer: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -209,12 +211,7 @@ class Reconciler:
 
     async def admit(self, queued: list[TaskView], active: list[TaskView], pending: list[TaskView] = ()) -> None:
         started = time.perf_counter()
-        capacity, ray_error = None, None
-        try:
-            capacity = await self.ray.capacity()
-        except (RayUnreachable, RayRefused) as exc:
-            metrics.RAY_ERRORS.labels("capacity").inc()
-            ray_error = str(exc)
+        capacity, ray_error = await self.capacity()
         decision = decide([v.as_queued() for v in [*queued, *pending]], running=len(active),
                           reserved_gpus=sum(v.gpus for v in active), max_running=self.config.max_running, capacity=capacity,
                           not_ready=frozenset(v.key for v in pending))
@@ -268,6 +265,18 @@ class Reconciler:
             await self.each([one(k, p) for k, p in moved.items()])
         except Exception:  # noqa: BLE001 - the next refresh writes them again
             log.exception("writing queue positions failed; retrying at the next refresh")
+
+    async def capacity(self) -> tuple[Any, str | None]:
+        """The worker nodes' GPUs (or why they cannot be read), read from Ray at most once per
+        poll interval: ticks come as often as young jobs are due, node sets change rarely."""
+        now = time.monotonic()
+        if self._capacity is None or now - self._capacity[0] >= self.config.poll_interval:
+            try:
+                self._capacity = (now, await self.ray.capacity(), None)
+            except (RayUnreachable, RayRefused) as exc:
+                metrics.RAY_ERRORS.labels("capacity").inc()
+                self._capacity = (now, None, str(exc))
+        return self._capacity[1], self._capacity[2]
 
     async def submit(self, view: TaskView) -> None:
         async with self.lock(view.key):
