@@ -35,7 +35,8 @@ from .view import TaskView, parse_time
 log = logging.getLogger(__name__)
 TASKS = (GROUP, VERSION, PLURAL)
 FINALIZER = "argus.io/stop-ray-job"
-WORKER_LIMIT = 32  # kopf workers (one per object with pending events) at once
+WORKER_LIMIT = 64  # kopf workers (one per object with pending events) at once
+WORKER_IDLE_SECONDS = 0.5
 
 
 class Runtime:
@@ -45,6 +46,7 @@ class Runtime:
     kubeconfig: str | None = None
     reconciler: Reconciler | None = None
     cache: TaskCache | None = None
+    kube: Kube | None = None
     leader: LeaderElection | None = None
     tasks: list[asyncio.Task[None]] = []
 
@@ -71,11 +73,15 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # otherwise patch them all at once (bench/run.py: 2.4 GB RSS over 5,000). Safe because
     # the operator declares no kopf index (with one, a limit deadlocks: nolar/kopf#1243).
     settings.queueing.worker_limit = WORKER_LIMIT
+    # A worker holds its slot until its object has been quiet this long (kopf: 5 s), so with
+    # a limit the default capped handling at limit/5 s objects a second (bench/run.py: 4/s).
+    settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
     load_config(RUNTIME.kubeconfig)
     config = RUNTIME.config
     ray = RayAdapter(config.ray_address, config.platform.worker_resource)
     RUNTIME.cache = TaskCache(config.namespaces, on_change=_wake_for_new_queued)
-    RUNTIME.reconciler = Reconciler(config, ray, Kube(), RUNTIME.cache.views, RUNTIME.cache.get, synced=RUNTIME.cache.synced)
+    RUNTIME.kube = Kube()
+    RUNTIME.reconciler = Reconciler(config, ray, RUNTIME.kube, RUNTIME.cache.views, RUNTIME.cache.get, synced=RUNTIME.cache.synced)
     if config.leader_election_namespace:
         RUNTIME.leader = LeaderElection(config.leader_election_namespace, lease_seconds=config.leader_lease_seconds)
         RUNTIME.reconciler.leads = RUNTIME.leads
@@ -121,14 +127,14 @@ async def user_of_namespace(namespace: str) -> tuple[str | None, str, str]:
     tasks. Raises ApiException when it cannot be read."""
     if not namespace:
         return user_from_label(namespace, None)
-    from kubernetes import client
+    kube = RUNTIME.kube or Kube()
     try:
-        ns = await asyncio.to_thread(client.CoreV1Api().read_namespace, namespace, _request_timeout=5)
+        labels = await kube.namespace_labels(namespace)
     except ApiException as exc:
         if exc.status == 404:
             return user_from_label(namespace, None)
         raise
-    return user_from_label(namespace, (ns.metadata.labels or {}).get(USER_LABEL))
+    return user_from_label(namespace, labels.get(USER_LABEL))
 
 
 def user_from_label(namespace: str, user: str | None) -> tuple[str | None, str, str]:

@@ -56,6 +56,11 @@ class Kube:
                 return False
             raise
 
+    async def namespace_labels(self, namespace: str) -> dict[str, str]:
+        """The namespace's labels, read live. Raises ApiException (404: no such namespace)."""
+        ns = await self._run(lambda: self.core.read_namespace(namespace, _request_timeout=5))
+        return dict(ns.metadata.labels or {})
+
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         """Post an Event on the task (kubectl describe shows it). Best effort."""
         now = dt.datetime.now(dt.timezone.utc)
