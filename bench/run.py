@@ -463,7 +463,8 @@ def findings(res: dict[str, Any]) -> list[str]:
         "   asyncio's 6-thread default pool; and a job's end was seen only when Ray closed its log stream (1-2 s after the",
         "   end: Ray checks once a second and then waits a second more) or at the next 2 s poll. Now places that merely moved",
         "   are rewritten every 5 s in the background, Ray and Kubernetes calls have pools of their own, and a young job is",
-        "   read every age/8 s (from 0.2 s; every poll interval from 16 s on: `core.phases.poll_delay`).",
+        "   read every age/16 s (from 0.2 s; every poll interval from 32 s on), within a budget of 20 such reads a second",
+        "   for all jobs (`core.phases.poll_delay`).",
         "",
     ]
 
@@ -525,7 +526,7 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
         lines += ["", "*Ray job duration*: Ray's `end_time - start_time` of each job (Ray's own work per job, slower when the machine is busier).",
                   "*Slot refill gap*: for each job, its Ray `start_time` minus the latest `end_time` of a job before it: how long a",
                   "slot freed by an ending job stayed empty. The raw loop notices an end within its poll period; the operator within",
-                  "its next read of that job (a young job is read every age/8 s, from 0.2 s), then admits and submits in the same tick."]
+                  "its next read of that job (a young job is read every age/16 s, from 0.2 s), then admits and submits in the same tick."]
         lines += ["", f"Ratio operator / raw: **{ms['ratio']:.3f}** (target <= 1.15). Duplicate Ray jobs on the operator side: {ms['duplicates']}.", ""]
     lat = res.get("latency")
     if lat:
@@ -545,8 +546,8 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
             "- *create -> `.status.phase` Submitted*: to the moment a watch on the API (a thread of this benchmark, streaming",
             "  events, no polling) received the status the operator writes after Ray accepted the job.",
             "- *Ray job end -> `.status.phase` terminal*: from the job's `end_time` as Ray records it to the moment the watch",
-            "  received the terminal phase. A young job is read every age/8 s (0.2 s at first; every poll interval from an age",
-            "  of 16 s on), so the end of a short job does not wait for the next poll.",
+            "  received the terminal phase. A young job is read every age/16 s (0.2 s at first; every poll interval from an age",
+            "  of 32 s on; 20 such reads a second for all jobs at most), so the end of a short job does not wait for the next poll.",
             "",
             "| Interval | Tasks | p50 | p99 | mean | min | max |",
             "|---|---|---|---|---|---|---|",
@@ -597,8 +598,8 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
             "",
             f"Operator RSS: {sc['baseline_rss_mib']:.0f} MiB right after start (no objects), {sc['peak_rss_mib']:.0f} MiB at the highest (VmHWM) over the whole scale run.",
             "",
-            f"Ray API calls per minute follow `(running + 1) x 60 / poll interval` once every job is older than 8 poll intervals:",
-            f"one status read per Submitted/Running task per poll interval (a younger job is read more often, every age/8 s), plus one",
+            f"Ray API calls per minute follow `(running + 1) x 60 / poll interval` once every job is older than 16 poll intervals:",
+            f"one status read per Submitted/Running task per poll interval (a younger job is read more often, every age/16 s), plus one",
             f"capacity read per poll interval while anything is queued; nothing for terminal objects or for each queued task. Expected",
             f"{(sc['running'] + 1) * 60 / sc['poll_interval']:.0f} in P1 and P2 (the {sc['terminal']} extra objects add nothing), 0 in P3.",
             "The *Ray dashboard + agents CPU* column (the head's dashboard and both nodes' agents, from `/proc`) shows what serving",

@@ -3,7 +3,8 @@
 Each tick (when an active task is due for a status read, at the latest every poll
 interval, or at once when a handler wakes it):
 1. sync each Submitted/Running task that is due with its Ray job (one Ray call per task;
-   a young job is due often, an older one every poll interval: ``core.phases.poll_delay``;
+   a young job is due often, an older one every poll interval, within a budget of fast
+   reads: ``core.phases.poll_delay``;
    calls grow with running tasks, not with all tasks), stopping jobs that were cancelled
    or ran past their deadline;
 2. close queued tasks that were cancelled (they never reach Ray);
@@ -142,18 +143,19 @@ class Reconciler:
         admitted = parse_time(view.status.get("admittedAt"))
         return (dt.datetime.now(dt.timezone.utc) - admitted).total_seconds() if admitted else None
 
-    def due_in(self, view: TaskView, now: float) -> float:
-        """Seconds until the task's next status read (<= 0: due now)."""
+    def due_in(self, view: TaskView, now: float, active: int = 1) -> float:
+        """Seconds until the task's next status read (<= 0: due now); `active` tasks in all."""
         last = self._synced_at.get(view.key)
         if last is None:
             return 0.0
         if view.cancel or view.deadline_exceeded(dt.datetime.now(dt.timezone.utc)):
             return last + FASTEST_POLL_SECONDS - now  # stopping: read (and stop) again soon
-        return last + poll_delay(self.age(view), self.config.poll_interval) - now
+        return last + poll_delay(self.age(view), self.config.poll_interval, active) - now
 
     def next_wait(self) -> float:
         now = time.monotonic()
-        waits = [self.due_in(v, now) for v in self.snapshot() if v.phase in ACTIVE_PHASES and not v.deleting]
+        active = [v for v in self.snapshot() if v.phase in ACTIVE_PHASES and not v.deleting]
+        waits = [self.due_in(v, now, len(active)) for v in active]
         return max(0.05, min([self.config.poll_interval, *waits]))
 
     async def tick(self) -> None:
@@ -164,7 +166,7 @@ class Reconciler:
         for key in set(self._synced_at) - {v.key for v in active}:
             self._synced_at.pop(key, None)
             self._submitted_at.pop(key, None)
-        due = [v for v in active if self.due_in(v, now) <= 0.01]
+        due = [v for v in active if self.due_in(v, now, len(active)) <= 0.01]
         if due:
             await asyncio.gather(*(self.sync(v) for v in due))
         queued = [v for v in self.snapshot() if v.phase == Phase.Queued.value and not v.deleting]

@@ -21,23 +21,26 @@ ACTIVE_PHASES = (Phase.Submitted.value, Phase.Running.value)
 TERMINAL_PHASES = tuple(p.value for p in Phase if p.terminal)
 
 
-# The shortest time between two status reads of one job, and how a young job's reads
-# spread out as it ages (every age/8 seconds).
+# How often active jobs' statuses are read: a young job often, an old one every poll
+# interval; the fast reads of all jobs together stay within a budget per second.
 FASTEST_POLL_SECONDS = 0.2
-POLL_AGE_DIVISOR = 8
+POLL_AGE_DIVISOR = 16
+YOUNG_READS_PER_SECOND = 20.0
 
 
-def poll_delay(age_seconds: float | None, poll_interval: float) -> float:
-    """Seconds between two status reads of an active job that was admitted `age_seconds`
-    ago (None: not known). A young job is read often, an eighth of its age apart: most
-    failures come in a job's first seconds (a wrong argument, a missing file) and short
-    jobs end then, so both show at once and a freed slot is refilled at once. From an age
-    of 8 x poll_interval on, a job is read every poll_interval. The extra reads per job are
-    bounded (about 8 ln(8 x poll_interval / 0.2) + 8, some 40 with the default 2 s), so Ray
-    calls still grow with running jobs only."""
+def poll_delay(age_seconds: float | None, poll_interval: float, active: int = 1) -> float:
+    """Seconds between two status reads of an active job admitted `age_seconds` ago (None:
+    not known), with `active` jobs active in all. A young job is read often (every age/16 s,
+    0.2 s at first): most failures come in a job's first seconds (a wrong argument, a
+    missing file) and short jobs end then, so both show at once and a freed slot is
+    refilled at once. The reads of all active jobs together stay near
+    YOUNG_READS_PER_SECOND (with 40 or more jobs, everything is read every poll interval), and
+    no job is read less often than every poll interval: Ray calls grow with running jobs
+    only, never beyond max(20/s, active / poll_interval)."""
     if age_seconds is None:
         return poll_interval
-    return min(poll_interval, max(FASTEST_POLL_SECONDS, age_seconds / POLL_AGE_DIVISOR))
+    floor = max(FASTEST_POLL_SECONDS, active / YOUNG_READS_PER_SECOND)
+    return min(poll_interval, max(floor, age_seconds / POLL_AGE_DIVISOR))
 
 
 def phase_for_ray(ray_status: str, *, cancelled: bool, deadline_exceeded: bool) -> tuple[Phase, str]:
