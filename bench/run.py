@@ -462,7 +462,7 @@ def findings(res: dict[str, Any]) -> list[str]:
         "   task's place, and each move was a status patch (about 100 a second); Ray calls waited behind those writes in",
         "   asyncio's 6-thread default pool; and a job's end was seen only when Ray closed its log stream (1-2 s after the",
         "   end: Ray checks once a second and then waits a second more) or at the next 2 s poll. Now places that merely moved",
-        "   are rewritten every 5 s in the background, Ray and Kubernetes calls have pools of their own, and a young job is",
+        "   are rewritten every 30 s in the background, Ray and Kubernetes calls have pools of their own, and a young job is",
         "   read every age/16 s (from 0.2 s; every poll interval from 32 s on), within a budget of 20 such reads a second",
         "   for all jobs (`core.phases.poll_delay`).",
         "",

@@ -40,9 +40,10 @@ log = logging.getLogger(__name__)
 FAULT_AFTER_SUBMIT = "ARGUS_FAULT_AFTER_SUBMIT"
 # A queued task whose place merely moved up is rewritten at most this often. Every admission
 # moves every task behind it, so writing each move at once meant one patch per queued task
-# per admission (bench/run.py: ~100 patches a second that slowed Ray on a small machine).
-# A change of reason or message (Unschedulable, RayUnreachable, ...) is written at once.
-POSITION_REFRESH_SECONDS = 5.0
+# per admission (bench/run.py: ~100 patches a second that slowed Ray on a small machine;
+# every 5 s they were still half of all writes). A task's first place, and any change of its
+# reason or message (Unschedulable, RayUnreachable, ...), are written at once.
+POSITION_REFRESH_SECONDS = 30.0
 
 
 def _ms_to_rfc3339(ms: int | None) -> str | None:
