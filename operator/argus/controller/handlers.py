@@ -81,7 +81,7 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     ray = RayAdapter(config.ray_address, config.platform.worker_resource)
     RUNTIME.cache = TaskCache(config.namespaces, on_change=_wake_for_new_queued)
     RUNTIME.kube = Kube()
-    RUNTIME.reconciler = Reconciler(config, ray, RUNTIME.kube, RUNTIME.cache.views, RUNTIME.cache.get, synced=RUNTIME.cache.synced)
+    RUNTIME.reconciler = Reconciler(config, ray, RUNTIME.kube, RUNTIME.cache)
     if config.leader_election_namespace:
         RUNTIME.leader = LeaderElection(config.leader_election_namespace, lease_seconds=config.leader_lease_seconds)
         RUNTIME.reconciler.leads = RUNTIME.leads
@@ -127,9 +127,9 @@ async def user_of_namespace(namespace: str) -> tuple[str | None, str, str]:
     tasks. Raises ApiException when it cannot be read."""
     if not namespace:
         return user_from_label(namespace, None)
-    kube = RUNTIME.kube or Kube()
+    assert RUNTIME.kube is not None, "configure (a startup handler) sets it up before any handler or webhook runs"
     try:
-        labels = await kube.namespace_labels(namespace)
+        labels = await RUNTIME.kube.namespace_labels(namespace)
     except ApiException as exc:
         if exc.status == 404:
             return user_from_label(namespace, None)

@@ -22,7 +22,7 @@ import datetime as dt
 import logging
 import os
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from ..core.config import PlatformConfig
 from ..core.phases import ACTIVE_PHASES, FASTEST_POLL_SECONDS, TERMINAL_PHASES, conditions_for_phase, phase_for_ray, poll_delay, set_condition, status_delta
@@ -31,6 +31,7 @@ from ..core.queue import decide
 from ..core.spec import Phase
 from . import metrics
 from .kube import Kube, now_rfc3339
+from .cache import TaskCache
 from .ray_adapter import RayAdapter, RayJobUnknown, RayRefused, RayUnreachable
 from .settings import OperatorConfig
 from .view import TaskView, parse_time
@@ -53,15 +54,11 @@ def _ms_to_rfc3339(ms: int | None) -> str | None:
 
 
 class Reconciler:
-    def __init__(self, config: OperatorConfig, ray: RayAdapter, kube: Kube, views: Callable[[], Iterable[TaskView]],
-                 view_of: Callable[[tuple[str, str]], TaskView | None] | None = None, synced: asyncio.Event | None = None):
+    def __init__(self, config: OperatorConfig, ray: RayAdapter, kube: Kube, tasks: TaskCache):
         self.config = config
         self.ray = ray
         self.kube = kube
-        self.views = views
-        self.synced = synced
-        # One task's current view, by (namespace, name).
-        self.view_of = view_of or (lambda key: next((v for v in self.views() if v.key == key), None))
+        self.tasks = tasks
         self.leads: Callable[[], bool] = lambda: True  # replaced when leader election is on
         self.wake = asyncio.Event()
         # Status this process wrote that the watch stream may not show yet.
@@ -85,26 +82,27 @@ class Reconciler:
 
     # -- the loop -------------------------------------------------------------------
     async def run(self) -> None:
-        if self.synced is not None:
-            # The first tick waits for the full LIST: over a partial view it would not count
-            # running tasks it has not seen yet and admit past --max-running (found by
-            # bench/run.py: 75 running with --max-running 50 after a restart over 1,000 tasks).
-            await self.synced.wait()
+        # The first tick waits for the full LIST: over a partial view it would not count
+        # running tasks it has not seen yet and admit past --max-running (found by
+        # bench/run.py: 75 running with --max-running 50 after a restart over 1,000 tasks).
+        await self.tasks.synced.wait()
         while True:
+            if self.leads():
+                try:
+                    await self.tick()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
+                    metrics.RECONCILE_ERRORS.inc()
+                    log.exception("reconcile tick failed; retrying next tick")
+            else:  # another replica reads the jobs; read them all afresh if this one leads again
+                self._synced_at.clear()
+                self._submitted_at.clear()
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
             except asyncio.TimeoutError:
                 pass
             self.wake.clear()
-            if not self.leads():
-                continue
-            try:
-                await self.tick()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
-                metrics.RECONCILE_ERRORS.inc()
-                log.exception("reconcile tick failed; retrying next tick")
 
     @staticmethod
     async def each(coros: list[Any], limit: int = 16) -> None:
@@ -123,7 +121,7 @@ class Reconciler:
 
     def snapshot(self) -> list[TaskView]:
         now = time.monotonic()
-        return [self.with_own_writes(view, now) for view in self.views()]
+        return [self.with_own_writes(view, now) for view in self.tasks.views()]
 
     def with_own_writes(self, view: TaskView, now: float | None = None) -> TaskView:
         """The view with the status this process wrote that the watch may not show yet."""
@@ -154,8 +152,12 @@ class Reconciler:
         return last + poll_delay(self.age(view), self.config.poll_interval, active) - now
 
     def next_wait(self) -> float:
+        """Seconds until the next active task is due. Only the tasks read before are looked
+        at (every active task is, by its first tick or its submission), not every object:
+        this runs before each tick, up to several times a second."""
         now = time.monotonic()
-        active = [v for v in self.snapshot() if v.phase in ACTIVE_PHASES and not v.deleting]
+        views = (self.tasks.get(key) for key in list(self._synced_at))
+        active = [v for v in (self.with_own_writes(v, now) for v in views if v) if v.phase in ACTIVE_PHASES and not v.deleting]
         waits = [self.due_in(v, now, len(active)) for v in active]
         return max(0.05, min([self.config.poll_interval, *waits]))
 
@@ -259,7 +261,7 @@ class Reconciler:
     async def _write_positions(self, moved: dict[tuple[str, str], int]) -> None:
         async def one(key: tuple[str, str], position: int) -> None:
             async with self.lock(key):  # never races a submission of the same task
-                view = self.view_of(key)  # read under the lock: it may have been admitted meanwhile
+                view = self.tasks.get(key)  # read under the lock: it may have been admitted meanwhile
                 view = self.with_own_writes(view) if view else None
                 if view is None or view.phase != Phase.Queued.value or view.deleting:
                     return
