@@ -4,7 +4,7 @@
     .venv/bin/python bench/run.py            # defaults: see --help; writes docs/benchmarks.md
     .venv/bin/python bench/run.py --full     # the issue's sizes for every figure
 
-Starts its own kube-apiserver + etcd and Ray head + worker on loopback (argus.testbed) and
+Starts its own kube-apiserver + etcd and Ray head + worker on loopback (argus_testbed) and
 the operator as a subprocess (``python -m argus``), then measures, side by side:
 
 1. makespan: N instant tasks (the verl stand-in with VERL_STANDIN_INSTANT=1) through the
@@ -43,15 +43,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import (  # noqa: E402
+from benchlib import (
     REPO, STANDIN, TERMINAL, TaskWatch, Testbed, cpu_of, cpu_seconds, free_port, jobs_by_task, loadavg, log,
     machine_info, memory, parallel, ppo_command, ray_dashboard_pids, ray_jobs, scrape, summary, task_body, wait_metrics,
 )
 
-from argus.core.config import PlatformConfig  # noqa: E402
-from argus.core.plan import validate_spec  # noqa: E402
-from argus.core.queue import Capacity, QueuedTask, decide  # noqa: E402
+from argus.core.config import PlatformConfig
+from argus.core.plan import validate_spec
+from argus.core.queue import Capacity, QueuedTask, decide
 
 ISSUE = {"makespan_tasks": 200, "latency_tasks": 100, "scale_terminal": 4000, "scale_queued": 950, "scale_running": 50}
 DEFAULTS = {"makespan_tasks": 100, "latency_tasks": 100, "scale_terminal": 4000, "scale_queued": 950, "scale_running": 50}

@@ -34,16 +34,19 @@ from typing import Any
 import pytest
 import yaml
 
-from argus.testbed import ControlPlane, ExternalCluster, KubeCluster, find_binaries
-from argus.testbed.ports import free_port
-from harness import REPO, advanced_task, apply_text, get_task, ppo_command, wait_for, wait_phase
+from argus_testbed import ControlPlane, ExternalCluster, KubeCluster, find_binaries
+from argus_testbed.ports import free_port
+from argus_testbed.harness import REPO, advanced_task, apply_text, get_task, ppo_command, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 
 CHART = REPO / "charts" / "argus"
 RELEASE, RELEASE_NS = "argus", "argus-system"
 SA = "argus"  # the chart's fullname: the release name, as it contains the chart name
-FORBIDDEN = ("Forbidden", "forbidden", "403")
+# How a refusal shows in the operator's log: the HTTP reason phrase or the API server's
+# "... is forbidden: User ..." message. Not a bare "403": timestamps (",403"), latencies and
+# hex ids contain it about once in a thousand lines.
+FORBIDDEN = ("Forbidden", "forbidden")
 
 # name -> extra helm arguments. Each is rendered, parsed and dry-run applied on the server.
 MATRIX: dict[str, list[str]] = {
@@ -405,9 +408,9 @@ def test_operator_as_the_chart_service_account_runs_the_whole_lifecycle(
     assert cp.kubectl("get", "argustask", "to-delete", "-n", ns, check=False).returncode != 0
     assert JobSubmissionClient(ray_cluster.dashboard_url).get_job_info(sid).status.value == "STOPPED"
 
-    # Events were posted (core/v1 Events by the reconciler, kopf's by kopf).
+    # Events were posted (one per phase change).
     reasons = {e["reason"] for e in events_for(cp, ns, "quick")}
-    assert {"Queued", "Admitted"} <= reasons, reasons
+    assert {"Admitted", "RayJobSucceeded"} <= reasons, reasons
     lease = json.loads(cp.kubectl("get", "lease", "argus-operator", "-n", RELEASE_NS, "-o", "json").stdout)
     assert lease["spec"]["holderIdentity"]
     log = op.log_path.read_text()

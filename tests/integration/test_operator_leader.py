@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness import advanced_task, apply_text, get_task, ppo_command, wait_for
+from argus_testbed.harness import advanced_task, apply_text, get_task, ppo_command, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -11,15 +11,17 @@ import time
 import pytest
 from ray.job_submission import JobSubmissionClient
 
-from harness import EXAMPLES, advanced_task, apply_file, apply_text, get_task, ppo_command, wait_for, wait_phase
+from argus_testbed.harness import EXAMPLES, advanced_task, apply_file, apply_text, get_task, ppo_command, wait_for, wait_phase
 from argus.controller.reconciler import POSITION_REFRESH_SECONDS
 
 pytestmark = pytest.mark.integration
 
 
 def ray_jobs_for(ray_cluster, namespace: str) -> list:
+    """Every Ray job submitted for the namespace's tasks, found by the submission-id prefix
+    the operator uses (not by the metadata it writes, which a bug could leave out)."""
     client = JobSubmissionClient(ray_cluster.dashboard_url)
-    return [j for j in client.list_jobs() if (j.metadata or {}).get("argus.io/namespace") == namespace]
+    return [j for j in client.list_jobs() if (j.submission_id or "").startswith(f"argus-{namespace}-")]
 
 
 def test_advanced_ppo_with_custom_reward_runs_on_a_worker(control_plane, ray_cluster, user_namespace, run_operator):
@@ -54,7 +56,8 @@ def test_advanced_ppo_with_custom_reward_runs_on_a_worker(control_plane, ray_clu
         assert column in header, table
     assert "Succeeded" in table and "alice" in table
     described = control_plane.kubectl("describe", "argustask", "ppo-custom-reward", "-n", ns).stdout
-    assert "Queued" in described and "Succeeded" in described, described
+    # One event per phase change; admitted at once, the task went from new to Submitted in one write.
+    assert "new -> Submitted" in described and "Submitted -> Running" in described and "Running -> Succeeded" in described, described
 
 
 @pytest.mark.parametrize("example,name", [("ppo-basic.yaml", "ppo-basic"), ("grpo-basic.yaml", "grpo-basic"), ("sft-basic.yaml", "sft-basic"), ("ppo-advanced.yaml", "ppo-advanced")])
@@ -165,18 +168,59 @@ def test_spec_change_is_refused_and_cancel_cannot_be_undone(control_plane, user_
     assert back.returncode != 0 and "cannot go back from true to false" in back.stderr
 
 
+def crash_after_submit(control_plane, ray_cluster, run_operator, ns: str, name: str) -> tuple[object, str]:
+    """Run an operator that dies right after Ray accepted the task's job (the fault is
+    injected by the testbed, argus_testbed.faults): the job is in Ray, the status says Queued."""
+    op = run_operator([ns], crash_after_submit=1.0)
+    assert op.wait_exit(timeout=60) == 137
+    task = get_task(control_plane, ns, name)
+    assert (task.get("status") or {}).get("phase") in (None, "Queued")  # nothing says it reached Ray...
+    assert task["metadata"]["finalizers"] == ["argus.io/stop-ray-job"]  # ...but the finalizer says it may have
+    jobs = ray_jobs_for(ray_cluster, ns)
+    assert len(jobs) == 1
+    return op, jobs[0].submission_id
+
+
 def test_crash_right_after_submit_adopts_the_job(control_plane, ray_cluster, user_namespace, run_operator):
     ns = user_namespace("alice")
     apply_text(control_plane, ns, advanced_task("crashy", ppo_command(steps=20)))
-    op = run_operator([ns], extra_env={"ARGUS_FAULT_AFTER_SUBMIT": "1"})
-    assert op.wait_exit(timeout=60) == 137
-    # Ray has the job, the status does not know yet.
-    assert get_task(control_plane, ns, "crashy")["status"]["phase"] == "Queued"
-    assert len(ray_jobs_for(ray_cluster, ns)) == 1
-    op.restart(drop_env=("ARGUS_FAULT_AFTER_SUBMIT",))
+    op, sid = crash_after_submit(control_plane, ray_cluster, run_operator, ns, "crashy")
+    op.restart(without_faults=True)
     status = wait_phase(control_plane, ns, "crashy", ("Succeeded", "Failed"), timeout=120, op=op)["status"]
     assert status["phase"] == "Succeeded", status
     jobs = ray_jobs_for(ray_cluster, ns)
-    assert len(jobs) == 1 and jobs[0].submission_id == status["rayJob"]["submissionId"]
+    assert [j.submission_id for j in jobs] == [sid] == [status["rayJob"]["submissionId"]]
     events = json.loads(control_plane.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
     assert any(e["reason"] == "AdoptedExistingJob" for e in events)
+
+
+def test_cancel_after_a_crash_stops_the_job_that_reached_ray(control_plane, ray_cluster, user_namespace, run_operator):
+    """Issue 18: the job is in Ray, its Submitted status was never written; the task is
+    cancelled while no operator runs. The restarted operator asks Ray about the task's
+    submission id, stops the job, and only then says Stopped."""
+    ns = user_namespace("alice")
+    apply_text(control_plane, ns, advanced_task("orphan", ppo_command(steps=2000)))
+    op, sid = crash_after_submit(control_plane, ray_cluster, run_operator, ns, "orphan")
+    client = JobSubmissionClient(ray_cluster.dashboard_url)
+    wait_for(lambda: client.get_job_info(sid).status.value == "RUNNING", 60, f"Ray job {sid} to run")
+    control_plane.kubectl("patch", "argustask", "orphan", "-n", ns, "--type=merge", "-p", '{"spec":{"cancel":true}}')
+    op.restart(without_faults=True)
+    status = wait_phase(control_plane, ns, "orphan", ("Stopped", "Failed", "Succeeded"), timeout=60, op=op)["status"]
+    assert (status["phase"], status["reason"]) == ("Stopped", "Cancelled"), status
+    assert client.get_job_info(sid).status.value == "STOPPED"
+    assert status["rayJob"]["submissionId"] == sid and status["rayJob"]["status"] == "STOPPED"
+
+
+def test_delete_after_a_crash_stops_the_job_that_reached_ray(control_plane, ray_cluster, user_namespace, run_operator):
+    """The same window, closed by a delete: the object is held until the job is stopped."""
+    ns = user_namespace("alice")
+    apply_text(control_plane, ns, advanced_task("orphan", ppo_command(steps=2000)))
+    op, sid = crash_after_submit(control_plane, ray_cluster, run_operator, ns, "orphan")
+    client = JobSubmissionClient(ray_cluster.dashboard_url)
+    wait_for(lambda: client.get_job_info(sid).status.value == "RUNNING", 60, f"Ray job {sid} to run")
+    control_plane.kubectl("delete", "argustask", "orphan", "-n", ns, "--wait=false")
+    assert control_plane.kubectl("get", "argustask", "orphan", "-n", ns, check=False).returncode == 0  # held by the finalizer
+    op.restart(without_faults=True)
+    wait_for(lambda: control_plane.kubectl("get", "argustask", "orphan", "-n", ns, check=False).returncode != 0, 60,
+             "the object to go once its job is stopped", on_timeout=lambda: op.log_tail())
+    assert client.get_job_info(sid).status.value == "STOPPED"

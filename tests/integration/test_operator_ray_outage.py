@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from ray.job_submission import JobSubmissionClient
 
-from argus.testbed import RayCluster
-from harness import STANDIN, advanced_task, apply_text, get_task, ppo_command, wait_for, wait_phase
+from argus_testbed import RayCluster
+from argus_testbed.harness import STANDIN, advanced_task, apply_text, get_task, ppo_command, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 

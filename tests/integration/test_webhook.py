@@ -24,9 +24,9 @@ from typing import Any, Callable, Iterator
 import pytest
 from ray.job_submission import JobSubmissionClient
 
-from argus.testbed import certs
-from argus.testbed.ports import free_port
-from harness import EXAMPLES, OperatorProcess, advanced_task, apply_file, apply_text, get_task, ppo_command, wait_for, wait_phase
+from argus_testbed import certs
+from argus_testbed.ports import free_port
+from argus_testbed.harness import EXAMPLES, OperatorProcess, advanced_task, apply_file, apply_text, get_task, ppo_command, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 
