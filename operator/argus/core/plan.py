@@ -22,7 +22,8 @@ from .config import PlatformConfig
 from .expand import expand
 from .policy import Findings, PathPolicy, check_command, check_text
 from .problems import Problem
-from .spec import API_VERSION, BASIC_FIELDS, KIND, REQUIRED_BASIC_FIELDS, ArgusTaskSpec
+from .rules import kind_problems
+from .spec import API_VERSION, KIND, ArgusTaskSpec
 from .template import basic_command
 from .user import InvalidUserId, check_user_id
 
@@ -88,21 +89,9 @@ def _pydantic_problems(exc: ValidationError) -> list[Problem]:
     return problems
 
 
-def _check_kind_fields(spec: Mapping[str, Any], findings: Findings) -> str:
-    kind = spec.get("kind", "basic")
-    if kind == "advanced":
-        if "command" not in spec:
-            findings.error("spec.command", None, "is required when spec.kind is advanced")
-        for f in BASIC_FIELDS:
-            if f in spec:
-                findings.error(f"spec.{f}", spec[f], "is a basic-spec field; an advanced spec gives the whole command in spec.command")
-    elif kind == "basic":
-        if "command" in spec:
-            findings.error("spec.command", spec["command"], "is only allowed when spec.kind is advanced (a basic spec builds the command from its template fields)")
-        for f in REQUIRED_BASIC_FIELDS:
-            if f not in spec:
-                findings.error(f"spec.{f}", None, "is required when spec.kind is basic")
-    return kind
+def _check_kind_fields(spec: Mapping[str, Any], findings: Findings) -> None:
+    for p in kind_problems(spec):
+        findings.error(p.field, p.value, p.rule)
 
 
 def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy: PathPolicy, findings: Findings) -> ArgusTaskSpec:
