@@ -99,10 +99,13 @@ class RayJobsClient:
     metrics; the CLI passes nothing)."""
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
-                 on_call: Callable[[str, str], None] | None = None, threads: int = 16):
+                 on_call: Callable[[str, str], None] | None = None, threads: int = 16,
+                 client_factory: Callable[[str], Any] | None = None):
         self.address = address.rstrip("/")
         self.timeout = timeout
         self._on_call = on_call or (lambda operation, outcome: None)
+        # Ray's JobSubmissionClient (with request timeouts); unit tests pass a fake of it.
+        self._client_factory = client_factory or _timed_client_class(timeout)
         self._client: Any = None
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="argus-ray")
@@ -114,7 +117,7 @@ class RayJobsClient:
     def _get_client(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = _timed_client_class(self.timeout)(self.address)
+                self._client = self._client_factory(self.address)
             return self._client
 
     def _call(self, operation: str, fn: Callable[[], Any]) -> Any:
