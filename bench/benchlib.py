@@ -160,6 +160,7 @@ class Kube:
         config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
         cfg.connection_pool_maxsize = pool
         self.api_client = client.ApiClient(cfg)
+        self.api_client.user_agent = "argus-bench"  # told apart from the operator's own requests
         self.custom = client.CustomObjectsApi(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
         self.client = client
@@ -325,12 +326,12 @@ class Testbed:
     """Control plane + CRD + a /private tree + Ray login home, then Ray clusters and operators
     on demand. Everything it starts, it stops (``close``)."""
 
-    def __init__(self, work: Path, users: tuple[str, ...] = ("alice", "bob")):
+    def __init__(self, work: Path, users: tuple[str, ...] = ("alice", "bob"), audit: bool = False):
         self.work = work
         self.ray: RayCluster | None = None
         self.operators: list[OperatorProcess] = []
         t0 = time.monotonic()
-        self.cp = ControlPlane.start(work / "k8s")
+        self.cp = ControlPlane.start(work / "k8s", audit=audit)
         log(f"kube-apiserver + etcd ready at {self.cp.server} in {time.monotonic() - t0:.1f} s")
         self.cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
         self.cp.kubectl("wait", "--for=condition=Established", "crd/argustasks.argus.io", "--timeout=60s")

@@ -11,6 +11,7 @@ import time
 import pytest
 from ray.job_submission import JobSubmissionClient
 
+from argus_testbed import harness
 from argus_testbed.harness import EXAMPLES, advanced_task, apply_file, apply_text, get_task, ppo_command, wait_for, wait_phase
 from argus.controller.reconciler import POSITION_REFRESH_SECONDS
 
@@ -18,10 +19,7 @@ pytestmark = pytest.mark.integration
 
 
 def ray_jobs_for(ray_cluster, namespace: str) -> list:
-    """Every Ray job submitted for the namespace's tasks, found by the submission-id prefix
-    the operator uses (not by the metadata it writes, which a bug could leave out)."""
-    client = JobSubmissionClient(ray_cluster.dashboard_url)
-    return [j for j in client.list_jobs() if (j.submission_id or "").startswith(f"argus-{namespace}-")]
+    return harness.ray_jobs_for(ray_cluster.dashboard_url, namespace)
 
 
 def test_advanced_ppo_with_custom_reward_runs_on_a_worker(control_plane, ray_cluster, user_namespace, run_operator):
@@ -88,8 +86,16 @@ def test_rejected_tasks_never_reach_ray(control_plane, ray_cluster, user_namespa
     assert bare_status["reason"] == "NamespaceNotOnboarded"
     events = control_plane.kubectl("get", "events", "-n", ns, "-o", "json").stdout
     assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in json.loads(events)["items"])
-    time.sleep(2)  # a few more ticks of the operator
-    assert ray_jobs_for(ray_cluster, ns) == [] and ray_jobs_for(ray_cluster, bare) == []
+    # A positive sign that the operator went on acting after the refusals (a good task
+    # created last runs to its end), with Ray's job list read all along: never a job for a
+    # rejected task.
+    apply_text(control_plane, ns, advanced_task("canary", ppo_command(steps=3)))
+
+    def canary_done() -> bool:
+        assert [j.submission_id for j in ray_jobs_for(ray_cluster, ns) if not j.submission_id.startswith(f"argus-{ns}-canary-")] == []
+        assert ray_jobs_for(ray_cluster, bare) == []
+        return get_task(control_plane, ns, "canary").get("status", {}).get("phase") == "Succeeded"
+    wait_for(canary_done, 120, "the canary task to succeed", on_timeout=op.log_tail)
     # argus logs says why there is nothing to show, in one line, without a traceback.
     for task, expected in (("hostile-other-user", "has not been submitted to Ray yet (phase Rejected)"), ("no-such-task", "no ArgusTask 'no-such-task'")):
         logs = subprocess.run([sys.executable, "-m", "argus.cli", "logs", task, "-n", ns, "--kubeconfig", str(control_plane.kubeconfig)],
@@ -107,12 +113,13 @@ def test_queue_runs_in_priority_order_and_skips_unschedulable(control_plane, ray
         time.sleep(1.1)  # distinct creation seconds
     op = run_operator([ns], max_running=1)
     wait_phase(control_plane, ns, "low", "Succeeded", timeout=180, op=op)
-    starts = {}
     for name in ("high", "mid", "low"):
-        status = get_task(control_plane, ns, name)["status"]
-        assert status["phase"] == "Succeeded", status
-        starts[name] = (status["admittedAt"], status["rayJob"]["startTime"])
-    assert starts["high"] <= starts["mid"] <= starts["low"], starts
+        assert get_task(control_plane, ns, name)["status"]["phase"] == "Succeeded"
+    # Ray's own millisecond times: one after the other, in priority order, never overlapping.
+    client = JobSubmissionClient(ray_cluster.dashboard_url)
+    jobs = {name: client.get_job_info(get_task(control_plane, ns, name)["status"]["rayJob"]["submissionId"]) for name in ("high", "mid", "low")}
+    assert jobs["high"].end_time <= jobs["mid"].start_time and jobs["mid"].end_time <= jobs["low"].start_time, \
+        {n: (j.start_time, j.end_time) for n, j in jobs.items()}
     big = get_task(control_plane, ns, "too-big")["status"]
     assert big["phase"] == "Queued" and big["reason"] == "Unschedulable" and "needs 8 GPUs" in big["message"], big
     # A place that merely moved is refreshed within POSITION_REFRESH_SECONDS (plus a tick).

@@ -336,3 +336,14 @@ def test_conditions_for_each_terminal_phase() -> None:
     assert {x.type: x.status for x in succeeded} == {"Admitted": "True", "Running": "False", "Complete": "True", "Failed": "False"}
     rejected = lc.conditions_for_phase(None, Phase.Rejected, "InvalidSpec", "bad", now="t", generation=1)
     assert {x.type: x.status for x in rejected} == {"Admitted": "False", "Running": "False", "Complete": "False", "Failed": "True"}
+
+
+def test_a_pending_read_after_the_submission_writes_nothing_new() -> None:
+    """Ray stamps a job's start time while it is still PENDING; the submission already
+    said PENDING, so that read changes nothing (the start time comes with RUNNING)."""
+    submitted = step(task("Queued"), SubmitResult("submitted", SID), T0, SETTINGS).status
+    t = TaskState(**{**task("Queued").__dict__, "status": submitted, "holds_finalizer": True})
+    d = step(t, JobObserved("PENDING", start_time_ms=1_796_284_800_000), T0, SETTINGS)
+    assert d.status == submitted and d.actions == ()
+    running = step(t, JobObserved("RUNNING", start_time_ms=1_796_284_800_000, driver_node_id="w1"), T0, SETTINGS)
+    assert running.status.ray_job.start_time == "2026-12-03T08:00:00Z"

@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from ..adapters.kube import api_error
 from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
 from ..core import lifecycle
@@ -188,7 +190,8 @@ class Reconciler:
 
     async def _each(self, coros: Iterable[Awaitable[Any]]) -> None:
         """Await with at most WRITES_IN_FLIGHT at once (a few thousand writes one after the
-        other would hold a tick for minutes). Raises the first error once all have finished."""
+        other would hold a tick for minutes). One task's failure (an API error, a bug) is
+        logged and counted; the others go on, and the next tick tries it again."""
         gate = asyncio.Semaphore(WRITES_IN_FLIGHT)
 
         async def one(coro: Awaitable[Any]) -> None:
@@ -196,8 +199,14 @@ class Reconciler:
                 await coro
 
         for result in await asyncio.gather(*(one(c) for c in coros), return_exceptions=True):
-            if isinstance(result, BaseException):
+            if isinstance(result, asyncio.CancelledError):
                 raise result
+            if isinstance(result, Exception):
+                metrics.RECONCILE_ERRORS.inc()
+                if isinstance(result, ApiException):
+                    log.warning("Kubernetes API error, trying again next tick: %s %s: %s", result.status, result.reason, api_error(result))
+                else:
+                    log.error("reconciling a task failed; trying again next tick", exc_info=result)
 
     def _prune(self, views: list[TaskView]) -> None:
         """Forget what was kept for tasks that are gone."""

@@ -441,7 +441,11 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
     elif reason == "Cancelled":
         message = "stopped because spec.cancel was set"
     if new_phase is Phase.Submitted and Phase(status.phase) is Phase.Submitted:
-        return Decision(status, tuple(actions))  # still pending: the submission's reason and message stay
+        # Still pending: the submission's reason and message stay, and so does the recorded
+        # job unless its state is new to us (Ray's start time comes with RUNNING: one write).
+        if previous is not None and previous.status == job.status:
+            status = status.model_copy(update={"ray_job": previous})
+        return Decision(status, tuple(actions))
     return Decision(_enter(task, status, new_phase, reason, message, stamp), tuple(actions))
 
 

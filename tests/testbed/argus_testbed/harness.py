@@ -139,3 +139,11 @@ def ppo_command(*, steps: int | None = None, nnodes: int = 1, gpus: int = 1, ext
     if steps is not None:
         cmd += f" trainer.total_training_steps={steps}"
     return cmd + (" " + extra if extra else "")
+
+
+def ray_jobs_for(dashboard_url: str, namespace: str) -> list[Any]:
+    """Every Ray job submitted for the namespace's tasks, found by the submission-id prefix
+    the operator uses (``argus-<namespace>-``), not by the metadata it writes, which a bug
+    could leave out."""
+    from ray.job_submission import JobSubmissionClient
+    return [j for j in JobSubmissionClient(dashboard_url).list_jobs() if (j.submission_id or "").startswith(f"argus-{namespace}-")]
