@@ -154,6 +154,7 @@ class FakeCluster:
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
         self.namespace_error: Exception | None = None
+        self.namespace_reads = 0
         self.events: list[Event] = []
         self.writes = Writes()
         self.synced = asyncio.Event()
@@ -253,6 +254,7 @@ class FakeCluster:
         self.events.append(Event(namespace, name, type_, reason, message))
 
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        self.namespace_reads += 1
         if self.namespace_error is not None:
             raise self.namespace_error
         return dict(self.namespaces[namespace]) if namespace in self.namespaces else None

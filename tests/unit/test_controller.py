@@ -183,6 +183,13 @@ def test_an_unreadable_namespace_is_tried_again_later(world: World) -> None:
     assert world.phase(key) == "Submitted"
 
 
+def test_new_tasks_read_their_namespace_once_per_tick(world: World) -> None:
+    keys = [world.cluster.create(f"t{i}", spec()) for i in range(20)]
+    world.tick()
+    assert world.cluster.namespace_reads == 1
+    assert {world.phase(k) for k in keys} == {"Submitted", "Queued"}
+
+
 # --------------------------------------------------------------------------- the queue
 
 def test_the_queue_admits_by_priority_then_age_and_says_where_each_waits() -> None:

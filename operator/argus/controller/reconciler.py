@@ -172,7 +172,8 @@ class Reconciler:
         for v in views:
             if v.phase is None and not v.deleting and self._retry_at.get(v.key, 0.0) <= self.monotonic():
                 drafts[v.key] = Draft.of(v)
-        await self._each(self._validate(d) for d in drafts.values())
+        labels = await self._namespace_labels({d.view.namespace for d in drafts.values()})
+        await self._each(self._validate(d, labels) for d in drafts.values() if d.view.namespace in labels)
         for v in views:
             if v.key not in drafts and v.phase == Phase.Queued.value and v.cancel and not v.holds_finalizer and not v.deleting:
                 drafts[v.key] = Draft.of(v)
@@ -264,17 +265,28 @@ class Reconciler:
             await self._carry_out(draft, self._step(view, seen))
             await self._write(draft)
 
-    async def _validate(self, draft: Draft) -> None:
-        """A new task: find its user, validate it, decide Queued or Rejected (not written yet)."""
+    async def _namespace_labels(self, namespaces: set[str]) -> dict[str, dict[str, str] | None]:
+        """The labels of each namespace with new tasks, read live once per tick (a label
+        changed a moment ago counts at once; a thousand new tasks in one namespace cost one
+        read). A namespace that cannot be read is left out: its tasks are tried again later."""
+        found: dict[str, dict[str, str] | None] = {}
+
+        async def read(namespace: str) -> None:
+            try:
+                found[namespace] = await self.store.namespace_labels(namespace)
+            except Exception as exc:  # noqa: BLE001 - RBAC or an API hiccup: say which, retry later
+                log.warning("cannot read namespace %s to find the user of its tasks: %s; retrying in %d s",
+                            namespace, api_error(exc), RETRY_SECONDS)
+                for v in self.tasks.views():
+                    if v.namespace == namespace and v.phase is None:
+                        self._retry_at[v.key] = self.monotonic() + RETRY_SECONDS
+        await asyncio.gather(*(read(ns) for ns in namespaces))
+        return found
+
+    async def _validate(self, draft: Draft, labels: dict[str, dict[str, str] | None]) -> None:
+        """A new task: its user, then validation: Queued or Rejected (not written yet)."""
         view = draft.view
-        try:
-            labels = await self.store.namespace_labels(view.namespace)
-        except Exception as exc:  # noqa: BLE001 - RBAC or an API hiccup: say which, retry later
-            log.warning("cannot read namespace %s to find the user of %s: %s; retrying in %d s",
-                        view.namespace, view.name, api_error(exc), RETRY_SECONDS)
-            self._retry_at[view.key] = self.monotonic() + RETRY_SECONDS
-            return
-        user, reason, message = user_from_label(view.namespace, (labels or {}).get(USER_LABEL))
+        user, reason, message = user_from_label(view.namespace, (labels.get(view.namespace) or {}).get(USER_LABEL))
         if user is None:
             seen: Observation = lifecycle.Refused(reason, message)
         else:
