@@ -110,7 +110,7 @@ class Bench:
     def start_operator(self, webhook: bool) -> None:
         self.stop_operator()
         argv = [sys.executable, "-m", "argus", "--kubeconfig", str(self.cp.kubeconfig), "--ray-address", "http://127.0.0.1:9",
-                "--root", str(self.root), "--namespace", NAMESPACE, "--standalone"]
+                "--root", str(self.root), "--namespace", NAMESPACE]
         if webhook:
             argv += ["--webhook", "--webhook-listen-host", "127.0.0.1", "--webhook-port", str(self.port),
                      "--webhook-url", f"https://127.0.0.1:{self.port}", "--webhook-config-name", self.config_name]

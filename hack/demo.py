@@ -54,7 +54,7 @@ def main() -> int:
         say(f"namespace alice onboarded (label argus.io/user=alice); /private tree at {root}")
         log = open(work / "operator.log", "wb")
         operator = subprocess.Popen([sys.executable, "-m", "argus", "--kubeconfig", str(cp.kubeconfig), "--ray-address", ray.dashboard_url,
-                                     "--root", str(root), "--verl-code-path", str(STANDIN), "--poll-interval", "1", "--standalone"],
+                                     "--root", str(root), "--verl-code-path", str(STANDIN), "--poll-interval", "1"],
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         say(f"operator running (log: {work / 'operator.log'})")
         for name in EXAMPLES:

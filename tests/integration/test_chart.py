@@ -58,8 +58,7 @@ MATRIX: dict[str, list[str]] = {
     "metrics-off": ["--set", "metrics.enabled=false"],
     "leader-election-off": ["--set", "leaderElection.enabled=false"],
     "single-namespace": ["--set", "operator.watchNamespaces={team-a}"],
-    "single-namespace-peering": ["--set", "operator.watchNamespaces={team-a,team-b}", "--set", "peering.enabled=true"],
-    "peering": ["--set", "peering.enabled=true", "--set", "peering.priority=10"],
+    "two-namespaces": ["--set", "operator.watchNamespaces={team-a,team-b}"],
     "everything": ["--set", "operator.verlCodePath=/private/common/code/verl/v1", "--set", "operator.maxRunning=16",
                    "--set", "operator.pollInterval=0.5", "--set-json", 'operator.entrypointAllowlist=["python3 -m verl.trainer.*","torchrun -m verl.*"]',
                    "--set", "operator.verbose=true", "--set-json", 'nodeSelector={"node-role.kubernetes.io/control-plane":""}',
@@ -168,7 +167,7 @@ def operator_roles(objs: list[dict[str, Any]], fullname: str = SA) -> list[dict[
 
 
 # Flags the harness sets itself (test Ray, paths, fast polling, the namespaces to watch).
-HARNESS_FLAGS = {"--ray-address", "--root", "--verl-code-path", "--max-running", "--poll-interval", "--standalone", "--namespace"}
+HARNESS_FLAGS = {"--ray-address", "--root", "--verl-code-path", "--max-running", "--poll-interval", "--namespace"}
 
 
 def chart_flags(objs: list[dict[str, Any]]) -> list[str]:
@@ -199,7 +198,7 @@ def test_chart_crd_is_the_generated_one() -> None:
     # tests/unit/test_crd.py checks byte equality; here: the chart ships exactly these CRDs.
     assert (CHART / "crds" / "argus.io_argustasks.yaml").read_text() == (REPO / "crds" / "argus.io_argustasks.yaml").read_text()
     names = {d["metadata"]["name"] for f in sorted((CHART / "crds").glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d}
-    assert names == {"argustasks.argus.io", "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+    assert names == {"argustasks.argus.io"}  # no kopf peering CRDs: leader election guards the replicas
 
 
 def _operator_argv(deployment: dict[str, Any]) -> list[str]:
@@ -222,7 +221,7 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
     objs = render(helm, *MATRIX[case])
     for o in objs:
         assert o.get("apiVersion") and o.get("kind") and o.get("metadata", {}).get("name"), o
-        cluster_scoped = o["kind"] in ("ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering", "CustomResourceDefinition")
+        cluster_scoped = o["kind"] in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition")
         assert cluster_scoped or o["metadata"].get("namespace"), f"{o['kind']} {o['metadata']['name']} has no namespace"
     for o in objs:
         ns = o["metadata"].get("namespace")
@@ -251,7 +250,7 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
         assert lease_role["metadata"]["namespace"] == RELEASE_NS
         assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["argus-operator"],
                 "verbs": ["get", "update"]} in lease_role["rules"]
-    if "single-namespace" in case:
+    if case in ("single-namespace", "two-namespaces"):
         watched = ["team-a"] if case == "single-namespace" else ["team-a", "team-b"]
         assert args.namespaces == watched
         role = one(objs, "ClusterRole", SA)
@@ -263,13 +262,7 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
     else:
         assert args.namespaces == []
         assert not [o for o in objs if o["kind"] == "Role" and "leader-election" not in o["metadata"]["name"]]
-    if "peering" in case:
-        assert args.peering_name == "argus" and not args.standalone
-        assert [o for o in objs if o["kind"] in ("ClusterKopfPeering", "KopfPeering")]
-        assert "kopf.dev" in rbac
-    else:
-        assert args.standalone and args.peering_name is None
-        assert "kopf.dev" not in json.dumps(objs)
+    assert "kopf.dev" not in json.dumps(objs)  # no kopf peering
     if case.startswith("webhook"):
         assert args.webhook and args.webhook_service == f"{RELEASE}-webhook" and args.webhook_service_namespace == RELEASE_NS
         assert args.webhook_service_port == 443 and args.webhook_config_name == values["webhook"]["configName"]
@@ -352,7 +345,7 @@ def test_helm_install_every_object_accepted(installed: list[dict[str, Any]], hel
         live = json.loads(control_plane.kubectl(*args).stdout)
         assert live["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
     crds = control_plane.kubectl("get", "crd", "-o", "name").stdout
-    assert "argustasks.argus.io" in crds and "clusterkopfpeerings.kopf.dev" in crds
+    assert "argustasks.argus.io" in crds
 
 
 def test_kind_ray_manifest_is_accepted(control_plane: KubeCluster) -> None:

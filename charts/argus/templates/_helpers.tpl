@@ -90,12 +90,6 @@ app.kubernetes.io/part-of: argus
 - {{ printf "--leader-election-namespace=%v" .Release.Namespace | quote }}
 - {{ printf "--leader-lease-seconds=%v" (int .Values.leaderElection.leaseSeconds) | quote }}
 {{- end }}
-{{- if .Values.peering.enabled }}
-- {{ printf "--peering=%v" .Values.peering.name | quote }}
-- {{ printf "--priority=%v" (int .Values.peering.priority) | quote }}
-{{- else }}
-- --standalone
-{{- end }}
 {{- if .Values.webhook.enabled }}
 - --webhook
 - {{ printf "--webhook-service=%v" (include "argus.webhookServiceName" .) | quote }}

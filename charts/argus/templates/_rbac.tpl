@@ -40,26 +40,6 @@
   verbs: [get, update]
 {{- end }}
 {{- end }}
-{{- define "argus.clusterPeeringRules" -}}
-# kopf peering (cluster-wide): watch the peers, keep our own keep-alive in the one object.
-- apiGroups: [kopf.dev]
-  resources: [clusterkopfpeerings]
-  verbs: [list, watch]
-- apiGroups: [kopf.dev]
-  resources: [clusterkopfpeerings]
-  resourceNames: [{{ .Values.peering.name | quote }}]
-  verbs: [get, patch]
-{{- end }}
-{{- define "argus.namespacedPeeringRules" -}}
-# kopf peering (per namespace): watch the peers, keep our own keep-alive in the one object.
-- apiGroups: [kopf.dev]
-  resources: [kopfpeerings]
-  verbs: [list, watch]
-- apiGroups: [kopf.dev]
-  resources: [kopfpeerings]
-  resourceNames: [{{ .Values.peering.name | quote }}]
-  verbs: [get, patch]
-{{- end }}
 
 {{- define "argus.leaseRules" -}}
 # Leader election: the argus-operator Lease in the release's namespace. Created once (create

@@ -21,10 +21,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG or ~/.kube/config, else in-cluster)")
     parser.add_argument("--liveness", dest="liveness_endpoint", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
-    peering = parser.add_mutually_exclusive_group()
-    peering.add_argument("--peering", dest="peering_name", help="kopf peering object name (kopf's own replica coordination)")
-    peering.add_argument("--standalone", action="store_true", help="no kopf peering (one replica, or leader election)")
-    parser.add_argument("--priority", type=int, default=0, help="peering priority of this replica")
     parser.add_argument("--verbose", "-v", action="store_true")
     add_webhook_flags(parser)
     return parser
@@ -58,9 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         clusterwide=not config.namespaces,
         namespaces=list(config.namespaces),
         liveness_endpoint=args.liveness_endpoint,
-        standalone=True if args.standalone or not args.peering_name else None,
-        peering_name=args.peering_name,
-        priority=args.priority,
+        # No kopf peering: there are no per-object kopf handlers for it to pause; replicas
+        # are kept apart by leader election on a Lease (--leader-elect).
+        standalone=True,
     )
     return 0
 

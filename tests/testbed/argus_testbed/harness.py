@@ -40,7 +40,7 @@ class OperatorProcess:
             "-m", "argus_testbed.faults", "--crash-after-submit", str(crash_after_submit), "--"]
         argv = [sys.executable, *program, "--kubeconfig", str(kubeconfig), "--ray-address", ray_address,
                 "--root", str(root), "--verl-code-path", str(STANDIN), "--max-running", str(max_running),
-                "--poll-interval", str(poll_interval), "--standalone", *extra_args]
+                "--poll-interval", str(poll_interval), *extra_args]
         for ns in namespaces:
             argv += ["--namespace", ns]
         env = {**os.environ, **(extra_env or {})}
