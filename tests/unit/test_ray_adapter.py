@@ -75,7 +75,7 @@ def _client() -> tuple[object, FakeJobSubmissionClient, list[tuple[str, str]]]:
     from argus.adapters.ray import RayJobsClient
     fake = FakeJobSubmissionClient("http://ray:8265")
     calls: list[tuple[str, str]] = []
-    return RayJobsClient("http://ray:8265", client_factory=lambda _: fake, on_call=lambda op, out: calls.append((op, out)), threads=1), fake, calls
+    return RayJobsClient("http://ray:8265", client_factory=lambda _: fake, on_call=lambda op, out, _seconds: calls.append((op, out)), threads=1), fake, calls
 
 
 def _plan(sid: str = "argus-ns-t-0a1b2c3d") -> object:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -95,15 +96,15 @@ def _timed_client_class(timeout: float) -> type:
 class RayJobsClient:
     """Ray's job and node APIs at ``address`` (the dashboard, e.g. http://ray-head:8265).
 
-    ``on_call(operation, outcome)`` is told of every call (the operator counts them in its
-    metrics; the CLI passes nothing)."""
+    ``on_call(operation, outcome, seconds)`` is told of every call and how long it took (the
+    operator counts them in its metrics; the CLI passes nothing)."""
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
-                 on_call: Callable[[str, str], None] | None = None, threads: int = 16,
+                 on_call: Callable[[str, str, float], None] | None = None, threads: int = 16,
                  client_factory: Callable[[str], Any] | None = None):
         self.address = address.rstrip("/")
         self.timeout = timeout
-        self._on_call = on_call or (lambda operation, outcome: None)
+        self._on_call = on_call or (lambda operation, outcome, seconds: None)
         # Ray's JobSubmissionClient (with request timeouts); unit tests pass a fake of it.
         self._client_factory = client_factory or _timed_client_class(timeout)
         self._client: Any = None
@@ -121,6 +122,7 @@ class RayJobsClient:
             return self._client
 
     def _call(self, operation: str, fn: Callable[[], Any]) -> Any:
+        started = time.perf_counter()
         try:
             result = fn()
         except Exception as exc:  # noqa: BLE001 - every Ray error is mapped below
@@ -128,9 +130,9 @@ class RayJobsClient:
             if isinstance(mapped, RayUnreachable):
                 with self._lock:
                     self._client = None  # reconnect next time (the head may have restarted)
-            self._on_call(operation, type(mapped).__name__)
+            self._on_call(operation, type(mapped).__name__, time.perf_counter() - started)
             raise mapped from exc
-        self._on_call(operation, "ok")
+        self._on_call(operation, "ok", time.perf_counter() - started)
         return result
 
     def _jobs(self, operation: str, method: str, *args: Any, **kwargs: Any) -> Any:

@@ -11,6 +11,14 @@ for it (``synced``), and a broken or expired watch lists again.
 
 The watch runs in a thread per scope (the ``kubernetes`` client is synchronous); every
 change is applied on the event loop, so the loop reads the map without locks.
+
+Every request has a client-side timeout: a watch the server ends after ``watch_seconds``
+must show a byte (an event, a bookmark, its end) within ``watch_seconds + READ_SLACK`` or
+the socket read fails and the cache lists again; a LIST page gets ``LIST_TIMEOUT``. So a
+half-open connection (a silently dropped NAT entry, a frozen load balancer) costs at most
+that long. ``contact_age()`` says how long ago the API server last answered (any event,
+bookmark, page, or a watch that ended as asked); the health endpoint fails liveness when it
+exceeds ``--watch-stale-seconds``.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from kubernetes import client, watch
@@ -29,15 +38,20 @@ from .view import TaskView
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
+CONNECT_TIMEOUT = 10.0
+LIST_TIMEOUT = 60.0   # seconds for one LIST page to arrive
+READ_SLACK = 30.0     # a watch may be silent this much longer than the time it was asked to last
 
 
 class TaskCache:
     def __init__(self, namespaces: tuple[str, ...] = (), on_change: Callable[[TaskView | None, TaskView | None], None] | None = None,
-                 page_size: int = 500, watch_seconds: int = 300):
+                 page_size: int = 500, watch_seconds: int = 300, monotonic: Callable[[], float] = time.monotonic):
         self.scopes: tuple[str | None, ...] = tuple(namespaces) or (None,)  # None: all namespaces
         self.on_change = on_change
         self.page_size = page_size
         self.watch_seconds = watch_seconds
+        self.monotonic = monotonic
+        self._contact: dict[str | None, float] = {scope: monotonic() for scope in self.scopes}
         self._views: dict[Key, TaskView] = {}
         self._listed: set[str | None] = set()
         self.synced = asyncio.Event()
@@ -54,6 +68,14 @@ class TaskCache:
 
     def __len__(self) -> int:
         return len(self._views)
+
+    def contact_age(self) -> float:
+        """Seconds since the API server last answered the list/watch of the quietest scope."""
+        now = self.monotonic()
+        return max(now - t for t in self._contact.values())
+
+    def _heard(self, scope: str | None) -> None:
+        self._contact[scope] = self.monotonic()  # a float store: safe from the watch threads
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -79,11 +101,14 @@ class TaskCache:
                     # Ends normally after watch_seconds; then go on from the last version seen.
                     w = watch.Watch()
                     for event in w.stream(fn, *args, resource_version=version, allow_watch_bookmarks=True,
-                                          timeout_seconds=self.watch_seconds):
+                                          timeout_seconds=self.watch_seconds,
+                                          _request_timeout=(CONNECT_TIMEOUT, self.watch_seconds + READ_SLACK)):
+                        self._heard(scope)
                         if event["type"] != "BOOKMARK":
                             self._post(self._apply_event, event["type"], event["object"])
                         if self._stop.is_set():
                             return
+                    self._heard(scope)  # the server ended the watch as asked
                     version = w.resource_version or version
             except ApiException as exc:
                 if exc.status != 410:  # 410 Gone: the version expired; list again at once
@@ -100,7 +125,9 @@ class TaskCache:
         views: dict[Key, TaskView] = {}
         token: str | None = None
         while True:
-            page = fn(*args, limit=self.page_size, **({"_continue": token} if token else {}))
+            page = fn(*args, limit=self.page_size, _request_timeout=(CONNECT_TIMEOUT, LIST_TIMEOUT),
+                      **({"_continue": token} if token else {}))
+            self._heard(scope)
             for item in page["items"]:
                 view = TaskView.from_body(item)
                 views[view.key] = view

@@ -19,8 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_platform_flags(parser)
     add_operator_flags(parser)
     parser.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG or ~/.kube/config, else in-cluster)")
-    parser.add_argument("--liveness", dest="liveness_endpoint", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
-    parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (plain HTTP, no authentication)")
+    parser.add_argument("--metrics-host", default=os.environ.get("ARGUS_METRICS_HOST", "0.0.0.0"),
+                        help="address of the metrics server (default 0.0.0.0; 127.0.0.1 behind an authenticating proxy such as kube-rbac-proxy)")
     parser.add_argument("--verbose", "-v", action="store_true")
     add_webhook_flags(parser)
     return parser
@@ -46,14 +47,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.metrics_port is not None:
         from prometheus_client import start_http_server  # noqa: PLC0415
-        start_http_server(args.metrics_port)
+        start_http_server(args.metrics_port, addr=args.metrics_host)
     memo = kopf.Memo(operator=Operator.build(config, webhook, args.kubeconfig))
     kopf.run(
         registry=registry(webhook),
         memo=memo,
         clusterwide=not config.namespaces,
         namespaces=list(config.namespaces),
-        liveness_endpoint=args.liveness_endpoint,
         # No kopf peering: there are no per-object kopf handlers for it to pause; replicas
         # are kept apart by leader election on a Lease (--leader-elect).
         standalone=True,

@@ -1,14 +1,23 @@
-"""Prometheus metrics (docs/metrics.md lists them). Served by ``--metrics-port``."""
+"""Prometheus metrics (docs/metrics.md lists them; tests/unit/test_metrics.py checks names,
+types and labels). Served by ``--metrics-port``."""
 
 from __future__ import annotations
 
+import platform
 from collections import Counter as _Count
 from typing import Iterable
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
+from .. import __version__
 from ..core.spec import Phase
 from ..core.times import parse_time, utcnow
+
+# No *_created series next to every counter and histogram: nothing here reads them.
+disable_created_metrics()
+
+# Seconds, for calls that take milliseconds normally and up to the client's timeout (10 s).
+CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 TASKS = Gauge("argus_tasks", "ArgusTasks by phase", ["phase"])
 QUEUE_LENGTH = Gauge("argus_queue_length", "ArgusTasks waiting in the queue")
@@ -16,9 +25,20 @@ SUBMIT_LATENCY = Histogram("argus_submit_latency_seconds", "Time from task creat
                            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400))
 RAY_CALLS = Counter("argus_ray_api_calls_total", "Ray API calls made, by operation", ["operation"])
 RAY_ERRORS = Counter("argus_ray_api_errors_total", "Ray API calls that failed (Ray unreachable or refusing), by operation", ["operation"])
+RAY_CALL_SECONDS = Histogram("argus_ray_api_call_duration_seconds", "Duration of Ray API calls (answers and errors), by operation",
+                             ["operation"], buckets=CALL_BUCKETS)
 JOBS_LOST = Counter("argus_ray_jobs_lost_total", "Submitted jobs Ray no longer knows (a head restart): tasks Failed/RayJobLost")
+TASKS_FINISHED = Counter("argus_tasks_finished_total", "Tasks that reached an end phase (Succeeded, Failed, Stopped, Rejected), by phase and reason",
+                         ["phase", "reason"])
 RECONCILE_ERRORS = Counter("argus_reconcile_errors_total", "Reconcile ticks that failed unexpectedly")
-ADMISSION_PASS = Gauge("argus_admission_pass_seconds", "Duration of the last admission pass over the queue (capacity read + queue decision)")
+ADMISSION_PASS = Histogram("argus_admission_pass_seconds", "Duration of admission passes over the queue (capacity read + queue decision)",
+                           buckets=CALL_BUCKETS)
+WEBHOOK_REVIEWS = Histogram("argus_webhook_review_duration_seconds", "Admission reviews answered by the webhook, by operation and result "
+                            "(allowed, denied, error), with their duration", ["operation", "result"], buckets=CALL_BUCKETS)
+LEADER = Gauge("argus_leader", "1 while this replica holds the leader Lease (or runs without leader election), else 0")
+BUILD_INFO = Gauge("argus_build_info", "Always 1; the labels say which build runs", ["version", "python"])
+WATCH_AGE = Gauge("argus_task_watch_age_seconds", "Seconds since the task cache's list/watch last heard from the API server "
+                  "(an event, a bookmark or a new watch), the largest over its scopes")
 
 # Every operation is exported from the start (at 0), so that rate()/increase() alerts see a
 # series before the first call or error.
@@ -26,12 +46,18 @@ RAY_OPERATIONS = ("submit", "status", "stop", "logs", "nodes")
 for _operation in RAY_OPERATIONS:
     RAY_CALLS.labels(_operation)
     RAY_ERRORS.labels(_operation)
+BUILD_INFO.labels(__version__, platform.python_version()).set(1)
+LEADER.set(0)
+
+END_PHASES = tuple(p.value for p in Phase if p.terminal)
 
 
-def count_ray_call(operation: str, outcome: str) -> None:
+def count_ray_call(operation: str, outcome: str, seconds: float | None = None) -> None:
     """``adapters.ray.RayJobsClient``'s call hook. An unknown job or an existing submission
     id is an answer, not an error."""
     RAY_CALLS.labels(operation).inc()
+    if seconds is not None:
+        RAY_CALL_SECONDS.labels(operation).observe(seconds)
     if outcome in ("RayUnreachable", "RayRefused"):
         RAY_ERRORS.labels(operation).inc()
 
@@ -49,7 +75,15 @@ def observe_submit_latency(created: str) -> None:
         SUBMIT_LATENCY.observe(max(0.0, (utcnow() - t0).total_seconds()))
 
 
+def observe_admission_pass(seconds: float) -> None:
+    ADMISSION_PASS.observe(seconds)
+
+
 def observe_phase_change(old: str | None, new: str | None, reason: str | None) -> None:
     """Called by the status writer for each phase change it wrote."""
-    if reason == "RayJobLost" and old != new:
+    if old == new:
+        return
+    if reason == "RayJobLost":
         JOBS_LOST.inc()
+    if new in END_PHASES and old not in END_PHASES:
+        TASKS_FINISHED.labels(new, reason or "").inc()

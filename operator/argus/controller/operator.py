@@ -16,6 +16,7 @@ from ..adapters.ray import RayJobsClient
 from ..core.user import USER_LABEL, user_from_label
 from . import metrics
 from .cache import TaskCache, worth_a_look
+from .health import Checks, HealthServer
 from .leader import LeaderElection
 from .reconciler import Reconciler
 from .settings import OperatorConfig
@@ -34,6 +35,8 @@ class Operator:
     reconciler: Reconciler
     leader: LeaderElection | None = None
     webhook: WebhookSettings | None = None
+    webhook_server: Any = None  # the webhook's ArgusWebhookServer, once kopf starts it
+    health: HealthServer | None = None
     background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
@@ -42,9 +45,10 @@ class Operator:
         load_kube_config(kubeconfig)
         store = KubeTaskStore()
         ray = RayJobsClient(config.ray_address, on_call=metrics.count_ray_call)
-        leader = LeaderElection(config.leader_election_namespace, lease_seconds=config.leader_lease_seconds) \
+        leader = LeaderElection(config.leader_election_namespace, config.leader_election_name, lease_seconds=config.leader_lease_seconds) \
             if config.leader_election_namespace else None
-        cache = TaskCache(config.namespaces)
+        metrics.LEADER.set(0 if leader else 1)
+        cache = TaskCache(config.namespaces, watch_seconds=config.watch_seconds)
         reconciler = Reconciler(config, ray, store, cache, leads=(lambda: leader.is_leader) if leader else (lambda: True))
 
         def on_change(old: TaskView | None, new: TaskView | None) -> None:
@@ -52,10 +56,22 @@ class Operator:
                 reconciler.wake.set()
 
         cache.on_change = on_change
+        metrics.WATCH_AGE.set_function(cache.contact_age)
         return cls(config=config, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook)
+
+    def checks(self) -> Checks:
+        """What /healthz and /readyz answer from (controller/health.py)."""
+        return Checks(
+            synced=self.cache.synced.is_set, contact_age=self.cache.contact_age,
+            webhook_listening=(lambda: bool(self.webhook_server and self.webhook_server.listening)) if self.webhook else None,
+            stale_seconds=self.config.watch_stale_seconds,
+        )
 
     async def start(self) -> None:
         """The cache lists and watches in its threads; the loop's first tick waits for the LIST."""
+        if self.config.health_port is not None:
+            self.health = HealthServer(self.checks(), self.config.health_host, self.config.health_port)
+            await self.health.start()
         self.cache.start()
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
         if self.leader:
@@ -67,6 +83,8 @@ class Operator:
         self.cache.stop()
         if self.leader:
             await asyncio.to_thread(self.leader.release)
+        if self.health:
+            await self.health.stop()
 
     async def user_of_namespace(self, namespace: str) -> tuple[str | None, str, str]:
         """(user, reason, message) from the namespace's label, read live (a label changed a

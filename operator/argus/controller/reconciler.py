@@ -339,7 +339,7 @@ class Reconciler:
                           reserved_gpus=sum(v.gpus for v in active), max_running=self.config.max_running, capacity=capacity,
                           not_ready=frozenset(v.key for v in unvalidated))
         self.last_admission_seconds = time.perf_counter() - started
-        metrics.ADMISSION_PASS.set(self.last_admission_seconds)
+        metrics.observe_admission_pass(self.last_admission_seconds)
         by_key = {v.key: v for v in queued}
         await self._each(self._start(drafts, by_key[t.key]) for t in decision.admit)
         moved: dict[Key, int] = {}

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
@@ -42,7 +43,7 @@ from ..core.plan import validate_task
 from ..core.problems import cap_lines
 from ..core.rules import change_problems
 from ..core.spec import GROUP, PLURAL, VERSION
-from . import tls
+from . import metrics, tls
 from .webhook_settings import WebhookSettings
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,22 @@ def register(registry: kopf.OperatorRegistry, settings: WebhookSettings) -> None
 async def validate_argustask(operation: str | None, body: kopf.Body, old: kopf.Body | None, new: kopf.Body | None,
                              namespace: str | None, name: str | None, dryrun: bool, warnings: list[str], memo: kopf.Memo,
                              **_: Any) -> None:
+    started = time.perf_counter()
+    result = "allowed"
+    try:
+        await _review(operation, body, old, new, namespace, name, dryrun, warnings, memo)
+    except kopf.AdmissionError as exc:
+        result = "error" if (exc.code or 0) >= 500 else "denied"
+        raise
+    except BaseException:
+        result = "error"
+        raise
+    finally:
+        metrics.WEBHOOK_REVIEWS.labels(operation or "", result).observe(time.perf_counter() - started)
+
+
+async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None, new: kopf.Body | None,
+                  namespace: str | None, name: str | None, dryrun: bool, warnings: list[str], memo: kopf.Memo) -> None:
     what = f"{operation} {namespace}/{name}{' (dry run)' if dryrun else ''}"
     if operation == "UPDATE":
         problems = change_problems((old or {}).get("spec"), (new or {}).get("spec"))
@@ -119,6 +136,7 @@ class ArgusWebhookServer(kopf.WebhookServer):
         self.settings = settings
         self.client_config: dict[str, Any] | None = None
         self.changed = asyncio.Event()
+        self.listening = False  # readiness (/readyz): kopf yields the client config once the site listens
 
     @staticmethod
     def build_certificate(hostnames: Collection[str], password: str | None = None) -> tuple[bytes, bytes]:
@@ -134,6 +152,7 @@ class ArgusWebhookServer(kopf.WebhookServer):
                     log.info("admission webhook serving on %s:%s; the API server calls %s", self.settings.listen_host, self.settings.port,
                              config.get("url") or "service {namespace}/{name}:{port}".format(**config["service"]))
                     self.client_config = config
+                    self.listening = True
                     self.changed.set()
                     yield config
             except (ssl.SSLError, OSError, ValueError) as exc:
@@ -274,6 +293,7 @@ async def start_webhook(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: A
         log.warning("several replicas with self-made webhook certificates: each writes its own caBundle and the API "
                     "server trusts only one of them; give all replicas one certificate (--webhook-cert-file, e.g. from cert-manager)")
     server = ArgusWebhookServer(webhook)
+    operator.webhook_server = server
     settings.admission.server = server
     settings.admission.managed = None  # see the module docstring: the operator writes it itself
     if webhook.manage_config:

@@ -1,0 +1,117 @@
+"""The operator's metrics, as Prometheus would scrape them: names, types and label names
+against a table written here (not read from the code), the table in docs/metrics.md
+against the same, and what the status writer's hook counts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.exposition import generate_latest
+
+from argus import __version__
+from argus.controller import metrics
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+
+# name -> (type, label names). The contract dashboards and alerts are written against.
+EXPECTED = {
+    "argus_tasks": ("gauge", ("phase",)),
+    "argus_queue_length": ("gauge", ()),
+    "argus_submit_latency_seconds": ("histogram", ()),
+    "argus_ray_api_calls_total": ("counter", ("operation",)),
+    "argus_ray_api_errors_total": ("counter", ("operation",)),
+    "argus_ray_api_call_duration_seconds": ("histogram", ("operation",)),
+    "argus_ray_jobs_lost_total": ("counter", ()),
+    "argus_tasks_finished_total": ("counter", ("phase", "reason")),
+    "argus_reconcile_errors_total": ("counter", ()),
+    "argus_admission_pass_seconds": ("histogram", ()),
+    "argus_webhook_review_duration_seconds": ("histogram", ("operation", "result")),
+    "argus_leader": ("gauge", ()),
+    "argus_build_info": ("gauge", ("version", "python")),
+    "argus_task_watch_age_seconds": ("gauge", ()),
+}
+
+
+def scrape() -> dict[str, object]:
+    """What /metrics would show, parsed by Prometheus's own text parser."""
+    families = text_string_to_metric_families(generate_latest(REGISTRY).decode())
+    return {f.name: f for f in families if f.name.startswith("argus_")}
+
+
+def family_name(name: str) -> str:
+    # The parser names a counter family without its _total suffix.
+    return name[: -len("_total")] if name.endswith("_total") else name
+
+
+def test_names_types_and_labels() -> None:
+    families = scrape()
+    assert set(families) == {family_name(n) for n in EXPECTED}
+    for name, (kind, labels) in EXPECTED.items():
+        family = families[family_name(name)]
+        assert family.type == kind, name
+        for sample in family.samples:
+            extra = {"le"} if kind == "histogram" else set()
+            assert set(sample.labels) - extra <= set(labels), (name, sample)
+        if labels and family.samples:
+            assert any(set(s.labels) - {"le"} == set(labels) for s in family.samples), name
+
+
+def test_series_that_exist_before_anything_happens() -> None:
+    families = scrape()
+    info = [s for s in families["argus_build_info"].samples]
+    assert [(s.labels["version"], s.value) for s in info] == [(__version__, 1.0)]
+    calls = {s.labels["operation"] for s in families["argus_ray_api_calls"].samples if s.name.endswith("_total")}
+    assert calls == {"submit", "status", "stop", "logs", "nodes"}
+    errors = {s.labels["operation"] for s in families["argus_ray_api_errors"].samples if s.name.endswith("_total")}
+    assert errors == calls
+
+
+def value(name: str, **labels: str) -> float:
+    got = REGISTRY.get_sample_value(name, labels)
+    return 0.0 if got is None else got
+
+
+def test_terminal_outcomes_by_phase_and_reason_and_lost_jobs_apart() -> None:
+    before_lost = value("argus_ray_jobs_lost_total")
+    before_failed = value("argus_tasks_finished_total", phase="Failed", reason="RayJobLost")
+    before_ok = value("argus_tasks_finished_total", phase="Succeeded", reason="RayJobSucceeded")
+    before_stop = value("argus_tasks_finished_total", phase="Stopped", reason="Cancelled")
+    metrics.observe_phase_change("Queued", "Submitted", "Admitted")
+    metrics.observe_phase_change("Submitted", "Running", "RayJobRunning")
+    metrics.observe_phase_change("Running", "Succeeded", "RayJobSucceeded")
+    metrics.observe_phase_change("Running", "Failed", "RayJobLost")
+    metrics.observe_phase_change("Running", "Stopped", "Cancelled")
+    metrics.observe_phase_change("Failed", "Failed", "RayJobLost")  # no change of phase: nothing
+    assert value("argus_tasks_finished_total", phase="Succeeded", reason="RayJobSucceeded") == before_ok + 1
+    assert value("argus_tasks_finished_total", phase="Failed", reason="RayJobLost") == before_failed + 1
+    assert value("argus_tasks_finished_total", phase="Stopped", reason="Cancelled") == before_stop + 1
+    assert value("argus_ray_jobs_lost_total") == before_lost + 1
+    assert value("argus_tasks_finished_total", phase="Running", reason="RayJobRunning") == 0
+
+
+def test_a_lost_or_unknown_job_is_an_answer_not_an_error() -> None:
+    errors = value("argus_ray_api_errors_total", operation="status")
+    calls = value("argus_ray_api_calls_total", operation="status")
+    timed = value("argus_ray_api_call_duration_seconds_count", operation="status")
+    metrics.count_ray_call("status", "RayJobUnknown", 0.01)
+    metrics.count_ray_call("status", "RayUnreachable", 10.0)
+    assert value("argus_ray_api_calls_total", operation="status") == calls + 2
+    assert value("argus_ray_api_errors_total", operation="status") == errors + 1
+    assert value("argus_ray_api_call_duration_seconds_count", operation="status") == timed + 2
+
+
+def test_docs_table_lists_every_metric_with_its_type_and_labels() -> None:
+    doc = (REPO / "docs" / "metrics.md").read_text()
+    rows = {m.group(1): (m.group(2).strip(), m.group(3).strip())
+            for m in re.finditer(r"^\| `(argus_[a-z_]+)` \| ([a-z]+) \|([^|]*)\|", doc, re.M)}
+    assert set(rows) == set(EXPECTED)
+    for name, (kind, labels) in EXPECTED.items():
+        doc_kind, doc_labels = rows[name]
+        assert doc_kind == kind, name
+        assert tuple(re.findall(r"`([a-z_]+)`", doc_labels)) == labels, name
