@@ -38,7 +38,11 @@ app.kubernetes.io/part-of: argus
 {{- end }}
 
 {{- define "argus.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/* Cluster-wide unless operator.watchNamespaces names namespaces. */}}
@@ -46,17 +50,42 @@ app.kubernetes.io/part-of: argus
 {{- if not .Values.operator.watchNamespaces }}true{{ end }}
 {{- end }}
 
+{{/* Replicas: replicaCount, else 2 with leader election and 1 without. */}}
+{{- define "argus.replicas" -}}
+{{- if kindIs "invalid" .Values.replicaCount }}
+{{- ternary 2 1 .Values.leaderElection.enabled }}
+{{- else }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicaCount > 1 needs leaderElection.enabled: without it every replica would act" }}
+{{- end }}
+{{- int .Values.replicaCount }}
+{{- end }}
+{{- end }}
+
+{{- define "argus.leaseName" -}}
+{{- printf "%s-leader" (include "argus.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "argus.webhookServiceName" -}}
 {{- printf "%s-webhook" (include "argus.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The ValidatingWebhookConfiguration's name: per release (name and namespace). */}}
+{{- define "argus.webhookConfigName" -}}
+{{- printf "%s.%s.argus.io" (include "argus.fullname" .) .Release.Namespace }}
 {{- end }}
 
 {{- define "argus.webhookSecretName" -}}
 {{- default (printf "%s-webhook-tls" (include "argus.fullname" .)) .Values.webhook.certificate.secretName }}
 {{- end }}
 
-{{/* Does the pod mount a TLS Secret for the webhook? */}}
-{{- define "argus.webhookMountsSecret" -}}
-{{- if and .Values.webhook.enabled (ne .Values.webhook.certificate.source "self-signed") }}true{{ end }}
+{{/* The Service's DNS names: what the serving certificate must name. */}}
+{{- define "argus.webhookDnsNames" -}}
+{{- $svc := include "argus.webhookServiceName" . -}}
+- {{ $svc }}
+- {{ $svc }}.{{ .Release.Namespace }}
+- {{ $svc }}.{{ .Release.Namespace }}.svc
+- {{ $svc }}.{{ .Release.Namespace }}.svc.cluster.local
 {{- end }}
 
 {{/* The operator's command line (argus-operator flags; `argus-operator --help`). */}}
@@ -81,33 +110,23 @@ app.kubernetes.io/part-of: argus
 {{- range $o.watchNamespaces }}
 - {{ printf "--namespace=%v" . | quote }}
 {{- end }}
-- {{ printf "--liveness=http://0.0.0.0:%v/healthz" (int .Values.liveness.port) | quote }}
+- {{ printf "--health-port=%v" (int .Values.probes.port) | quote }}
+- {{ printf "--watch-stale-seconds=%v" .Values.probes.watchStaleSeconds | quote }}
 {{- if .Values.metrics.enabled }}
 - {{ printf "--metrics-port=%v" (int .Values.metrics.port) | quote }}
 {{- end }}
 {{- if .Values.leaderElection.enabled }}
 - --leader-elect
 - {{ printf "--leader-election-namespace=%v" .Release.Namespace | quote }}
+- {{ printf "--leader-election-name=%v" (include "argus.leaseName" .) | quote }}
 - {{ printf "--leader-lease-seconds=%v" (int .Values.leaderElection.leaseSeconds) | quote }}
 {{- end }}
 {{- if .Values.webhook.enabled }}
 - --webhook
-- {{ printf "--webhook-service=%v" (include "argus.webhookServiceName" .) | quote }}
-- {{ printf "--webhook-service-namespace=%v" .Release.Namespace | quote }}
-- --webhook-service-port=443
 - {{ printf "--webhook-port=%v" (int .Values.webhook.port) | quote }}
-- {{ printf "--webhook-failure-policy=%v" .Values.webhook.failurePolicy | quote }}
-- {{ printf "--webhook-timeout=%v" (int .Values.webhook.timeoutSeconds) | quote }}
-- {{ printf "--webhook-config-name=%v" .Values.webhook.configName | quote }}
-{{- if include "argus.webhookMountsSecret" . }}
+- --no-webhook-manage-config
 - --webhook-cert-file=/etc/argus/webhook-tls/tls.crt
 - --webhook-key-file=/etc/argus/webhook-tls/tls.key
-{{- if eq .Values.webhook.certificate.source "cert-manager" }}
-- --webhook-ca-file=/etc/argus/webhook-tls/ca.crt
-{{- else if .Values.webhook.certificate.caKey }}
-- {{ printf "--webhook-ca-file=/etc/argus/webhook-tls/%v" .Values.webhook.certificate.caKey | quote }}
-{{- end }}
-{{- end }}
 {{- end }}
 {{- if $o.verbose }}
 - --verbose

@@ -9,6 +9,7 @@ import os
 import sys
 from typing import Sequence
 
+from .. import __version__
 from ..platform import UsageError, add_platform_flags, platform_config
 from .settings import add_operator_flags, operator_config
 from .webhook_settings import add_webhook_flags, webhook_settings
@@ -23,6 +24,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metrics-host", default=os.environ.get("ARGUS_METRICS_HOST", "0.0.0.0"),
                         help="address of the metrics server (default 0.0.0.0; 127.0.0.1 behind an authenticating proxy such as kube-rbac-proxy)")
     parser.add_argument("--verbose", "-v", action="store_true")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    cleanup = parser.add_argument_group("uninstalling (docs/deploy.md)")
+    cleanup.add_argument("--release-finalizers", action="store_true",
+                         help="do not run the operator: stop every task's Ray job, remove the argus.io/stop-ray-job finalizers "
+                              "(so that deleting tasks or namespaces does not wait for an operator that is gone), and exit; "
+                              "1 if a job could not be confirmed stopped (its task keeps the finalizer)")
+    cleanup.add_argument("--keep-ray-jobs", action="store_true", help="with --release-finalizers: leave the Ray jobs running")
+    cleanup.add_argument("--release-timeout", type=float, default=120.0,
+                         help="with --release-finalizers: seconds to wait for Ray to confirm each stop (default 120)")
     add_webhook_flags(parser)
     return parser
 
@@ -40,6 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Before the kubernetes client is imported: it reads KUBECONFIG at import time, and
         # kopf's login goes through it.
         os.environ["KUBECONFIG"] = os.path.abspath(args.kubeconfig)
+    if args.release_finalizers:
+        import asyncio  # noqa: PLC0415
+
+        from ..adapters.kube import load_kube_config  # noqa: PLC0415
+        from .release import release_finalizers  # noqa: PLC0415
+        load_kube_config(args.kubeconfig)
+        return asyncio.run(release_finalizers(config, stop_jobs=not args.keep_ray_jobs, timeout=args.release_timeout))
     import kopf  # noqa: PLC0415 - imports the kubernetes client, which reads KUBECONFIG once
 
     from .handlers import registry  # noqa: PLC0415
@@ -52,8 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     kopf.run(
         registry=registry(webhook),
         memo=memo,
-        clusterwide=not config.namespaces,
-        namespaces=list(config.namespaces),
+        # kopf only hosts the process and the webhook (no per-object handlers), so it is
+        # cluster-wide whatever --namespace says: it then lists no namespaces, and the
+        # operator needs only `get` on them. The task cache keeps to --namespace.
+        clusterwide=True,
         # No kopf peering: there are no per-object kopf handlers for it to pause; replicas
         # are kept apart by leader election on a Lease (--leader-elect).
         standalone=True,

@@ -1,0 +1,115 @@
+"""``argus-operator --release-finalizers``: before the operator goes away for good (the
+chart's pre-delete hook with ``uninstall.releaseFinalizers``, or by hand), stop every task's
+Ray job and take the ``argus.io/stop-ray-job`` finalizer off, so that deleting the tasks or
+their namespaces afterwards does not hang for an operator that will never come.
+
+For each ArgusTask in scope that holds the finalizer: ask Ray to stop the task's submission
+id (recorded, or the deterministic ``argus-<ns>-<name>-<uid8>``: a job that reached Ray
+unrecorded is found too), wait until Ray reports the job ended (or does not know it), then
+remove the finalizer. ``--keep-ray-jobs`` skips the stop (the jobs go on, untracked). A task
+whose job Ray does not confirm ended within ``--release-timeout`` keeps its finalizer, and
+the command exits 1 naming it; run it again once Ray answers. Tasks are left in place with
+their status: only the finalizer goes.
+
+Runs one scope at a time with the same RBAC as the operator (list and patch on argustasks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from ..adapters.kube import KubeTaskStore, api_error
+from ..adapters.ray import RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
+from ..core.lifecycle import FINALIZER
+from ..core.spec import GROUP, PLURAL, VERSION
+from .settings import OperatorConfig
+from .view import TaskView
+
+log = logging.getLogger(__name__)
+ENDED = {"STOPPED", "SUCCEEDED", "FAILED"}
+
+
+def list_tasks(namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
+    from kubernetes import client  # noqa: PLC0415
+
+    api = client.CustomObjectsApi()
+    items: list[dict[str, Any]] = []
+    for scope in namespaces or (None,):
+        token = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": 500, "_request_timeout": 60}
+            if token:
+                kwargs["_continue"] = token
+            page = (api.list_namespaced_custom_object(GROUP, VERSION, scope, PLURAL, **kwargs) if scope
+                    else api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs))
+            items.extend(page["items"])
+            token = page["metadata"].get("continue")
+            if not token:
+                break
+    return items
+
+
+async def _stop_and_wait(ray: RayJobsClient, submission_id: str, timeout: float) -> str | None:
+    """None when the job has ended or Ray does not know it; else why not."""
+    deadline = time.monotonic() + timeout
+    try:
+        await ray.stop(submission_id)
+    except RayJobUnknown:
+        return None
+    except (RayUnreachable, RayRefused) as exc:
+        return f"could not stop Ray job {submission_id}: {exc}"
+    while True:
+        try:
+            job = await ray.job(submission_id)
+        except RayJobUnknown:
+            return None
+        except (RayUnreachable, RayRefused) as exc:
+            return f"could not read Ray job {submission_id}: {exc}"
+        if job.status.upper() in ENDED:
+            return None
+        if time.monotonic() >= deadline:
+            return f"Ray job {submission_id} is still {job.status} after {timeout:.0f} s"
+        await asyncio.sleep(1)
+
+
+async def release_finalizers(config: OperatorConfig, *, stop_jobs: bool = True, timeout: float = 120.0) -> int:
+    """Returns the exit code: 0 when every finalizer is gone, 1 otherwise."""
+    store = KubeTaskStore()
+    ray = RayJobsClient(config.ray_address)
+    items = await asyncio.to_thread(list_tasks, config.namespaces)
+    views = [TaskView.from_body(i) for i in items]
+    held = [v for v in views if v.holds_finalizer]
+    print(f"{len(views)} ArgusTask(s) in {', '.join(config.namespaces) or 'all namespaces'}; {len(held)} hold {FINALIZER}")
+    failed: list[str] = []
+
+    async def one(view: TaskView) -> None:
+        what = f"{view.namespace}/{view.name}"
+        sid = view.state.submission_id
+        if stop_jobs:
+            problem = await _stop_and_wait(ray, sid, timeout)
+            if problem:
+                failed.append(f"{what}: {problem}; its finalizer stays")
+                return
+        for _ in range(5):
+            try:
+                if await store.remove_finalizer(view.namespace, view.name, list(view.finalizers)):
+                    print(f"{what}: {'Ray job ' + sid + ' stopped or gone; ' if stop_jobs else ''}finalizer removed")
+                    return
+            except Exception as exc:  # noqa: BLE001 - report it with the others
+                failed.append(f"{what}: cannot remove the finalizer: {api_error(exc)}")
+                return
+            fresh = next((TaskView.from_body(i) for i in await asyncio.to_thread(list_tasks, (view.namespace,))
+                          if i["metadata"]["name"] == view.name), None)
+            if fresh is None or not fresh.holds_finalizer:
+                print(f"{what}: finalizer already gone")
+                return
+            view = fresh
+        failed.append(f"{what}: the finalizers kept changing; try again")
+
+    await asyncio.gather(*(one(v) for v in held))
+    for line in failed:
+        print(f"argus-operator: {line}")
+    return 1 if failed else 0
