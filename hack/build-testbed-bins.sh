@@ -6,15 +6,21 @@
 # binaries, only the Go module proxy. This is the envtest layout: KUBEBUILDER_ASSETS, when it
 # names a folder holding kube-apiserver and etcd, is used as-is and nothing is built.
 #
-# Prints the folder holding the binaries on its last line.
+# Prints the folder holding the binaries on its last line. With --monitoring-crds: the
+# folder holding the Prometheus Operator's ServiceMonitor and PodMonitor CRDs instead, which
+# it generates with controller-gen from the operator's published Go API module (the chart's
+# ServiceMonitor/PodMonitor are dry-run against them; the API server has no other source).
 set -euo pipefail
 
 K8S_VERSION="${ARGUS_K8S_VERSION:-v1.34.4}"
 ETCD_VERSION="${ARGUS_ETCD_VERSION:-v3.6.13}"   # the etcd 3.6 line is what Kubernetes 1.34 ships with
 HELM_VERSION="${ARGUS_HELM_VERSION:-v3.19.0}"
+MONITORING_VERSION="${ARGUS_MONITORING_API_VERSION:-v0.95.2}"   # github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring
+CONTROLLER_TOOLS_VERSION="${ARGUS_CONTROLLER_TOOLS_VERSION:-v0.23.0}"
 CACHE="${ARGUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/argus}"
 BIN="$CACHE/bin/k8s-$K8S_VERSION"
 HELM_BIN="$CACHE/bin/helm-$HELM_VERSION"
+CRD_DIR="$CACHE/crds/monitoring-$MONITORING_VERSION"
 WORK="$CACHE/build"
 
 log() { printf '[build-testbed-bins] %s\n' "$*" >&2; }
@@ -23,7 +29,7 @@ if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/kube-apiserver" &&
   log "using KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS (nothing built)"
   BIN="$KUBEBUILDER_ASSETS"
 fi
-mkdir -p "$BIN" "$HELM_BIN" "$WORK"
+mkdir -p "$BIN" "$HELM_BIN" "$WORK" "$CRD_DIR"
 export GOFLAGS="${GOFLAGS:--buildvcs=false} -trimpath"
 
 build_etcd() {
@@ -113,9 +119,36 @@ build_helm() {
   GOBIN="$HELM_BIN" go install -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
 
+build_monitoring_crds() {
+  local dir="$WORK/monitoring-crds-$MONITORING_VERSION"
+  mkdir -p "$dir"
+  cat > "$dir/tools.go" <<'GO'
+//go:build tools
+
+// Package tools pins the API types and the generator as dependencies of this module.
+package tools
+
+import (
+	_ "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
+)
+GO
+  if ! (cd "$dir" && rm -f go.mod go.sum go.log && go mod init argus.local/monitoring-crds >>go.log 2>&1 \
+     && go get "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring@$MONITORING_VERSION" \
+               "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION" >>go.log 2>&1 \
+     && go mod tidy >>go.log 2>&1 && go build -o controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen >>go.log 2>&1 \
+     && rm -rf out && ./controller-gen crd:crdVersions=v1 \
+          paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir=out >>go.log 2>&1); then
+    tail -n 40 "$dir/go.log" >&2
+    return 1
+  fi
+  cp "$dir/out/monitoring.coreos.com_servicemonitors.yaml" "$dir/out/monitoring.coreos.com_podmonitors.yaml" "$CRD_DIR/"
+}
+
 timed() { local name=$1; shift; local t0=$SECONDS; log "building $name"; "$@"; log "built $name in $((SECONDS - t0)) s"; }
 
-built() { [[ -x "$BIN/etcd" && -x "$BIN/kube-apiserver" && -x "$HELM_BIN/helm" ]]; }
+crds_built() { [[ -f "$CRD_DIR/monitoring.coreos.com_servicemonitors.yaml" && -f "$CRD_DIR/monitoring.coreos.com_podmonitors.yaml" ]]; }
+built() { [[ -x "$BIN/etcd" && -x "$BIN/kube-apiserver" && -x "$HELM_BIN/helm" ]] && crds_built; }
 if ! built; then
   command -v go >/dev/null || { log "go is not on PATH: install Go (or set KUBEBUILDER_ASSETS)"; exit 1; }
   # One build at a time per cache (parallel test workers, several clones): the others wait,
@@ -129,5 +162,10 @@ fi
 [[ -x "$BIN/etcd" ]] || timed "etcd $ETCD_VERSION" build_etcd
 [[ -x "$BIN/kube-apiserver" ]] || timed "kube-apiserver $K8S_VERSION" build_kube_apiserver
 [[ -x "$HELM_BIN/helm" ]] || timed "helm $HELM_VERSION" build_helm
+crds_built || timed "ServiceMonitor/PodMonitor CRDs $MONITORING_VERSION (controller-gen $CONTROLLER_TOOLS_VERSION)" build_monitoring_crds
 ln -sf "$HELM_BIN/helm" "$BIN/helm" 2>/dev/null || true
-echo "$BIN"
+if [[ "${1:-}" == "--monitoring-crds" ]]; then
+  echo "$CRD_DIR"
+else
+  echo "$BIN"
+fi

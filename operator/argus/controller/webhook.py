@@ -149,8 +149,12 @@ class ArgusWebhookServer(kopf.WebhookServer):
                 async for kopf_config in super().__call__(fn):
                     served = True
                     config = client_config(self.settings, kopf_config.get("caBundle"))
-                    log.info("admission webhook serving on %s:%s; the API server calls %s", self.settings.listen_host, self.settings.port,
-                             config.get("url") or "service {namespace}/{name}:{port}".format(**config["service"]))
+                    if self.settings.manage_config:
+                        log.info("admission webhook serving on %s:%s; the API server calls %s", self.settings.listen_host, self.settings.port,
+                                 config.get("url") or "service {namespace}/{name}:{port}".format(**config["service"]))
+                    else:
+                        log.info("admission webhook serving on %s:%s (its configuration is managed elsewhere, e.g. by the Helm chart)",
+                                 self.settings.listen_host, self.settings.port)
                     self.client_config = config
                     self.listening = True
                     self.changed.set()

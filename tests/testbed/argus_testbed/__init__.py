@@ -14,8 +14,10 @@ from .controlplane import (
     NotSupportedHere,
     find_binaries,
     find_kubectl,
+    find_monitoring_crds,
 )
 from .raycluster import RayCluster
+from .servicenet import Backend, ServiceNetwork
 
 __all__ = [
     "ControlPlane",
@@ -24,6 +26,9 @@ __all__ = [
     "KubectlError",
     "NotSupportedHere",
     "RayCluster",
+    "Backend",
+    "ServiceNetwork",
+    "find_monitoring_crds",
     "find_binaries",
     "find_kubectl",
 ]

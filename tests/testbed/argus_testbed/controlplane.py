@@ -36,6 +36,7 @@ from typing import Any
 from . import certs
 from .ports import START_ATTEMPTS, free_port, lost_port_race
 from .procs import ManagedProcess, tail
+from .servicenet import ServiceNetwork
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 CLUSTER_NAME = "argus-testbed"
@@ -66,6 +67,18 @@ def repo_root() -> Path:
         if (parent / BUILD_SCRIPT).is_file():
             return parent
     return here.parents[3]
+
+
+def find_monitoring_crds() -> Path:
+    """The folder holding the Prometheus Operator's ServiceMonitor and PodMonitor CRDs
+    (hack/build-testbed-bins.sh --monitoring-crds generates them once and caches them)."""
+    script = repo_root() / BUILD_SCRIPT
+    proc = subprocess.run(["bash", str(script), "--monitoring-crds"], stdout=subprocess.PIPE, stderr=None, text=True,
+                          cwd=script.parent.parent)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{script} --monitoring-crds failed with exit code {proc.returncode}")
+    return Path(lines[-1].strip())
 
 
 _bin_dir_lock = threading.Lock()
@@ -257,8 +270,11 @@ class ControlPlane(KubeCluster):
     workdir, etcd_url, start_seconds (last start-to-ready time).
     """
 
-    def __init__(self, workdir: Path, bin_dir: Path, audit: bool = False) -> None:
+    def __init__(self, workdir: Path, bin_dir: Path, audit: bool = False, service_network: "ServiceNetwork | None" = None) -> None:
         self.workdir = Path(workdir).resolve()
+        # With a service network: the API server reaches Services (a webhook's service:
+        # clientConfig) through it (servicenet.py).
+        self.service_network = service_network
         self.bin_dir = bin_dir
         # With audit: every write (create, update, patch, delete) the API server accepts or
         # refuses is logged, one JSON line each, to audit_log (bench/api_writes.py counts them).
@@ -280,12 +296,13 @@ class ControlPlane(KubeCluster):
     # ---- lifecycle
 
     @classmethod
-    def start(cls, workdir: Path, *, bin_dir: Path | None = None, timeout: float = 60, audit: bool = False) -> "ControlPlane":
+    def start(cls, workdir: Path, *, bin_dir: Path | None = None, timeout: float = 60, audit: bool = False,
+              service_network: "ServiceNetwork | None" = None) -> "ControlPlane":
         """Start etcd and kube-apiserver and wait until /readyz answers ok. A start that lost a
         port to another process (probed free, taken before the server bound it) is tried again
         on fresh ports."""
         for attempt in range(1, START_ATTEMPTS + 1):
-            cp = cls(Path(workdir), bin_dir or find_binaries(), audit=audit)
+            cp = cls(Path(workdir), bin_dir or find_binaries(), audit=audit, service_network=service_network)
             cp.workdir.mkdir(parents=True, exist_ok=True)
             cp._write_certs()
             try:
@@ -361,6 +378,8 @@ class ControlPlane(KubeCluster):
             "--endpoint-reconciler-type=none",
             "--profiling=false",
             *self._audit_args(),
+            *([f"--egress-selector-config-file={self.service_network.egress_config(self.workdir / 'egress.yaml')}"]
+              if self.service_network else []),
             "--v=1",
         ]
 
