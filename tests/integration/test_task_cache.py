@@ -85,3 +85,53 @@ def test_an_empty_scope_is_synced_at_once(control_plane: Any, user_namespace: Ca
             cache.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_silent_watch_fails_liveness_until_the_api_server_is_heard_again(
+        control_plane: Any, user_namespace: Callable[..., str], run_operator: Any, tmp_path: Any) -> None:
+    """The operator talks to the API server through a relay that is then frozen (a half-open
+    connection: nothing moves, nothing closes). /healthz fails once the watch has been silent
+    longer than --watch-stale-seconds; thawed, the cache lists again, /healthz recovers, and a
+    task created during the freeze is handled. Readiness stays true (the cache is synced)."""
+    import urllib.error
+    import urllib.request
+
+    from argus_testbed.harness import advanced_task, apply_text, ppo_command, wait_for, wait_phase
+    from argus_testbed.ports import free_port
+    from argus_testbed.tcpproxy import FreezableProxy
+
+    ns = user_namespace("alice")
+    relay = FreezableProxy(int(control_plane.server.rsplit(":", 1)[1]))
+    config = json.loads(control_plane.kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
+    through_relay = tmp_path / "relay.kubeconfig"
+    through_relay.write_text(json.dumps(config))
+    health = free_port()
+    op = run_operator([ns], kubeconfig=through_relay,
+                      extra_args=[f"--health-port={health}", "--health-host=127.0.0.1", "--watch-timeout=4", "--watch-stale-seconds=12"])
+
+    def probe(path: str) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health}{path}", timeout=3) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return 0
+    try:
+        wait_for(lambda: probe("/readyz") == 200, 60, "the operator to be ready", on_timeout=op.log_tail)
+        assert probe("/healthz") == 200
+        relay.freeze()
+        wait_for(lambda: probe("/healthz") == 500, 60, "liveness to fail on the silent watch", on_timeout=op.log_tail)
+        assert probe("/readyz") == 200
+        apply_text(control_plane, ns, advanced_task("during-freeze", ppo_command(steps=1)))  # straight to the API server
+        relay.thaw()
+        wait_for(lambda: probe("/healthz") == 200, 60, "liveness to recover once the API server is heard", on_timeout=op.log_tail)
+        wait_phase(control_plane, ns, "during-freeze", ("Queued", "Submitted", "Running", "Succeeded", "Failed"), timeout=60, op=op)
+        log = op.log_path.read_text()
+        assert "liveness probe: FAILING" in log and "liveness probe: ok" in log
+        # The client-side read timeout, not the server, ended the silent watch.
+        assert "ArgusTask watch" in log and "timed out" in log.lower(), op.log_tail(40)
+    finally:
+        op.stop()
+        relay.stop()

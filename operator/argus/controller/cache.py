@@ -13,7 +13,7 @@ The watch runs in a thread per scope (the ``kubernetes`` client is synchronous);
 change is applied on the event loop, so the loop reads the map without locks.
 
 Every request has a client-side timeout: a watch the server ends after ``watch_seconds``
-must show a byte (an event, a bookmark, its end) within ``watch_seconds + READ_SLACK`` or
+must show a byte (an event, a bookmark, its end) within ``watch_seconds + read_slack()`` or
 the socket read fails and the cache lists again; a LIST page gets ``LIST_TIMEOUT``. So a
 half-open connection (a silently dropped NAT entry, a frozen load balancer) costs at most
 that long. ``contact_age()`` says how long ago the API server last answered (any event,
@@ -34,13 +34,14 @@ from kubernetes.client.exceptions import ApiException
 
 from ..adapters.kube import api_error
 from ..core.spec import GROUP, PLURAL, VERSION
+from .settings import read_slack
 from .view import TaskView
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
 CONNECT_TIMEOUT = 10.0
 LIST_TIMEOUT = 60.0   # seconds for one LIST page to arrive
-READ_SLACK = 30.0     # a watch may be silent this much longer than the time it was asked to last
+
 
 
 class TaskCache:
@@ -102,7 +103,7 @@ class TaskCache:
                     w = watch.Watch()
                     for event in w.stream(fn, *args, resource_version=version, allow_watch_bookmarks=True,
                                           timeout_seconds=self.watch_seconds,
-                                          _request_timeout=(CONNECT_TIMEOUT, self.watch_seconds + READ_SLACK)):
+                                          _request_timeout=(CONNECT_TIMEOUT, self.watch_seconds + read_slack(self.watch_seconds))):
                         self._heard(scope)
                         if event["type"] != "BOOKMARK":
                             self._post(self._apply_event, event["type"], event["object"])

@@ -9,6 +9,13 @@ from dataclasses import dataclass
 from ..core.config import PlatformConfig
 
 
+def read_slack(watch_seconds: float) -> float:
+    """How much longer than asked a task watch may stay silent before its socket read fails
+    (controller/cache.py): half the watch's time, between 5 and 30 s (30 s for the default
+    120 s watch)."""
+    return max(5.0, min(30.0, watch_seconds / 2))
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     platform: PlatformConfig
@@ -40,7 +47,7 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--leader-lease-seconds", type=float, default=float(env("ARGUS_LEADER_LEASE_SECONDS", "15")), help="how long a leader's Lease lasts without renewal")
     parser.add_argument("--health-port", type=int, default=int(env("ARGUS_HEALTH_PORT", "0")) or None, help="serve the kubelet's probes on this port: /healthz (liveness) and /readyz (readiness) (env ARGUS_HEALTH_PORT)")
     parser.add_argument("--health-host", default=env("ARGUS_HEALTH_HOST", "0.0.0.0"), help="address of the probes' server (default 0.0.0.0)")
-    parser.add_argument("--watch-timeout", type=int, default=int(env("ARGUS_WATCH_TIMEOUT_SECONDS", "120")), help="seconds each ArgusTask watch request lasts before a new one is opened; a watch silent for 30 s longer is dropped and the tasks listed again (default 120)")
+    parser.add_argument("--watch-timeout", type=int, default=int(env("ARGUS_WATCH_TIMEOUT_SECONDS", "120")), help="seconds each ArgusTask watch request lasts before a new one is opened; a watch silent for longer (half as long again, 5-30 s) is dropped and the tasks listed again (default 120)")
     parser.add_argument("--watch-stale-seconds", type=float, default=float(env("ARGUS_WATCH_STALE_SECONDS", "300")), help="liveness (/healthz) fails when the task list/watch has not heard from the API server for this long; 0: never (default 300)")
     parser.add_argument("--namespace", "-n", action="append", dest="namespaces", default=[n for n in env("ARGUS_NAMESPACES", "").split(",") if n], help="namespace to watch, repeatable (default all; env ARGUS_NAMESPACES comma-separated)")
 
@@ -52,9 +59,10 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         raise ValueError(f"--poll-interval: {args.poll_interval}: must be positive")
     if args.watch_timeout < 1:
         raise ValueError(f"--watch-timeout: {args.watch_timeout}: must be at least 1")
-    if args.watch_stale_seconds and args.watch_stale_seconds <= args.watch_timeout + 30:
-        raise ValueError(f"--watch-stale-seconds: {args.watch_stale_seconds}: must exceed --watch-timeout + 30 s "
-                         f"({args.watch_timeout + 30}), or a quiet but healthy watch would fail liveness")
+    quiet = args.watch_timeout + read_slack(args.watch_timeout)
+    if args.watch_stale_seconds and args.watch_stale_seconds <= quiet:
+        raise ValueError(f"--watch-stale-seconds: {args.watch_stale_seconds}: must exceed {quiet:g} s (--watch-timeout and its "
+                         "read slack), or a quiet but healthy watch would fail liveness")
     if args.leader_lease_seconds < 2:
         raise ValueError(f"--leader-lease-seconds: {args.leader_lease_seconds}: must be at least 2")
     return OperatorConfig(
