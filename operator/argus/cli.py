@@ -1,4 +1,5 @@
-"""The ``argus`` command line (also ``kubectl argus`` as a kubectl plugin).
+"""The ``argus`` command line (also ``kubectl argus`` as a kubectl plugin: the same entry
+point installed as ``kubectl-argus``, which names itself ``kubectl argus`` in its usage).
 
 Offline commands (validate, render, convert, crd) call the pure core only. Exit codes:
 0 all valid, 1 a task is invalid, 2 a usage error (unreadable file, not YAML, bad flag).
@@ -17,6 +18,7 @@ from typing import NoReturn
 
 import yaml
 
+from . import __version__
 from .core.convert import ConversionError, convert_taskspec
 from .core.crd import argustask_crd
 from .core.plan import validate_task
@@ -117,8 +119,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="argus", description="Argus: verl training tasks on the shared Ray cluster, as Kubernetes objects.")
+def program_name(argv0: str | None = None) -> str:
+    """``kubectl argus`` when run as the kubectl plugin (kubectl execs ``kubectl-argus``),
+    else ``argus``."""
+    name = os.path.basename(argv0 if argv0 is not None else sys.argv[0])
+    return "kubectl argus" if name.startswith("kubectl-argus") else "argus"
+
+
+def build_parser(prog: str = "argus") -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description="Argus: verl training tasks on the shared Ray cluster, as Kubernetes objects.")
+    parser.add_argument("--version", action="version", version=f"{prog} {__version__}")
+    parser.set_defaults(prog=prog)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("validate", help="check ArgusTask manifests offline, as the operator would")
@@ -150,12 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    prog = prog or program_name()
+    args = build_parser(prog).parse_args(argv)
     try:
         return int(args.func(args))
     except UsageError as exc:
-        print(f"argus {args.command}: {exc}", file=sys.stderr)
+        print(f"{prog} {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK

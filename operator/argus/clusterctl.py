@@ -83,7 +83,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         except RayRefused as exc:
             raise ClusterError(f"the Ray dashboard at {address} refused: {exc}") from None
     except ClusterError as exc:
-        print(f"argus logs: {exc}", file=sys.stderr)
+        print(f"{getattr(args, 'prog', 'argus')} logs: {exc}", file=sys.stderr)
         return EXIT_FAIL
     return EXIT_OK
 
@@ -184,12 +184,12 @@ def cmd_onboard(args: argparse.Namespace) -> int:
     try:
         user = check_user_id(args.user)
     except InvalidUserId as exc:
-        print(f"argus onboard: {exc}", file=sys.stderr)
+        print(f"{getattr(args, 'prog', 'argus')} onboard: {exc}", file=sys.stderr)
         return EXIT_USAGE
     namespace = args.namespace or user
     if not _DNS_LABEL.fullmatch(namespace):
         hint = "" if args.namespace else " (the default is the user id): pass --namespace"
-        print(f"argus onboard: namespace {namespace!r} is not a valid namespace name{hint}", file=sys.stderr)
+        print(f"{getattr(args, 'prog', 'argus')} onboard: namespace {namespace!r} is not a valid namespace name{hint}", file=sys.stderr)
         return EXIT_USAGE
     ns, binding = onboard_objects(user, namespace)
     if args.dry_run:
@@ -208,7 +208,7 @@ def cmd_onboard(args: argparse.Namespace) -> int:
             raise ClusterError(f"the API server refused: {api_error(exc)}") from None
         lines += _edit_role_warning(client)
     except ClusterError as exc:
-        print(f"argus onboard: {exc}", file=sys.stderr)
+        print(f"{getattr(args, 'prog', 'argus')} onboard: {exc}", file=sys.stderr)
         return EXIT_FAIL
     for line in lines:
         print(line)
