@@ -1,29 +1,44 @@
-# The Argus operator image: `argus-operator` (kopf) on a slim Python, as a non-root user.
-# Nothing else: the operator only talks to the Kubernetes API and the Ray dashboard; the
-# training code runs on the Ray workers, not here.
+# syntax=docker/dockerfile:1
+# The Argus operator image: `argus-operator` in a virtual environment holding exactly the
+# locked dependencies (requirements/operator.txt: hashes required, wheels only), on a base
+# image pinned by digest, as a non-root user. The operator only talks to the Kubernetes API
+# and the Ray dashboard; the training runs on the Ray workers, not here.
 #
-#   docker build -t argus-operator:dev .
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim-bookworm@sha256:<digest> -t argus-operator:dev .
 #
-# (Machines without Docker cannot build it: docs/deploy.md. hack/kind-e2e.sh builds it and
-# loads it into a kind cluster where Docker exists.)
-FROM python:3.11-slim
+# BASE_IMAGE must name a digest (the build refuses a bare tag): hack/pin-base-image.sh prints
+# the current one where the registry is reachable. Any Debian-based CPython 3.11 image with
+# `python3 -m venv` works: docs/deploy.md ("The image") builds one with buildah and
+# debootstrap on a machine without Docker or registry access (hack/build-image.sh).
+ARG BASE_IMAGE
 
-ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
-
-# The uid/gid the Helm chart's securityContext runs as (runAsNonRoot needs a numeric USER).
-RUN groupadd --system --gid 10001 argus \
- && useradd --system --uid 10001 --gid 10001 --home-dir /home/argus --create-home --shell /usr/sbin/nologin argus
-
+FROM ${BASE_IMAGE} AS build
+ARG BASE_IMAGE
+RUN case "${BASE_IMAGE}" in *@sha256:*) ;; *) echo "BASE_IMAGE=${BASE_IMAGE}: pin the base image by digest (name@sha256:...)" >&2; exit 1 ;; esac
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
+COPY requirements/operator.txt requirements/image-prune.txt requirements/
+RUN python3 -m venv /opt/argus \
+ && /opt/argus/bin/pip install --require-hashes --only-binary=:all: --no-deps -r requirements/operator.txt
 COPY pyproject.toml README.md ./
 COPY operator ./operator
-RUN pip install . && rm -rf /src
+COPY hack/prune-venv.sh hack/
+RUN /opt/argus/bin/pip wheel --no-deps --wheel-dir /tmp/wheels . \
+ && /opt/argus/bin/pip install --no-deps /tmp/wheels/argus_operator-*.whl \
+ && /opt/argus/bin/pip check \
+ && bash hack/prune-venv.sh /opt/argus requirements/image-prune.txt \
+ && /opt/argus/bin/python -m compileall -q -j 0 /opt/argus/lib \
+ && /opt/argus/bin/argus-operator --help >/dev/null
 
-WORKDIR /home/argus
+FROM ${BASE_IMAGE}
+LABEL org.opencontainers.image.title="argus-operator" \
+      org.opencontainers.image.description="Runs ArgusTasks (verl training) on a shared Ray cluster"
+ENV PATH=/opt/argus/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp
+# The uid/gid the Helm chart's default securityContext runs as (runAsNonRoot needs a numeric
+# USER); platforms that assign their own uid (OpenShift) work too: nothing here needs it.
+COPY --from=build /opt/argus /opt/argus
 USER 10001:10001
-# kopf's liveness endpoint (--liveness), metrics (--metrics-port), webhook (--webhook-port).
+WORKDIR /tmp
+# Probes (--health-port), metrics (--metrics-port), webhook (--webhook-port).
 EXPOSE 8080 9090 9443
 ENTRYPOINT ["argus-operator"]

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the lock (requirements/operator.txt, hashes required, wheels only) and the
+# operator's own wheel into a new, empty virtual environment, then starts argus-operator
+# --help from it: what the image does, without an image. Prints the environment's folder on
+# its last line (kept until removed: tests use it). .ci/run calls it.
+#   hack/lock-install.sh [FOLDER]   (default: a new temporary folder)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+venv="${1:-$(mktemp -d)/venv}"
+t0=$SECONDS
+"$PYTHON" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: --no-deps \
+  -r requirements/operator.txt
+wheels=$(mktemp -d)
+"$venv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$wheels" .
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$wheels"/argus_operator-*.whl
+rm -rf "$wheels"
+"$venv/bin/python" -m pip check >&2
+"$venv/bin/argus-operator" --help >/dev/null
+"$venv/bin/argus-operator" --version >&2
+"$venv/bin/python" -c 'import argus.controller.operator, argus.controller.webhook, ray.job_submission, ray.util.state' >&2
+size=$(du -sm "$venv/lib" | cut -f1)
+echo "lock-install: $venv: installed and started in $((SECONDS - t0)) s; ${size} MB of packages" >&2
+echo "$venv"
