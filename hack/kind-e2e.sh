@@ -86,7 +86,9 @@ kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
 kind create cluster --name "$CLUSTER" --config "$WORK/kind.yaml" --kubeconfig "$KUBECONFIG" --wait 180s
 
 log "operator image $IMAGE (Dockerfile), loaded into kind"
-docker build -t "$IMAGE" .
+# The Dockerfile wants its base pinned by digest: ARGUS_BASE_IMAGE, or the current digest of
+# python:3.11-slim-bookworm (hack/pin-base-image.sh; needs the registry).
+docker build --build-arg "BASE_IMAGE=${ARGUS_BASE_IMAGE:-$(bash hack/pin-base-image.sh)}" -t "$IMAGE" .
 kind load docker-image "$IMAGE" --name "$CLUSTER"
 
 RAY_VERSION="$(docker run --rm --entrypoint python "$IMAGE" -c 'import ray; print(ray.__version__)')"
