@@ -59,17 +59,19 @@ def test_every_testdata_file_is_a_case_and_every_phase_is_covered() -> None:
     phases = {(yaml.safe_load((HEALTH / c["inputPath"]).read_text()).get("status") or {}).get("phase") for c in CASES}
     assert set(PHASES) | {None} <= phases
     statuses = {c["healthStatus"]["status"] for c in CASES}
-    assert statuses == {"Healthy", "Degraded", "Progressing", "Suspended"}
+    # Never Suspended: in Argo CD that means "paused, waiting to resume", and a task never resumes.
+    assert statuses == {"Healthy", "Degraded", "Progressing"}
 
 
 @pytest.mark.parametrize("phase,expected", [("Succeeded", "Healthy"), ("Failed", "Degraded"), ("Rejected", "Degraded"),
                                             ("Queued", "Progressing"), ("Submitted", "Progressing"), ("Running", "Progressing"),
-                                            ("Stopped", "Suspended"), ("Exploded", "Unknown")])
+                                            ("Stopped", "Degraded"), ("Exploded", "Unknown")])
 def test_phase_mapping(phase: str, expected: str) -> None:
     obj = {"metadata": {"generation": 3}, "status": {"phase": phase, "observedGeneration": 3, "message": "m"}}
     assert health(obj)["status"] == expected
-    if expected in ("Degraded", "Healthy", "Suspended"):
-        assert health(obj)["message"] == "m"
+    if expected in ("Degraded", "Healthy"):
+        # A stopped task says so: Degraded alone would not tell it from a failure.
+        assert health(obj)["message"] == ("Stopped: m" if phase == "Stopped" else "m")
 
 
 def test_generation_ahead_is_progressing_until_observed() -> None:

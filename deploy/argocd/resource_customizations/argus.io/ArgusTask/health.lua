@@ -1,8 +1,10 @@
 -- Argo CD health of an ArgusTask (argus.io/v1alpha1). Install: docs/argocd.md.
 --   Succeeded                    -> Healthy
 --   Failed, Rejected             -> Degraded (with the operator's status.message)
+--   Stopped (cancelled)          -> Degraded, as Argo CD's own Workflow check treats a stopped
+--                                   run: it ended without its result (Suspended would mean
+--                                   "waiting to resume", and a task never resumes)
 --   Queued, Submitted, Running   -> Progressing
---   Stopped (cancelled)          -> Suspended
 --   no status yet, or metadata.generation ahead of status.observedGeneration -> Progressing
 -- A task that has ended keeps its health: its spec is immutable and a later spec.cancel
 -- changes nothing, so the operator never observes that generation.
@@ -42,8 +44,8 @@ elseif phase == "Failed" or phase == "Rejected" then
   hs.status = "Degraded"
   hs.message = detail(status, "The task " .. string.lower(phase) .. " without a message")
 elseif phase == "Stopped" then
-  hs.status = "Suspended"
-  hs.message = detail(status, "The task was stopped")
+  hs.status = "Degraded"
+  hs.message = "Stopped: " .. detail(status, "the task was stopped")
 elseif phase == "Queued" or phase == "Submitted" or phase == "Running" then
   hs.status = "Progressing"
   hs.message = phase .. ": " .. detail(status, "in progress")
