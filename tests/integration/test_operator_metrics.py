@@ -14,7 +14,9 @@ from argus_testbed.harness import advanced_task, apply_text, ppo_command, wait_f
 pytestmark = pytest.mark.integration
 
 METRICS = ("argus_tasks", "argus_queue_length", "argus_submit_latency_seconds", "argus_ray_api_errors_total",
-           "argus_ray_api_calls_total", "argus_ray_jobs_lost_total", "argus_reconcile_errors_total")
+           "argus_ray_api_calls_total", "argus_ray_jobs_lost_total", "argus_reconcile_errors_total",
+           "argus_ray_api_call_duration_seconds", "argus_admission_pass_seconds", "argus_leader", "argus_build_info",
+           "argus_task_watch_age_seconds", "argus_webhook_review_duration_seconds")
 
 
 def scrape(port: int) -> str:
@@ -42,6 +44,13 @@ def test_metrics_endpoint_counts_a_succeeded_task(control_plane, ray_cluster, us
     text = wait_for(counted, 30, 'argus_tasks{phase="Succeeded"} >= 1', on_timeout=lambda: scrape(port))
     for name in METRICS:
         assert re.search(rf"^# TYPE {name} ", text, re.M), f"{name} missing:\n{text}"
+    # The outcome counter holds the one task that ended, by its phase and reason.
+    outcomes = re.findall(r'^argus_tasks_finished_total\{phase="(\w+)",reason="(\w+)"\} (\S+)$', text, re.M)
+    assert outcomes == [("Succeeded", "RayJobSucceeded", "1.0")], outcomes
+    assert sample(text, "argus_leader") == 1  # no leader election: this process acts
+    assert sample(text, "argus_ray_api_call_duration_seconds_count", '{operation="submit"}') == 1
+    assert sample(text, "argus_admission_pass_seconds_count") >= 1
+    assert 0 <= sample(text, "argus_task_watch_age_seconds") < 300
     assert sample(text, "argus_queue_length") == 0
     assert sample(text, "argus_submit_latency_seconds_count") >= 1
     assert sample(text, "argus_ray_api_calls_total", '{operation="submit"}') == 1
