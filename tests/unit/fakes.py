@@ -18,6 +18,7 @@ import copy
 import datetime as dt
 import itertools
 from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import Any
 
 from argus.adapters.ray import RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
@@ -51,6 +52,7 @@ class FakeJob:
     driver_node_id: str | None = None
     start_time_ms: int | None = None
     end_time_ms: int | None = None
+    log: list[str] = field(default_factory=list)
 
 
 class FakeRay:
@@ -66,6 +68,7 @@ class FakeRay:
         self.reachable = True
         self.refuse_submissions: str | None = None
         self.calls: list[tuple[str, str]] = []
+        self.deleted: list[str] = []
 
     def _ms(self) -> int:
         return int(self.clock.now().timestamp() * 1000)
@@ -103,6 +106,34 @@ class FakeRay:
         job.status, job.end_time_ms = "STOPPED", self._ms()
         return True
 
+    async def delete(self, submission_id: str) -> bool:
+        self._check("delete", submission_id)
+        job = self.jobs.get(submission_id)
+        if job is None:
+            raise RayJobUnknown(f"Job {submission_id} does not exist.")
+        if job.status in ("PENDING", "RUNNING"):
+            raise RayRefused(f"Job {submission_id} is not in a terminal state")
+        del self.jobs[submission_id]
+        self.deleted.append(submission_id)
+        return True
+
+    async def tail_logs(self, submission_id: str) -> AsyncIterator[str]:
+        """Ray's log stream: the log so far, then what the driver writes, until the job ends."""
+        self._check("logs", submission_id)
+        job = self.jobs.get(submission_id)
+        if job is None:
+            raise RayJobUnknown(f"Job {submission_id} does not exist.")
+        sent = 0
+        while True:
+            if not self.reachable:
+                raise RayUnreachable("the log stream broke")
+            while sent < len(job.log):
+                sent += 1
+                yield job.log[sent - 1]
+            if job.status not in ("PENDING", "RUNNING"):
+                return
+            await asyncio.sleep(0.001)
+
     async def nodes(self) -> list[RayNode]:
         self._check("nodes")
         return list(self.nodes_)
@@ -115,6 +146,10 @@ class FakeRay:
     def finish(self, submission_id: str, status: str = "SUCCEEDED", message: str = "") -> None:
         job = self.jobs[submission_id]
         job.status, job.message, job.end_time_ms = status, message, self._ms()
+
+    def say(self, submission_id: str, text: str) -> None:
+        """The driver prints ``text``."""
+        self.jobs[submission_id].log.append(text)
 
     def restart_head(self) -> None:
         """A stateless head forgets every job."""
@@ -155,6 +190,7 @@ class FakeCluster:
         self.namespaces: dict[str, dict[str, str]] = {}
         self.namespace_error: Exception | None = None
         self.namespace_reads = 0
+        self.deletions: list[str] = []
         self.events: list[Event] = []
         self.writes = Writes()
         self.synced = asyncio.Event()
@@ -252,6 +288,13 @@ class FakeCluster:
 
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         self.events.append(Event(namespace, name, type_, reason, message))
+
+    async def delete_task(self, namespace: str, name: str) -> bool:
+        if (namespace, name) not in self.objects:
+            return False
+        self.deletions.append(name)
+        self.delete((namespace, name))
+        return True
 
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         self.namespace_reads += 1

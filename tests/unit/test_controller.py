@@ -6,7 +6,7 @@ Ray in tests/integration."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -39,14 +39,22 @@ class World:
                                      poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace)
         self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, now=self.clock.now, monotonic=self.clock.monotonic)
         self.cluster.onboard(NS, "alice")
+        # One event loop for the world's life: background work (log streams) goes on across ticks.
+        self.loop = asyncio.new_event_loop()
 
     def tick(self, after: float = 0.0) -> None:
         self.clock.advance(after)
 
         async def go() -> None:
+            await asyncio.sleep(0.01)  # background work (log streams) catches up first
             await self.reconciler.tick()
             await self.reconciler.idle()
-        asyncio.run(go())
+        self.loop.run_until_complete(go())
+
+    def close(self) -> None:
+        self.reconciler.logs.close()
+        self.loop.run_until_complete(asyncio.sleep(0))
+        self.loop.close()
 
     def settle(self, ticks: int = 3, every: float = 2.0) -> None:
         for _ in range(ticks):
@@ -68,8 +76,10 @@ class World:
 
 
 @pytest.fixture
-def world() -> World:
-    return World()
+def world() -> Iterator[World]:
+    w = World()
+    yield w
+    w.close()
 
 
 def status_patches(world: World, key: tuple[str, str]) -> list[dict[str, Any]]:
@@ -469,3 +479,111 @@ def test_state_kept_per_task_is_dropped_with_the_task(world: World) -> None:
     assert world.cluster.objects == {}
     rec = world.reconciler
     assert rec._locks == {} and rec.jobs.followed() == [] and rec._retry_at == {}
+
+
+# --------------------------------------------------------------------------- progress (issue 13)
+
+def test_progress_comes_from_the_jobs_log_and_its_writes_are_bounded() -> None:
+    world = World()
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.run(sid)
+    world.ray.say(sid, "verl stand-in main_ppo\nTotal training steps: 300\nTraining from scratch\n")
+    world.tick(0.2)
+    patches = len(status_patches(world, key))
+    for i in range(1, 61):  # a step every half second for 30 s
+        world.ray.say(sid, f"step:{i} - critic/score/mean:{i / 100:.2f} - timing_s/step:0.5\n")
+        world.tick(0.5)
+    progress = world.cluster.status(key)["progress"]
+    assert progress["totalSteps"] == 300 and progress["summary"] == f"{progress['step']}/300" and progress["step"] >= 30
+    assert progress["metrics"]["critic/score/mean"] == pytest.approx(progress["step"] / 100)
+    assert len(status_patches(world, key)) - patches <= 3  # 30 s at one progress write per 15 s (config default)
+    world.ray.say(sid, "step:61 - critic/score/mean:0.61\nFinal validation metrics: {}\n")
+    world.ray.finish(sid)
+    world.settle()
+    status = world.cluster.status(key)
+    assert status["phase"] == "Succeeded" and status["progress"]["step"] == 61  # the last line counts, even after the end
+    assert status["attempts"][0]["lastStep"] == 61
+    world.close()
+
+
+# --------------------------------------------------------------------------- restarts (issue 13)
+
+def test_a_lost_job_runs_again_as_attempt_two_and_succeeds() -> None:
+    world = World()
+    key = world.cluster.create("t", spec(restartPolicy="OnRayJobLost"))
+    world.tick()
+    first = world.sid(key)
+    world.ray.run(first)
+    world.ray.say(first, "Total training steps: 10\nstep:4 - a:1\n")
+    world.tick(0.2)
+    world.ray.restart_head()
+    world.tick(0.5)
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"], status["attempt"]) in {("Queued", "Retrying", 2), ("Submitted", "Admitted", 2)}
+    world.tick(0.1)
+    second = world.sid(key)
+    assert second == first + "-a2" and world.phase(key) == "Submitted"
+    assert "Retrying" in world.cluster.reasons(key)
+    world.ray.run(second)
+    world.ray.finish(second)
+    world.settle()
+    status = world.cluster.status(key)
+    assert (status["phase"], status["attempt"]) == ("Succeeded", 2)
+    assert [(a["attempt"], a["submissionId"], a["outcome"]) for a in status["attempts"]] == [
+        (1, first, "RayJobLost"), (2, second, "RayJobSucceeded")]
+    assert world.ray.count("submit") == 2
+    world.close()
+
+
+def test_restarts_stop_at_the_backoff_limit() -> None:
+    world = World()
+    key = world.cluster.create("t", spec(restartPolicy="OnFailure", backoffLimit=1))
+    for attempt in (1, 2):
+        world.tick(0.1)
+        world.tick(0.1)
+        sid = world.sid(key)
+        assert sid.endswith("-a2") == (attempt == 2)
+        world.ray.run(sid)
+        world.ray.finish(sid, "FAILED", "Job entrypoint command failed with exit code 1")
+        world.tick(0.5)
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"]) == ("Failed", "BackoffLimitExceeded")
+    assert [a["outcome"] for a in status["attempts"]] == ["RayJobFailed", "RayJobFailed"]
+    world.close()
+
+
+# --------------------------------------------------------------------------- cleanup (issue 13)
+
+def test_an_ended_task_is_deleted_after_its_ttl_with_its_ray_job(world: World) -> None:
+    key = world.cluster.create("t", spec(ttlSecondsAfterFinished=60))
+    world.tick()
+    sid = world.sid(key)
+    world.ray.finish(sid)
+    world.tick(0.2)
+    assert world.phase(key) == "Succeeded"
+    world.tick(30)
+    assert key in world.cluster.objects
+    world.tick(31)  # the TTL ran out: deleted; the finalizer removes the job from Ray's history first
+    world.tick(0.2)
+    assert key not in world.cluster.objects and world.cluster.deletions == ["t"]
+    assert world.ray.deleted == [sid] and sid not in world.ray.jobs
+
+
+def test_ray_job_history_is_trimmed_after_the_retention() -> None:
+    world = World()
+    world.reconciler.settings = world.reconciler.settings.__class__(**{**world.reconciler.settings.__dict__, "ray_job_retention_seconds": 120})
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.finish(sid)
+    world.tick(0.2)
+    world.tick(100)
+    assert sid in world.ray.jobs
+    world.tick(21)
+    assert world.ray.deleted == [sid]
+    assert world.cluster.status(key)["rayJobsRemoved"] is True
+    world.tick(200)
+    assert world.ray.count("delete") == 1  # once
+    world.close()

@@ -418,10 +418,14 @@ def test_a_succeeded_attempt_is_recorded() -> None:
 
 # --------------------------------------------------------------------------- progress
 
-def test_progress_is_recorded_while_the_task_runs_only() -> None:
+def test_progress_is_recorded_for_a_task_that_ran() -> None:
     p = TaskProgress(step=37, total_steps=300, summary="37/300")
     assert step(running(), ProgressObserved(p), T0, SETTINGS).status.progress == p
-    assert step(task("Succeeded", reason="RayJobSucceeded"), ProgressObserved(p), T0, SETTINGS).status.progress is None
+    # The job's last lines arrive a moment after its end: they still count, in the attempt too.
+    done = task("Succeeded", reason="RayJobSucceeded", attempts=[AttemptRecord(attempt=1, submission_id=SID, outcome="RayJobSucceeded", last_step=36)])
+    after = step(done, ProgressObserved(TaskProgress(step=300, total_steps=300)), T0, SETTINGS).status
+    assert after.progress.step == 300 and after.attempts[0].last_step == 300
+    assert step(task(), ProgressObserved(p), T0, SETTINGS).status.progress is None  # never ran
 
 
 # --------------------------------------------------------------------------- cleanup

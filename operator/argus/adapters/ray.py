@@ -166,12 +166,19 @@ class RayJobsClient:
         """Ask Ray to stop the job; False if it had already ended. Raises RayJobUnknown."""
         return bool(await self._run(self._jobs, "stop", "stop_job", submission_id))
 
+    async def delete(self, submission_id: str) -> bool:
+        """Remove an ended job from Ray's job history (its log files stay on the nodes).
+        Raises RayJobUnknown; RayRefused for a job that has not ended."""
+        return bool(await self._run(self._jobs, "delete", "delete_job", submission_id))
+
     async def logs(self, submission_id: str) -> str:
         return str(await self._run(self._jobs, "logs", "get_job_logs", submission_id))
 
     async def tail_logs(self, submission_id: str) -> AsyncIterator[str]:
-        client = await self._run(self._get_client)
+        """The job's log from its beginning, then as the driver writes it, until it ends."""
         try:
+            client = await self._run(self._get_client)
+            self._on_call("logs", "ok")
             async for chunk in client.tail_job_logs(submission_id):
                 yield chunk
         except Exception as exc:  # noqa: BLE001

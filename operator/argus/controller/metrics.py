@@ -22,7 +22,7 @@ ADMISSION_PASS = Gauge("argus_admission_pass_seconds", "Duration of the last adm
 
 # Every operation is exported from the start (at 0), so that rate()/increase() alerts see a
 # series before the first call or error.
-RAY_OPERATIONS = ("submit", "status", "stop", "logs", "nodes")
+RAY_OPERATIONS = ("submit", "status", "stop", "delete", "logs", "nodes")
 for _operation in RAY_OPERATIONS:
     RAY_CALLS.labels(_operation)
     RAY_ERRORS.labels(_operation)

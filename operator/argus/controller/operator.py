@@ -64,6 +64,7 @@ class Operator:
     async def stop(self) -> None:
         for task in self.background:
             task.cancel()
+        self.reconciler.logs.close()
         self.cache.stop()
         if self.leader:
             await asyncio.to_thread(self.leader.release)

@@ -42,6 +42,7 @@ from ..core.times import parse_time, utcnow
 from ..core.user import USER_LABEL, user_from_label
 from . import metrics
 from .jobsync import JobSync, NodeCache
+from .logfollow import LogFollowers
 from .ports import RayJobs, TaskSource, TaskStore
 from .settings import OperatorConfig
 from .view import Key, TaskView
@@ -103,7 +104,11 @@ class Reconciler:
         self.nodes = NodeCache(ray, config.platform.worker_resource, config.poll_interval, monotonic)
         self.jobs = JobSync(ray, self.nodes, config.poll_interval, monotonic)
         self.settings = LifecycleSettings(ray_grace_seconds=config.ray_grace_seconds, delete_grace_seconds=config.delete_grace_seconds,
-                                          dashboard_url=config.ray_address, worker_resource=config.platform.worker_resource)
+                                          dashboard_url=config.ray_address, worker_resource=config.platform.worker_resource,
+                                          ray_job_retention_seconds=config.ray_job_retention_seconds,
+                                          default_ttl_seconds=config.default_ttl_seconds)
+        self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, now, monotonic)
+        self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._locks: dict[Key, asyncio.Lock] = {}
         self._retry_at: dict[Key, float] = {}
         self._positions_at = monotonic()
@@ -126,6 +131,7 @@ class Reconciler:
                     log.exception("reconcile tick failed; retrying next tick")
             else:
                 self.jobs.forget_all()
+                self.logs.close()
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
             except asyncio.TimeoutError:
@@ -155,6 +161,8 @@ class Reconciler:
         now = self.now()
         followed = [v for v in (self.view(k) for k in self.jobs.followed()) if v and lifecycle.needs_ray(v.state)]
         waits = [self.jobs.due_in(v, now, len(followed)) for v in followed]
+        if self._next_timer is not None:
+            waits.append((self._next_timer - now).total_seconds())
         return max(0.05, min([self.config.poll_interval, *waits]))
 
     async def tick(self) -> None:
@@ -174,10 +182,18 @@ class Reconciler:
                 drafts[v.key] = Draft.of(v)
         labels = await self._namespace_labels({d.view.namespace for d in drafts.values()})
         await self._each(self._validate(d, labels) for d in drafts.values() if d.view.namespace in labels)
+        timers, looks = [], []
         for v in views:
-            if v.key not in drafts and v.phase == Phase.Queued.value and v.cancel and not v.holds_finalizer and not v.deleting:
-                drafts[v.key] = Draft.of(v)
-                drafts[v.key].take(self._step(v, lifecycle.Reconcile()))
+            if v.key in drafts or v.deleting:
+                continue
+            due = lifecycle.timer_due(v.state, self.settings)
+            if due is not None:
+                timers.append(due[0])
+            if (v.phase == Phase.Queued.value and v.cancel and not v.holds_finalizer) or (due is not None and due[0] <= now):
+                looks.append(v.key)
+        await self._each(self._reconcile(key) for key in looks)
+        self._next_timer = min((t for t in timers if t > now), default=None)
+        await self._each(self._final_progress(key) for key in self.logs.finished())
         # 4. The queue.
         queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel]
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.deleting]
@@ -188,6 +204,7 @@ class Reconciler:
             active = [v for v in views if v.phase in (Phase.Submitted.value, Phase.Running.value)]
             await self._admit(queued, active, unvalidated, drafts)
         await self._each(self._write_locked(d) for d in drafts.values())
+        self.logs.follow({v.key: v.state.submission_id for v in self.views() if v.phase == Phase.Running.value and not v.deleting})
 
     async def _each(self, coros: Iterable[Awaitable[Any]]) -> None:
         """Await with at most WRITES_IN_FLIGHT at once (a few thousand writes one after the
@@ -239,6 +256,12 @@ class Reconciler:
             elif isinstance(action, lifecycle.ReleaseFinalizer):
                 if await self.writer.remove_finalizer(draft.view):
                     log.info("released %s/%s", draft.view.namespace, draft.view.name)
+            elif isinstance(action, lifecycle.RemoveRayJobs):
+                if await self._remove_ray_jobs(action.submission_ids) and not draft.view.deleting:
+                    pending += draft.take(self._step(draft.view, lifecycle.RayJobsRemoved()))
+            elif isinstance(action, lifecycle.DeleteTask):
+                if await self.store.delete_task(draft.view.namespace, draft.view.name):
+                    log.info("deleted %s/%s: its ttlSecondsAfterFinished ran out", draft.view.namespace, draft.view.name)
 
     async def _write(self, draft: Draft) -> None:
         """Write what was decided for the task (the caller holds its lock)."""
@@ -262,7 +285,34 @@ class Reconciler:
                 return
             seen = await self.jobs.observe(view.state)
             draft = Draft.of(view)
-            await self._carry_out(draft, self._step(view, seen))
+            ended = isinstance(seen, (lifecycle.JobUnknown,)) or (isinstance(seen, lifecycle.JobObserved) and not seen.active)
+            progress = self.logs.progress_due(key, view.state.status.progress, final=ended)
+            if progress is not None:
+                draft.take(self._step(view, lifecycle.ProgressObserved(progress)))
+            await self._carry_out(draft, self._step(draft.view, seen))
+            await self._write(draft)
+
+    async def _reconcile(self, key: Key) -> None:
+        """A task that needs a look without anything new from Ray (cancelled while it never
+        reached Ray; its time to live or its Ray jobs' retention ran out)."""
+        async with self.lock(key):
+            view = self.view(key)
+            if view is None:
+                return
+            draft = Draft.of(view)
+            await self._carry_out(draft, self._step(view, lifecycle.Reconcile()))
+            await self._write(draft)
+
+    async def _final_progress(self, key: Key) -> None:
+        """The last lines of an ended job's log: its final progress."""
+        async with self.lock(key):
+            view = self.view(key)
+            progress = self.logs.progress_due(key, view.state.status.progress, final=True) if view else None
+            self.logs.drop(key)
+            if view is None or progress is None or view.deleting:
+                return
+            draft = Draft.of(view)
+            await self._carry_out(draft, self._step(view, lifecycle.ProgressObserved(progress)))
             await self._write(draft)
 
     async def _namespace_labels(self, namespaces: set[str]) -> dict[str, dict[str, str] | None]:
@@ -323,6 +373,22 @@ class Reconciler:
         metrics.observe_submit_latency(draft.view.created)
         return lifecycle.SubmitResult("submitted" if fresh else "adopted", plan.submission_id)
 
+    async def _remove_ray_jobs(self, submission_ids: tuple[str, ...]) -> bool:
+        """Remove ended jobs from Ray's job history (their logs stay in the job folder).
+        True when none is left there; Ray unreachable: False (tried again later)."""
+        done = True
+        for sid in submission_ids:
+            try:
+                await self.ray.delete(sid)
+            except RayJobUnknown:
+                pass
+            except RayUnreachable as exc:
+                log.warning("could not remove Ray job %s from Ray's history: %s; trying again later", sid, exc)
+                done = False
+            except RayRefused as exc:  # not ended (it should have been): leave it
+                log.warning("Ray refused to remove job %s from its history: %s", sid, exc)
+        return done
+
     async def _stop(self, submission_id: str) -> None:
         try:
             await self.ray.stop(submission_id)
@@ -371,7 +437,7 @@ class Reconciler:
                     return
                 draft = drafts[view.key] = Draft.of(current)
             verdict = validate_spec(draft.view.spec, draft.view.status.get("user") or "", self.config.platform,
-                                    namespace=view.namespace, name=view.name, uid=view.uid)
+                                    namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt)
             if not verdict.valid or verdict.plan is None:
                 seen: Observation = lifecycle.Refused("InvalidSpec", "\n".join(verdict.error_lines()), draft.view.status.get("user"))
             else:

@@ -9,6 +9,13 @@ from dataclasses import dataclass
 from ..core.config import PlatformConfig
 
 
+DEFAULT_PROGRESS_METRICS = ("critic/score/mean",)
+
+
+def _optional_number(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     platform: PlatformConfig
@@ -20,6 +27,10 @@ class OperatorConfig:
     namespaces: tuple[str, ...] = ()      # empty: all namespaces
     leader_election_namespace: str | None = None  # set: only the Lease holder acts
     leader_lease_seconds: float = 15.0
+    progress_interval: float = 15.0       # at most one progress write per task this often
+    progress_metrics: tuple[str, ...] = DEFAULT_PROGRESS_METRICS
+    ray_job_retention_seconds: float | None = None  # ended tasks' Ray jobs leave Ray's history after this
+    default_ttl_seconds: int | None = None          # ended tasks are deleted after this (spec.ttlSecondsAfterFinished wins)
 
 
 def add_operator_flags(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +43,16 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--leader-elect", action="store_true", default=env("ARGUS_LEADER_ELECT", "") in ("1", "true"), help="elect a leader through a Lease so that two replicas never both act (env ARGUS_LEADER_ELECT)")
     parser.add_argument("--leader-election-namespace", default=env("ARGUS_LEADER_ELECTION_NAMESPACE") or env("POD_NAMESPACE") or "default", help="namespace of the argus-operator Lease (default $POD_NAMESPACE or default)")
     parser.add_argument("--leader-lease-seconds", type=float, default=float(env("ARGUS_LEADER_LEASE_SECONDS", "15")), help="how long a leader's Lease lasts without renewal")
+    parser.add_argument("--progress-interval", type=float, default=float(env("ARGUS_PROGRESS_INTERVAL", "15")),
+                        help="at most one progress write per running task this often, in seconds (default 15; env ARGUS_PROGRESS_INTERVAL)")
+    parser.add_argument("--progress-metrics", default=env("ARGUS_PROGRESS_METRICS", ",".join(DEFAULT_PROGRESS_METRICS)),
+                        help="verl metrics shown in status.progress.metrics, comma-separated (default critic/score/mean; env ARGUS_PROGRESS_METRICS)")
+    parser.add_argument("--ray-job-retention", type=_optional_number, default=_optional_number(env("ARGUS_RAY_JOB_RETENTION_SECONDS")),
+                        help="seconds after a task ends until its Ray jobs are removed from Ray's job history (default: only when the "
+                             "task is deleted; env ARGUS_RAY_JOB_RETENTION_SECONDS)")
+    parser.add_argument("--ttl-seconds-after-finished", type=_optional_number, default=_optional_number(env("ARGUS_TTL_SECONDS_AFTER_FINISHED")),
+                        help="delete ended tasks this many seconds after they ended, unless their spec.ttlSecondsAfterFinished says "
+                             "otherwise (default: keep them; env ARGUS_TTL_SECONDS_AFTER_FINISHED)")
     parser.add_argument("--namespace", "-n", action="append", dest="namespaces", default=[n for n in env("ARGUS_NAMESPACES", "").split(",") if n], help="namespace to watch, repeatable (default all; env ARGUS_NAMESPACES comma-separated)")
 
 
@@ -40,7 +61,16 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         raise ValueError(f"--max-running: {args.max_running}: must be at least 1")
     if args.poll_interval <= 0:
         raise ValueError(f"--poll-interval: {args.poll_interval}: must be positive")
+    if args.progress_interval < 0:
+        raise ValueError(f"--progress-interval: {args.progress_interval}: must not be negative")
+    for flag, value in (("--ray-job-retention", args.ray_job_retention), ("--ttl-seconds-after-finished", args.ttl_seconds_after_finished)):
+        if value is not None and value < 0:
+            raise ValueError(f"{flag}: {value:g}: must not be negative")
     return OperatorConfig(
+        progress_interval=args.progress_interval,
+        progress_metrics=tuple(m.strip() for m in args.progress_metrics.split(",") if m.strip()),
+        ray_job_retention_seconds=args.ray_job_retention,
+        default_ttl_seconds=int(args.ttl_seconds_after_finished) if args.ttl_seconds_after_finished is not None else None,
         platform=platform, ray_address=args.ray_address.rstrip("/"), max_running=args.max_running,
         poll_interval=args.poll_interval, ray_grace_seconds=args.ray_grace, delete_grace_seconds=args.delete_grace,
         namespaces=tuple(args.namespaces),

@@ -401,6 +401,8 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
     if isinstance(seen, Admitted):
         if phase is not Phase.Queued or task.cancel:
             return keep
+        if seen.plan.submission_id != task.submission_id:  # each attempt has its own id: Ray never reuses one
+            raise ValueError(f"plan for {seen.plan.submission_id} admitted for attempt {task.attempt} ({task.submission_id})")
         return Decision(status, (Submit(seen.plan),))
 
     if isinstance(seen, SubmitResult):
@@ -442,9 +444,14 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
         return Decision(status)  # a closed task: nothing of it is left in Ray
 
     if isinstance(seen, ProgressObserved):
-        if phase not in ACTIVE:
+        if phase is None or phase is Phase.Rejected:
             return keep
-        return Decision(status.model_copy(update={"progress": seen.progress}))
+        # Also after the end: a job's last lines reach its log stream a moment after Ray
+        # reports it ended.
+        status = status.model_copy(update={"progress": seen.progress})
+        if status.attempts and phase.terminal and seen.progress.step is not None:
+            status = status.model_copy(update={"attempts": _attempts(task, status)})
+        return Decision(status)
 
     if isinstance(seen, RayJobsRemoved):
         return Decision(status.model_copy(update={"ray_jobs_removed": True}))

@@ -141,8 +141,10 @@ def validate_spec(
     name: str | None = None,
     uid: str | None = None,
     findings: Findings | None = None,
+    attempt: int = 1,
 ) -> Verdict:
-    """Check one spec for ``user`` and, when valid, resolve its submission plan."""
+    """Check one spec for ``user`` and, when valid, resolve its submission plan (for the
+    given attempt: each has its own Ray job and log file)."""
     findings = findings or Findings()
     verdict = Verdict(name=name, namespace=namespace)
     try:
@@ -189,7 +191,8 @@ def validate_spec(
 
     verdict.errors, verdict.warnings, verdict.spec = findings.errors, findings.warnings, spec
     if spec is not None and command is not None and not findings.errors:
-        verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path)
+        verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path,
+                                    attempt=attempt)
     return verdict
 
 
@@ -224,6 +227,7 @@ def resolve_plan(
     name: str | None,
     uid: str | None,
     code_path: str | None = None,
+    attempt: int = 1,
 ) -> SubmissionPlan:
     home = config.home(user)
     job_name = "-".join(p for p in (namespace, name, (uid or "").replace("-", "")[:8]) if p) or "task"
@@ -235,7 +239,7 @@ def resolve_plan(
         if value:
             metadata[f"argus.io/{key}"] = value
     return SubmissionPlan(
-        submission_id=submission_id_for(namespace, name, uid) if namespace and name and uid else None,
+        submission_id=submission_id_for(namespace, name, uid, attempt) if namespace and name and uid else None,
         user=user,
         command=command,
         entrypoint=f"{config.entrypoint_shell} {shlex.quote(script)}",
