@@ -67,10 +67,12 @@ def test_entrypoint_is_bash_lc_of_the_expanded_command() -> None:
     plan = plan_of(task(advanced()))
     program, flag, script = shlex.split(plan.entrypoint)
     assert (program, flag) == ("bash", "-lc")
-    prologue, command = script.split("\n", 1)
-    assert command == plan.command
-    assert "$HOME" not in command and "/private/datasets/gsm8k/train.parquet" in command
-    assert prologue == f"mkdir -p {plan.job_dir} && cd {plan.job_dir} || exit 1"
+    assert script == (
+        "set -o pipefail\n"
+        "mkdir -p /private/users/alice/jobs/team-a-t1-0b8f0a36 && cd /private/users/alice/jobs/team-a-t1-0b8f0a36 || exit 1\n"
+        "{\n" + plan.command + "\n} 2>&1 | tee -a /private/users/alice/jobs/team-a-t1-0b8f0a36/attempt-1.log"
+    )
+    assert "$HOME" not in plan.command and "/private/datasets/gsm8k/train.parquet" in plan.command
 
 
 def test_entrypoint_shell_is_configurable() -> None:
@@ -91,7 +93,7 @@ def test_entrypoint_quoting_round_trips(tail: str) -> None:
     plan = resolve_plan(spec, command, "alice", CONFIG, namespace="ns", name="n", uid=UID)
     words = shlex.split(plan.entrypoint)
     assert words[:2] == ["bash", "-lc"] and len(words) == 3
-    assert words[2].endswith("\n" + command)
+    assert words[2].endswith("\n{\n" + command + "\n} 2>&1 | tee -a /private/users/alice/jobs/ns-n-0b8f0a36/attempt-1.log")
 
 
 # --- resources, runtime env, job directory, metadata --------------------------------------
@@ -130,7 +132,7 @@ def test_metadata_names_the_object_and_the_user() -> None:
     plan = plan_of(task(advanced(nnodes=2, nGpusPerNode=4, command=ADVANCED + " trainer.nnodes=2")))
     assert plan.metadata == {
         "argus.io/user": "alice", "argus.io/workload": "ppo", "argus.io/gpus": "8",
-        "argus.io/namespace": "team-a", "argus.io/name": "t1", "argus.io/uid": UID,
+        "argus.io/namespace": "team-a", "argus.io/name": "t1", "argus.io/uid": UID, "argus.io/attempt": "1",
     }
     assert all(isinstance(v, str) for v in plan.metadata.values())
     assert plan.gpus == 8 and plan.user == "alice"

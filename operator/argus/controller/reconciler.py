@@ -37,7 +37,7 @@ from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.plan import validate_spec, validate_task
 from ..core.queue import decide
 from ..core.patch import merge_patch
-from ..core.spec import API_VERSION, KIND, ArgusTaskStatus, Phase
+from ..core.spec import API_VERSION, KIND, ArgusTaskStatus, Phase, TaskPath
 from ..core.times import parse_time, utcnow
 from ..core.user import USER_LABEL, user_from_label
 from . import metrics
@@ -371,7 +371,9 @@ class Reconciler:
         log.info("%s %s/%s as Ray job %s (%.0f ms)", "submitted" if fresh else "adopted", draft.view.namespace, draft.view.name,
                  plan.submission_id, 1000 * (self.monotonic() - started))
         metrics.observe_submit_latency(draft.view.created)
-        return lifecycle.SubmitResult("submitted" if fresh else "adopted", plan.submission_id)
+        return lifecycle.SubmitResult("submitted" if fresh else "adopted", plan.submission_id,
+                                      job_dir=TaskPath(user_path=plan.for_user(plan.job_dir), job_path=plan.job_dir),
+                                      log_file=TaskPath(user_path=plan.for_user(plan.log_file), job_path=plan.log_file))
 
     async def _remove_ray_jobs(self, submission_ids: tuple[str, ...]) -> bool:
         """Remove ended jobs from Ray's job history (their logs stay in the job folder).

@@ -28,7 +28,7 @@ from typing import Literal, Union
 
 from .plan import SubmissionPlan, submission_id_for
 from .problems import cap_lines
-from .spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, RestartPolicy, TaskProgress
+from .spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress
 from .times import format_time, from_epoch_ms, parse_time
 
 FINALIZER = "argus.io/stop-ray-job"
@@ -151,6 +151,8 @@ class SubmitResult:
     outcome: Literal["submitted", "adopted", "unreachable", "refused"]
     submission_id: str
     detail: str = ""
+    job_dir: TaskPath | None = None   # where the job runs and writes its log
+    log_file: TaskPath | None = None
 
 
 @dataclass(frozen=True)
@@ -421,7 +423,8 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
         ray_job = RayJobStatus(submission_id=seen.submission_id, status="PENDING" if fresh else None,
                                dashboard_url=settings.dashboard_url)
         status = _ray_reachable(task, status, True, "", stamp)  # Ray just answered
-        status = status.model_copy(update={"attempt": task.attempt, "attempts": _attempts(task, status)})
+        status = status.model_copy(update={"attempt": task.attempt, "attempts": _attempts(task, status),
+                                           "job_dir": seen.job_dir or status.job_dir, "log_file": seen.log_file or status.log_file})
         return Decision(_enter(task, status, Phase.Submitted, reason, message, stamp,
                                admitted_at=status.admitted_at or stamp, ray_job=ray_job))
 

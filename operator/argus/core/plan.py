@@ -42,6 +42,13 @@ class SubmissionPlan(BaseModel):
     metadata: dict[str, str]
     job_dir: str
     gpus: int
+    attempt: int = 1
+    log_file: str = ""  # the attempt's log in the job folder: everything the driver printed
+    home: str = ""      # the user's home as the job sees it (for paths as the user sees them)
+
+    def for_user(self, path: str) -> str:
+        """A path in the user's home as the file browser shows it: $HOME/..."""
+        return "$HOME" + path[len(self.home):] if self.home and (path == self.home or path.startswith(self.home + "/")) else path
 
 
 @dataclass
@@ -232,8 +239,13 @@ def resolve_plan(
     home = config.home(user)
     job_name = "-".join(p for p in (namespace, name, (uid or "").replace("-", "")[:8]) if p) or "task"
     job_dir = posixpath.join(home, "jobs", job_name)
-    # The job starts in its own folder; if that fails nothing of the user's command runs.
-    script = f"mkdir -p {shlex.quote(job_dir)} && cd {shlex.quote(job_dir)} || exit 1\n{command}"
+    log_file = posixpath.join(job_dir, f"attempt-{attempt}.log")
+    # The job starts in its own folder (if that fails, nothing of the user's command runs),
+    # and everything the driver prints, stdout and stderr in order, also goes to the attempt's
+    # log file there: it outlives Ray's job history and a head restart. pipefail: the
+    # command's exit code, not tee's, is the job's.
+    script = (f"set -o pipefail\nmkdir -p {shlex.quote(job_dir)} && cd {shlex.quote(job_dir)} || exit 1\n"
+              f"{{\n{command}\n}} 2>&1 | tee -a {shlex.quote(log_file)}")
     metadata = {"argus.io/user": user, "argus.io/workload": str(spec.workload), "argus.io/gpus": str(spec.nnodes * spec.n_gpus_per_node)}
     for key, value in (("namespace", namespace), ("name", name), ("uid", uid)):
         if value:
@@ -248,8 +260,13 @@ def resolve_plan(
             "PYTHONPATH": f"{code_path or config.verl_code()}:{posixpath.join(home, 'code')}",
             "ARGUS_USER": user,
             "ARGUS_JOB_DIR": job_dir,
+            "ARGUS_LOG_FILE": log_file,
+            "ARGUS_ATTEMPT": str(attempt),
         }},
-        metadata=metadata,
+        metadata={**metadata, "argus.io/attempt": str(attempt)},
         job_dir=job_dir,
         gpus=spec.nnodes * spec.n_gpus_per_node,
+        attempt=attempt,
+        log_file=log_file,
+        home=home,
     )
