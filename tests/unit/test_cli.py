@@ -31,6 +31,7 @@ spec:
     python3 -m verl.trainer.main_ppo \\
       data.train_files=$HOME/common/datasets/gsm8k/train.parquet \\
       data.val_files=$HOME/datasets/gsm8k/test.parquet \\
+      trainer.nnodes=1 trainer.n_gpus_per_node=1 \\
       +ray_kwargs.ray_init.address=auto
 """
 BASIC = """\
@@ -210,7 +211,7 @@ def test_validate_root_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_validate_entrypoint_allowlist_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     custom = ADVANCED.replace("verl.trainer.main_ppo", "mylab.train")
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice")
-    assert code == 1 and "does not run an allowed entrypoint" in out
+    assert code == 1 and "'mylab.train': module mylab.train is not allowed for python3 (line 1): run an allowed module (verl.trainer.*)" in out
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice", "--allow-entrypoint", "python3 -m mylab.*")
     assert code == 0, out
     code, _, err = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice", "--allow-entrypoint", "python3 mylab")
