@@ -294,6 +294,15 @@ def test_convert_keeps_an_explicit_kind(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 0 and yaml.safe_load(out)["spec"]["kind"] == "advanced"
 
 
+def test_convert_drops_a_v3_submission_id_with_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "convert", "-f", write(tmp_path, V3 + "submission_id: grpo-2024-01\n"), "--namespace", "alice", "--name", "x")
+    assert code == 0
+    assert err == ("note: submission_id: 'grpo-2024-01': dropped: Argus sets the Ray submission id itself "
+                   "(argus-<namespace>-<name>-<uid>, one job per task)\n")
+    assert "submission_id" not in out and "submissionId" not in out
+    assert yaml.safe_load(out)["spec"]["nGpusPerNode"] == 2
+
+
 def test_convert_unknown_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "convert", "-f", write(tmp_path, V3 + "gpu_type: a100\n"), "--namespace", "alice", "--name", "x")
     assert code == 1 and out == ""
