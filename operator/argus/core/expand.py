@@ -21,8 +21,9 @@ import re
 
 from .config import PlatformConfig
 
-# $HOME or ${HOME}, not followed by a name character ($HOMEDIR stays as it is).
-_HOME = r"(?:\$HOME(?![A-Za-z0-9_])|\$\{HOME\})"
+# $HOME or ${HOME}, not followed by a name character ($HOMEDIR stays as it is), and not
+# escaped: bash reads \$HOME as the text $HOME.
+_HOME = r"(?:(?<!\\)\$HOME(?![A-Za-z0-9_])|(?<!\\)\$\{HOME\})"
 # What may follow a macro that is expanded: a path separator, the end of the text, a
 # character that ends the shell word or Hydra value, or a line continuation to a blank; or other
 # $HOME macros that are themselves so followed (they expand to paths starting with '/').

@@ -102,10 +102,10 @@ class PathPolicy:
             return None
         return path[len(self.users_root) + 1 :].split("/", 1)[0] or None
 
-    def check_absolute(self, field_: str, raw: str, findings: Findings) -> None:
-        """One absolute path met anywhere in the task: may this user name it?"""
+    def absolute_problem(self, raw: str) -> str | None:
+        """Why this user may not name the absolute path ``raw``, or None."""
         if raw.startswith(self._home_slash) and "/." not in raw and "//" not in raw:
-            return  # in the user's own home, and nothing to normalise
+            return None  # in the user's own home, and nothing to normalise
         path = _normalised(raw)
         if "/../" in f"{raw}/" or raw.endswith("/.."):
             before = raw.split("/../", 1)[0] if "/../" in raw else raw[: -len("/..")]
@@ -113,29 +113,34 @@ class PathPolicy:
             if start is not None and not _under(path, start):
                 owner = self._owner(path)
                 where = f" into another user's home ({owner}); only {self.home}/... is yours" if owner not in (None, self.user) else ""
-                findings.error(field_, raw, f"'..' climbs out of {start}{where}")
-                return
+                return f"'..' climbs out of {start}{where}"
         if any(_under(path, m) for m in _MAGIC_ROOTS):
-            findings.error(field_, raw, f"names a path through {' or '.join(_MAGIC_ROOTS)}, which can lead anywhere: write the path itself")
-            return
+            return f"names a path through {' or '.join(_MAGIC_ROOTS)}, which can lead anywhere: write the path itself"
         if not _under(path, self.root):
-            return
+            return None
         if path in (self.root, self.users_root):
-            findings.error(field_, raw, f"names {path} itself; only {self.home}/... and the shared {', '.join(self.shared_roots)} are allowed")
-        elif _under(path, self.users_root):
+            return f"names {path} itself; only {self.home}/... and the shared {', '.join(self.shared_roots)} are allowed"
+        if _under(path, self.users_root):
             owner = self._owner(path)
-            if owner != self.user:
-                findings.error(field_, raw, f"is in another user's home ({owner}); only {self.home}/... is yours")
-        elif self._root_of(path) is None:
-            findings.error(field_, raw, f"is outside the folders a task may use ({self.home}, {', '.join(self.shared_roots)})")
+            return None if owner == self.user else f"is in another user's home ({owner}); only {self.home}/... is yours"
+        if self._root_of(path) is None:
+            return f"is outside the folders a task may use ({self.home}, {', '.join(self.shared_roots)})"
+        return None
 
-    def _check_piece(self, field_: str, piece: str, findings: Findings) -> None:
+    def check_absolute(self, field_: str, raw: str, findings: Findings) -> None:
+        """One absolute path met anywhere in the task: may this user name it?"""
+        rule = self.absolute_problem(raw)
+        if rule is not None:
+            findings.error(field_, raw, rule)
+
+    def _piece_problem(self, piece: str) -> str | None:
         if piece.startswith("~"):
-            findings.error(field_, piece, "'~' expands to the worker's home, not yours: use $HOME")
-        elif piece.startswith("/"):
-            self.check_absolute(field_, piece, findings)
-        elif climbs(piece):
-            findings.error(field_, piece, "'..' climbs out of the job directory; use an absolute path under $HOME")
+            return "'~' expands to the worker's home, not yours: use $HOME"
+        if piece.startswith("/"):
+            return self.absolute_problem(piece)
+        if climbs(piece):
+            return "'..' climbs out of the job directory; use an absolute path under $HOME"
+        return None
 
     def check_string(self, field_: str, value: str, findings: Findings) -> None:
         """Any text value the task passes on (an override, an environment variable): read
@@ -144,20 +149,24 @@ class PathPolicy:
         problem."""
         if self.root not in value and ".." not in value and "~" not in value and not any(m in value for m in _MAGIC_ROOTS):
             return
+        if value.startswith(self._home_slash) and "/." not in value and "//" not in value and not _SEPARATORS.search(value):
+            return  # one path in the user's own home: the common case
         if ".." in value and len(value) > MAX_PATH_CHARS:
             findings.error(field_, value, f"holds '..' in a value longer than {MAX_PATH_CHARS} characters, more than the check "
                            "reads: write the paths out normalised")
             return
-        candidates = [value]
-        if _SEPARATORS.search(value):
-            candidates += [p for p in _SEPARATORS.split(value) if p]
-            candidates += [value[m.start():] for m in _SLASH_AFTER_SEPARATOR.finditer(value)]
+        rule = self._piece_problem(value)
+        if rule is not None:
+            findings.error(field_, value, rule)
+            return
+        if not _SEPARATORS.search(value):
+            return
+        candidates = [p for p in _SEPARATORS.split(value) if p]
+        candidates += [value[m.start():] for m in _SLASH_AFTER_SEPARATOR.finditer(value)]
         for candidate in dict.fromkeys(candidates):
-            found = Findings()
-            self._check_piece(field_, candidate, found)
-            if found.errors:
-                p = found.errors[0]
-                findings.error(p.field, p.value, p.rule)
+            rule = self._piece_problem(candidate)
+            if rule is not None:
+                findings.error(field_, candidate, rule)
                 return
 
     def check_under(self, field_: str, value: str, roots: tuple[str, ...], what: str, findings: Findings, suffix: str | None = None) -> None:

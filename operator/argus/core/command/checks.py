@@ -58,6 +58,7 @@ HYDRA_GROUPS_ALLOWED = {"hydra/job_logging": {"default", "disabled", "none", "st
 PATH_KEYS = frozenset((*DATA_KEYS, *CODE_FILE_KEYS, *OUTPUT_KEYS, *MODEL_KEYS, *HYDRA_DIR_KEYS, HYDRA_SEARCHPATH_KEY))
 CHECKED_KEYS = frozenset((*PATH_KEYS, NNODES_KEY, GPUS_KEY, *NAME_KEYS))
 # Every block that holds a checked key: replacing or deleting it would hide the key.
+_MAX_CHECKED_DEPTH = max(k.count(".") for k in CHECKED_KEYS)
 BLOCKS = frozenset(k.rsplit(".", i)[0] for k in CHECKED_KEYS for i in range(1, k.count(".") + 1))
 _INSTANTIATE_KEYS = frozenset(("_target_", "_args_", "_partial_", "_recursive_", "_convert_"))
 _KEY_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+)*")
@@ -190,6 +191,9 @@ class Checker:
             if s.sweep:
                 self.error(s.text, "is a Hydra sweep (it would run one job per value): give one value; write a list as [a,b]")
                 continue
+            if not s.key:
+                self.error(s.text, "names no key: write key=value")
+                continue
             if s.package is not None:
                 self.error(s.text, f"a package override (@{s.package}) is not allowed: set the keys themselves (a.b=...)")
                 continue
@@ -202,28 +206,33 @@ class Checker:
                 if s.key in CHECKED_KEYS or s.key in BLOCKS or self._checked_part(s.key) or s.key == "hydra" or s.key.startswith("hydra."):
                     self.error(s.text, f"deleting {s.key} is not allowed: the checks read it (or keys inside it); set it instead")
                 continue
-            for key, value in self.flatten(s.key, s.value):
-                leaves.append((key, value, s))
+            if type(s.value) is dict:
+                leaves.extend((key, value, s) for key, value in self.flatten(s.key, s.value))
+            else:
+                leaves.append((s.key, s.value, s))
+        seen = self.leaves
         for key, value, s in leaves:
-            if key in self.leaves:
-                self.error(s.text, f"sets {key} a second time (also in {self.leaves[key][1].text!r}): set each key once")
+            if key in seen:
+                self.error(s.text, f"sets {key} a second time (also in {seen[key][1].text!r}): set each key once")
                 continue
-            self.leaves[key] = (value, s)
+            seen[key] = (value, s)
         for key, (value, s) in self.leaves.items():
             self.leaf(key, value, s)
 
     def _checked_part(self, key: str) -> str | None:
         """The checked key that ``key`` is a part of (``data.train_files.0``), if any."""
-        parts = key.split(".")
-        for i in range(len(parts) - 1, 0, -1):
-            head = ".".join(parts[:i])
-            if head in CHECKED_KEYS:
-                return head
+        i = key.find(".")
+        for _ in range(_MAX_CHECKED_DEPTH):
+            if i < 0:
+                return None
+            i = key.find(".", i + 1)
+            if i > 0 and key[:i] in CHECKED_KEYS:
+                return key[:i]
         return None
 
     def leaf(self, key: str, value: Any, s: Setting) -> None:
         text = s.text
-        if any(part in _INSTANTIATE_KEYS for part in key.split(".")):
+        if (key[:1] == "_" or "._" in key) and any(part in _INSTANTIATE_KEYS for part in key.split(".")):
             self.error(text, "Hydra instantiation keys (_target_ and the like) name Python code to run: not allowed")
             return
         if key in BLOCKS and not isinstance(value, dict):
@@ -233,7 +242,7 @@ class Checker:
         if part_of is not None:
             self.error(text, f"sets part of {part_of}: give the whole value ({part_of}=...)")
             return
-        if (key == "hydra" or key.startswith("hydra.")) and key not in HYDRA_KEYS_ALLOWED:
+        if key.startswith("hydra") and (key == "hydra" or key.startswith("hydra.")) and key not in HYDRA_KEYS_ALLOWED:
             self.error(text, f"{key} is a Hydra setting Argus does not allow: only hydra.run.dir, hydra.sweep.dir, "
                        "hydra.searchpath, hydra.job.chdir, hydra.output_subdir, hydra.verbose and hydra.job.name")
             return
@@ -241,8 +250,11 @@ class Checker:
             if (key in CHECKED_KEYS and key not in NAME_KEYS) or any("/" in x for x in _strings(value)) or key.startswith("hydra."):
                 self.error(text, "$(date ...) may stand only in a non-path value such as trainer.experiment_name: write the path out")
                 return
-        for string in _strings(value):
-            self.policy.check_string(self.field, string, self.findings)
+        if type(value) is str:
+            self.policy.check_string(self.field, value, self.findings)
+        else:
+            for string in _strings(value):
+                self.policy.check_string(self.field, string, self.findings)
         if key in CHECKED_KEYS:
             self.checked(key, value, s)
         elif key == RAY_ADDRESS_KEY and value != "auto":

@@ -39,7 +39,12 @@ _FLOAT = re.compile(rf"[+-]?(?:(?:{_INT_UNSIGNED}|{_POINT_FLOAT})[eE][+-]?[0-9](
 _INT = re.compile(rf"[+-]?{_INT_UNSIGNED}")
 _BOOL = re.compile(r"[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]")
 _NULL = re.compile(r"[Nn][Uu][Ll][Ll]")
-_FAST = re.compile(r"(\+{0,2})([A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z_][A-Za-z0-9_\-]*)*)=([A-Za-z0-9_./\-+:%@]+)")
+_TYPED_STARTS = frozenset("0123456789+-.tTfFnNiI")
+_PLAIN_VALUE = r"[A-Za-z0-9_./\-+:%@]+"
+_QUOTED = r"'[^'\\$]*'|\"[^\"\\$]*\""
+_FAST = re.compile(r"(\+{0,2})([A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z_][A-Za-z0-9_\-]*)*)="
+                   rf"({_PLAIN_VALUE}|{_QUOTED}|\[(?:(?:{_PLAIN_VALUE}|{_QUOTED})(?:,(?:{_PLAIN_VALUE}|{_QUOTED}))*)?\])")
+_LIST_ITEM = re.compile(rf"{_PLAIN_VALUE}|{_QUOTED}")
 
 # Hydra's own command-line options (hydra/_internal/utils.py, get_args_parser).
 _HYDRA_VALUE_OPTIONS = {"--config-path": "config_path", "-cp": "config_path", "--config-name": "config_name",
@@ -57,9 +62,10 @@ _HYDRA_REFUSED_OPTIONS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Setting:
-    """One override as Hydra reads it."""
+    """One override as Hydra reads it. (Not frozen: a frozen dataclass is built several
+    times slower, and a 64 KiB command holds a thousand overrides.)"""
 
     op: str  # "" (change), "+" (add), "++" (force add) or "~" (delete)
     key: str  # Hydra's key_or_group: a dotted key, or a config group path with '/'
@@ -81,24 +87,37 @@ def date_sample(fmt: str) -> str:
     return re.sub(r"%([A-Za-z])", lambda m: _DATE_SAMPLE.get(m.group(1), "0"), fmt)
 
 
+def _primitive(raw: str) -> Any:
+    """A quoted string, or an unquoted primitive without blanks or escapes, as Hydra types it."""
+    first = raw[0]
+    if first == "'" or first == '"':
+        return raw[1:-1]
+    if first not in _TYPED_STARTS:
+        return raw  # no number, bool or null starts so
+    # One token of a typed kind is typed; anything else is the text itself (Hydra's lexer
+    # takes the longest token, and on a tie the rule it defines first: FLOAT, INT, BOOL, NULL).
+    if _FLOAT.fullmatch(raw):
+        return float(raw.replace("_", ""))
+    if _INT.fullmatch(raw):
+        return int(raw.replace("_", ""))
+    if _BOOL.fullmatch(raw):
+        return raw.lower() == "true"
+    if _NULL.fullmatch(raw):
+        return None
+    return raw
+
+
 def fast_override(text: str) -> tuple[str, str, Any] | None:
-    """(op, key, value) as Hydra would read ``text``, for trivially simple overrides only;
-    None for anything else."""
+    """(op, key, value) as Hydra would read ``text``, for trivially simple overrides only
+    (a dotted key; a value of plain characters, a quoted string without quotes, '$' or
+    backslashes inside, or a list of those without blanks); None for anything else."""
     m = _FAST.fullmatch(text)
     if m is None:
         return None
     op, key, raw = m.groups()
-    # One token of a typed kind is typed; anything else is the text itself (Hydra's lexer
-    # takes the longest token, and on a tie the rule it defines first: FLOAT, INT, BOOL, NULL).
-    if _FLOAT.fullmatch(raw):
-        return op, key, float(raw.replace("_", ""))
-    if _INT.fullmatch(raw):
-        return op, key, int(raw.replace("_", ""))
-    if _BOOL.fullmatch(raw):
-        return op, key, raw.lower() == "true"
-    if _NULL.fullmatch(raw):
-        return op, key, None
-    return op, key, raw
+    if raw[0] == "[":
+        return op, key, [_primitive(item) for item in _LIST_ITEM.findall(raw, 1, len(raw) - 1)]
+    return op, key, _primitive(raw)
 
 
 _parser: Any = None
@@ -149,12 +168,18 @@ def read_hydra_args(args: list[Word], line: int) -> tuple[HydraArgs, list[Refusa
     while k < n:
         w = args[k]
         k += 1
-        has_date = any(type(p) is Date for p in w.parts)
-        shown = w.shown() if has_date else (w.literal or "")
+        literal = w.literal
+        if literal is not None and literal[:1] not in ("-", ""):
+            fast = fast_override(literal)  # the common case, in one step
+            if fast is not None:
+                settings.append(Setting(fast[0], fast[1], None, fast[2], False, literal, False, line))
+                continue
+        has_date = literal is None
+        shown = w.shown() if has_date else literal
         if has_date:
             text = "".join(p if type(p) is str else date_sample(p.format) for p in w.parts)  # type: ignore[union-attr]
         else:
-            text = w.literal or ""
+            text = literal  # type: ignore[assignment]
         if text.startswith("-"):
             name, eq, value = text.partition("=") if text.startswith("--") else (text, "", "")
             if has_date:

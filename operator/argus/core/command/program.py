@@ -40,19 +40,33 @@ class Date:
 Part = Union[str, Var, Date]
 
 
-@dataclass(frozen=True, slots=True)
 class Word:
     """One shell word. ``parts`` never holds an empty string nor two strings in a row.
 
     ``solid`` is false when the word is made only of unquoted expansions: bash drops such a
     word when it expands to nothing (``$EMPTY``), and keeps it otherwise (``"$EMPTY"``, ``''``).
+    ``line`` and ``source`` say where the word stands, for messages; they are not part of
+    its meaning (equality ignores them).
     """
 
-    parts: tuple[Part, ...]
-    solid: bool = True
-    # Where the word stands in the source, for messages; not part of its meaning.
-    line: int = field(default=0, compare=False)
-    source: str = field(default="", compare=False)
+    # A plain class: a 64 KiB command holds a thousand words, and a frozen dataclass's
+    # __init__ is several times slower.
+    __slots__ = ("parts", "solid", "line", "source")
+
+    def __init__(self, parts: tuple[Part, ...], solid: bool = True, line: int = 0, source: str = ""):
+        self.parts = parts
+        self.solid = solid
+        self.line = line
+        self.source = source
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Word and self.parts == other.parts and self.solid == other.solid
+
+    def __hash__(self) -> int:
+        return hash((self.parts, self.solid))
+
+    def __repr__(self) -> str:
+        return f"Word({self.parts!r}{'' if self.solid else ', solid=False'})"
 
     @property
     def literal(self) -> str | None:

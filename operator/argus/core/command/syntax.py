@@ -36,6 +36,11 @@ from .program import Assign, Date, Export, Part, Refusal, Run, Script, SetOption
 
 # A run of characters that stand for themselves outside quotes.
 _PLAIN = re.compile(r"[^ \t\n|&;()<>'\"\\$`*?~]+")
+# Blanks and continuations, then a whole word of characters that stand for themselves
+# (no braces: they need the brace-expansion check), with the continuations inside it; it
+# must end where a word ends. One match per word in the common case.
+_W = r"[^ \t\n|&;()<>'\"\\$`*?~{}]"
+_PLAIN_STEP = re.compile(r"[ \t]*(?:\\\n[ \t]*)*((?!#)" + _W + "+(?:\\\\\n" + _W + r"*)*)(?=[ \t\n|&;()<>]|\Z)")
 _DQ_PLAIN = re.compile(r"[^\"\\$`]+")
 _BLANKS = re.compile(r"[ \t]+")
 _OPERATOR = re.compile(r"\|\||\|&|\||&&|&>>|&>|&|;;&|;;|;&|;|\(|\)|<<<|<<-|<<|<>|<&|<\(|<|>>|>&|>\||>\(|>")
@@ -157,7 +162,11 @@ class _Lexer:
         text, n = self.text, self.n
         i = 0
         try:
+            step = _PLAIN_STEP.match
             while i < n:
+                if (m := step(text, i)) is not None:
+                    i = self.plain_word(m)  # the common case: a word of plain text
+                    continue
                 c = text[i]
                 if c == " " or c == "\t":
                     i = _BLANKS.match(text, i).end()  # type: ignore[union-attr]
@@ -171,9 +180,6 @@ class _Lexer:
                     i = n if j < 0 else j
                 elif c in "|&;()<>":
                     i = self.operator(i)
-                elif c == "2" and (m := _STDERR_TO_STDOUT.match(text, i)):
-                    self.tokens.append(("op", "2>&1", i))
-                    i = m.end()
                 else:
                     i = self.word(i)
         except _Stop:
@@ -190,6 +196,28 @@ class _Lexer:
         return m.end()
 
     # --- words -------------------------------------------------------------------------
+
+    def plain_word(self, m: re.Match[str]) -> int:
+        """A word of characters that stand for themselves (continuations inside join it)."""
+        text = m.group(1)
+        if "\\" in text:
+            text = text.replace("\\\n", "")
+        w = _RawWord()
+        w.start, w.end = m.start(1), m.end()
+        w.parts.append(text)
+        w.solid = True
+        if (a := _ASSIGNMENT.match(text)) is not None:
+            w.assign, w.assign_op = a.group(1), a.group(2)
+        elif "[" in text and _ARRAY_ASSIGNMENT.match(text) and "]=" in text:
+            w.assign, w.assign_op = text.split("[", 1)[0], "[]="
+        if w.end < self.n and self.text[w.end] in "<>" and text.isdigit():
+            if (m2 := _STDERR_TO_STDOUT.match(self.text, w.start)) is not None:
+                self.tokens.append(("op", "2>&1", w.start))
+                return m2.end()
+            return self.operator(w.end, fd=text)
+        w.line = self.line_of(w.start)
+        self.tokens.append(("word", w, w.start))
+        return w.end
 
     def word(self, i: int) -> int:
         text, n = self.text, self.n
@@ -279,9 +307,11 @@ class _Lexer:
         if shape is not None and _brace_expansion("".join(shape)):
             self.refuse(w.start, text[w.start:i], "brace expansion is not allowed", "quote the value ('...'), or write each word out")
         # A word of digits right before '<' or '>' names a file descriptor.
-        if i < self.n and text[i] in "<>" and len(w.parts) == 1 and type(w.parts[0]) is str and w.parts[0].isdigit() \
-                and text[w.start:i].isdigit():
-            return self.operator(i, fd=w.parts[0])
+        if i < self.n and text[i] in "<>" and text[w.start:i].isdigit():
+            if (m := _STDERR_TO_STDOUT.match(text, w.start)) is not None:
+                self.tokens.append(("op", "2>&1", w.start))
+                return m.end()
+            return self.operator(i, fd=text[w.start:i])
         w.line = self.line_of(w.start)
         self.tokens.append(("word", w, w.start))
         return i
@@ -465,6 +495,8 @@ def _top_level_comma(braced: str) -> bool:
 
 
 def _to_word(raw: _RawWord, text: str, parts: list[Part] | None = None, *, assignment: bool = False) -> Word:
+    if parts is None and len(raw.parts) == 1 and type(raw.parts[0]) is str and raw.parts[0]:
+        return Word((raw.parts[0],), raw.solid, raw.line, text[raw.start:raw.end])
     merged: list[Part] = []
     for p in raw.parts if parts is None else parts:
         if type(p) is str:
@@ -660,7 +692,7 @@ def parse(text: str, programs: Collection[str] = ("python3", "torchrun")) -> tup
             elif name == "" and not words_intact:
                 continue  # a word emptied by a refused expansion: already reported
             else:
-                rule = f"'{name}' is not allowed"
+                rule = f"'{name if len(name) <= 60 else name[:57] + '...'}' is not allowed"
                 advice = _COMMAND_ADVICE.get(name) or ADVICE_LANGUAGE.format(programs=" or ".join(f"{p} ... -m MODULE" for p in sorted(programs)))
                 if name not in _COMMAND_ADVICE and name.endswith("()"):
                     rule, advice = "a function definition is not allowed", "write the command out"
