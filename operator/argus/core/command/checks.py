@@ -33,7 +33,7 @@ from typing import Any
 from ..policy import Findings, PathPolicy, climbs
 from .hydra import HydraArgs, Setting
 from .launchers import Launch, Option, plain_int
-from .program import Assign, Date, Run, Script, Var, Word
+from .program import Assign, Run, Script, Word
 
 DATA_KEYS = ("data.train_files", "data.val_files")
 REWARD_PATH_KEY = "custom_reward_function.path"
@@ -386,5 +386,3 @@ def check_environment(checker: Checker, script: Script) -> None:
             if s.tee is not None:  # type: ignore[union-attr]
                 checker.tee(s.tee.file)  # type: ignore[union-attr]
 
-
-__all__ = ["Checker", "check_environment", "CHECKED_KEYS", "Date", "Var"]

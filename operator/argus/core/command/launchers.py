@@ -21,7 +21,6 @@ the options in one canonical spelling (``--name=value``) for the emitted command
 
 from __future__ import annotations
 
-import fnmatch
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -208,7 +207,7 @@ def read_launch(argv: list[Word], entries: tuple[Entrypoint, ...], line: int) ->
     if k >= n:
         return refuse(program, f"{program} names no module", f"write {program} ... -m MODULE (allowed: {globs})")
     module = argv[k].literal or argv[k].shown()
-    entry = next((e for e in mine if fnmatch.fnmatchcase(module, e.module_glob)), None)
+    entry = next((e for e in mine if e.allows(program, module)), None)
     if not _MODULE.fullmatch(module) or entry is None:
         return refuse(module, f"module {module} is not allowed for {program}", f"run an allowed module ({globs})")
     return Launch(program, kind, options, module, list(argv[k + 1:]), line, entry), refusals
