@@ -42,9 +42,14 @@ _NULL = re.compile(r"[Nn][Uu][Ll][Ll]")
 _TYPED_STARTS = frozenset("0123456789+-.tTfFnNiI")
 _PLAIN_VALUE = r"[A-Za-z0-9_./\-+:%@]+"
 _QUOTED = r"'[^'\\$]*'|\"[^\"\\$]*\""
+# A list item; a plain one neither starts nor ends with ':' (Hydra keeps the blanks
+# next to a ':' inside a value).
+_PLAIN_ITEM = r"[A-Za-z0-9_./\-+%@](?:[A-Za-z0-9_./\-+:%@]*[A-Za-z0-9_./\-+%@])?"
+_ITEM = rf"(?:{_PLAIN_ITEM}|{_QUOTED})"
+# (Hydra drops the blanks after '[', around ',' and before ']'.)
 _FAST = re.compile(r"(\+{0,2})([A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z_][A-Za-z0-9_\-]*)*)="
-                   rf"({_PLAIN_VALUE}|{_QUOTED}|\[(?:(?:{_PLAIN_VALUE}|{_QUOTED})(?:,(?:{_PLAIN_VALUE}|{_QUOTED}))*)?\])")
-_LIST_ITEM = re.compile(rf"{_PLAIN_VALUE}|{_QUOTED}")
+                   rf"({_PLAIN_VALUE}|{_QUOTED}|\[[ \t]*(?:{_ITEM}(?:[ \t]*,[ \t]*{_ITEM})*)?[ \t]*\])")
+_LIST_ITEM = re.compile(_ITEM)
 
 # Hydra's own command-line options (hydra/_internal/utils.py, get_args_parser).
 _HYDRA_VALUE_OPTIONS = {"--config-path": "config_path", "-cp": "config_path", "--config-name": "config_name",
@@ -87,6 +92,18 @@ def date_sample(fmt: str) -> str:
     return re.sub(r"%([A-Za-z])", lambda m: _DATE_SAMPLE.get(m.group(1), "0"), fmt)
 
 
+class _NotFast(Exception):
+    pass
+
+
+# Longer digit strings are beyond int()'s default limit (4300 digits).
+_MAX_NUMBER_CHARS = 4000
+# Hydra's ANTLR parser takes about 13 us a character, and more with nesting: the text a
+# command may send to it is bounded, and so is the nesting (real values nest 2 or 3 deep).
+HYDRA_BUDGET_CHARS = 16 * 1024
+MAX_NESTING = 16
+
+
 def _primitive(raw: str) -> Any:
     """A quoted string, or an unquoted primitive without blanks or escapes, as Hydra types it."""
     first = raw[0]
@@ -96,6 +113,8 @@ def _primitive(raw: str) -> Any:
         return raw  # no number, bool or null starts so
     # One token of a typed kind is typed; anything else is the text itself (Hydra's lexer
     # takes the longest token, and on a tie the rule it defines first: FLOAT, INT, BOOL, NULL).
+    if len(raw) > _MAX_NUMBER_CHARS:
+        raise _NotFast  # Python refuses to convert such numbers: let Hydra say so
     if _FLOAT.fullmatch(raw):
         return float(raw.replace("_", ""))
     if _INT.fullmatch(raw):
@@ -115,9 +134,12 @@ def fast_override(text: str) -> tuple[str, str, Any] | None:
     if m is None:
         return None
     op, key, raw = m.groups()
-    if raw[0] == "[":
-        return op, key, [_primitive(item) for item in _LIST_ITEM.findall(raw, 1, len(raw) - 1)]
-    return op, key, _primitive(raw)
+    try:
+        if raw[0] == "[":
+            return op, key, [_primitive(item) for item in _LIST_ITEM.findall(raw, 1, len(raw) - 1)]
+        return op, key, _primitive(raw)
+    except _NotFast:
+        return None
 
 
 _parser: Any = None
@@ -149,6 +171,20 @@ def hydra_override(text: str) -> tuple[str, str, str | None, Any, bool] | str:
     return _OPS[o.type.name], o.key_or_group, o.package, o.value(), o.is_sweep_override()
 
 
+def _nesting(text: str) -> int:
+    """The deepest nesting of brackets, braces and parentheses (quotes ignored: an upper bound)."""
+    if "[" not in text and "{" not in text and "(" not in text:
+        return 0
+    depth = deepest = 0
+    for c in text:
+        if c in "[{(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]})":
+            depth -= 1
+    return deepest
+
+
 def _date_in_key(w: Word) -> bool:
     """True when a $(date ...) stands before the override's first '='."""
     for p in w.parts:
@@ -163,6 +199,7 @@ def read_hydra_args(args: list[Word], line: int) -> tuple[HydraArgs, list[Refusa
     refusals: list[Refusal] = []
     settings: list[Setting] = []
     options: list[tuple[str, str, str]] = []
+    budget = HYDRA_BUDGET_CHARS
     k = 0
     n = len(args)
     while k < n:
@@ -207,6 +244,15 @@ def read_hydra_args(args: list[Word], line: int) -> tuple[HydraArgs, list[Refusa
             op, key, value = fast
             settings.append(Setting(op, key, None, value, False, shown, has_date, line))
             continue
+        if len(text) > budget:
+            refusals.append(Refusal(line, shown, f"needs Hydra's own parser, and the overrides that do pass "
+                                    f"{HYDRA_BUDGET_CHARS // 1024} KiB, more than the check reads",
+                                    "write plain values and lists ([a,b]); keep dicts, interpolations and escapes short"))
+            continue
+        if _nesting(text) > MAX_NESTING:
+            refusals.append(Refusal(line, shown, f"nests lists or dicts more than {MAX_NESTING} deep", "write a flatter value"))
+            continue
+        budget -= len(text)
         parsed = hydra_override(text)
         if isinstance(parsed, str):
             advice = ("quote a value with blanks or special characters inside the override (key='a b'); "

@@ -44,6 +44,7 @@ _PLAIN_STEP = re.compile(r"[ \t]*(?:\\\n[ \t]*)*((?!#)" + _W + "+(?:\\\\\n" + _W
 _DQ_PLAIN = re.compile(r"[^\"\\$`]+")
 _BLANKS = re.compile(r"[ \t]+")
 _OPERATOR = re.compile(r"\|\||\|&|\||&&|&>>|&>|&|;;&|;;|;&|;|\(|\)|<<<|<<-|<<|<>|<&|<\(|<|>>|>&|>\||>\(|>")
+_TOKEN = re.compile(r"[^ \t\n]{0,200}")
 _TILDE_WORD = re.compile(r"~[^/ \t\n|&;()<>'\"\\$`,{}]*")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?=)")
@@ -225,6 +226,7 @@ class _Lexer:
         w.start = i
         parts = w.parts
         shape: list[str] | None = None  # unquoted text, for the brace-expansion check
+        refused = ""  # the kinds of character already refused in this word
         m = _PLAIN.match(text, i)
         if m is not None:
             s = m.group()
@@ -286,19 +288,23 @@ class _Lexer:
             elif c == "`":
                 i = self.backtick(i)
             elif c == "~":
-                token = _TILDE_WORD.match(text, i).group()  # type: ignore[union-attr]
-                self.refuse(i, token, "'~' expands to the worker's home, not yours", "use $HOME")
+                if "~" not in refused:  # one line per word
+                    refused += "~"
+                    token = _TILDE_WORD.match(text, i).group()  # type: ignore[union-attr]
+                    self.refuse(i, token, "'~' expands to the worker's home, not yours", "use $HOME")
                 parts.append(c)
                 i += 1
             else:  # '*' or '?'
-                self.refuse(i, self.token_at(w.start), f"a file pattern ('{c}') is not allowed",
-                            "write the names out (a Hydra list: [a.parquet,b.parquet]), or quote the character")
+                if "*" not in refused:
+                    refused += "*"
+                    self.refuse(i, self.token_at(w.start), f"a file pattern ('{c}') is not allowed",
+                                "write the names out (a Hydra list: [a.parquet,b.parquet]), or quote the character")
                 parts.append(c)
                 i += 1
         return self.finish(w, i, shape)
 
     def token_at(self, start: int) -> str:
-        m = re.compile(r"[^ \t\n]*").match(self.text, start)
+        m = _TOKEN.match(self.text, start)
         return m.group() if m else ""
 
     def finish(self, w: _RawWord, i: int, shape: list[str] | None) -> int:
@@ -460,34 +466,20 @@ def _matching(text: str, i: int, open_: str, close: str) -> int:
     return n
 
 
-def _brace_expansion(shape: str) -> str | None:
-    """The first brace expansion bash would perform in a word's unquoted text: a ``{...}``
-    holding a ``,`` or ``..`` at its own level (``{a,b}``, ``{1..3}``)."""
-    for start in (k for k, c in enumerate(shape) if c == "{"):
-        depth = 0
-        for k in range(start, len(shape)):
-            c = shape[k]
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    inner = shape[start:k + 1]
-                    if _top_level_comma(inner) or re.fullmatch(r"\{[^{},]*\.\.[^{},]*\}", inner):
-                        return inner
-                    break
-    return None
-
-
-def _top_level_comma(braced: str) -> bool:
-    depth = 0
-    for c in braced:
+def _brace_expansion(shape: str) -> bool:
+    """True when bash would perform a brace expansion in a word's unquoted text: a
+    ``{...}`` holding a ``,`` or ``..`` at its own level (``{a,b}``, ``{1..3}``). One pass."""
+    stack: list[bool] = []  # per open brace: has a ',' or '..' been seen at its level
+    previous = ""
+    for c in shape:
         if c == "{":
-            depth += 1
+            stack.append(False)
         elif c == "}":
-            depth -= 1
-        elif c == "," and depth == 1:
-            return True
+            if stack and stack.pop():
+                return True
+        elif stack and (c == "," or (c == "." and previous == ".")):
+            stack[-1] = True
+        previous = c
     return False
 
 
@@ -718,4 +710,7 @@ def parse(text: str, programs: Collection[str] = ("python3", "torchrun")) -> tup
             tee = Tee(tw[-1], append, stderr)
         run_seen = Run(tuple(env), argv, tee, line)
         statements.append(run_seen)
+    if len(refusals) > MAX_REFUSALS:
+        more = len(refusals) - MAX_REFUSALS
+        refusals = refusals[:MAX_REFUSALS] + [Refusal(0, f"{more} more", "further problems are not listed", "fix the ones above first")]
     return Script(tuple(statements)), refusals, words_intact
