@@ -21,9 +21,8 @@ import re
 
 from .config import PlatformConfig
 
-# $HOME or ${HOME}, not followed by a name character ($HOMEDIR stays as it is), and not
-# escaped: bash reads \$HOME as the text $HOME.
-_HOME = r"(?:(?<!\\)\$HOME(?![A-Za-z0-9_])|(?<!\\)\$\{HOME\})"
+# $HOME or ${HOME}, not followed by a name character ($HOMEDIR stays as it is).
+_HOME = r"(?:\$HOME(?![A-Za-z0-9_])|\$\{HOME\})"
 # What may follow a macro that is expanded: a path separator, the end of the text, a
 # character that ends the shell word or Hydra value, or a line continuation to a blank; or other
 # $HOME macros that are themselves so followed (they expand to paths starting with '/').
@@ -37,12 +36,24 @@ _MACRO_HOME = re.compile(_HOME + _SEGMENT_END)
 LEFTOVER_HOME = re.compile(_HOME)
 
 
+def _escaped(text: str, i: int) -> bool:
+    """True when the '$' at ``i`` is escaped (bash reads \\$HOME as the text $HOME). (A
+    check here, not a look-behind in the pattern: that would slow every search.)"""
+    return i > 0 and text[i - 1] == "\\"
+
+
 def expand(text: str, user: str, config: PlatformConfig) -> str:
     """Expand the $HOME macros of ``text`` for ``user`` (an already checked user id)."""
     if "$" in text:
         home = config.home(user)
-        text = _MACRO_SHARED.sub(lambda m: config.shared(m.group(1)), text)
-        text = _MACRO_HOME.sub(lambda m: home, text)
+        source = text
+
+        def shared(m: re.Match[str]) -> str:
+            return m.group() if _escaped(source, m.start()) else config.shared(m.group(1))
+
+        text = _MACRO_SHARED.sub(shared, text)
+        source = text
+        text = _MACRO_HOME.sub(lambda m: m.group() if _escaped(source, m.start()) else home, text)
     # The virtual form that the file browser shows, written out by hand or left by a
     # previous expansion.
     virtual = config.home(user) + "/common/"
