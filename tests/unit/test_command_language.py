@@ -42,7 +42,7 @@ PROGRAMS = {"python3", "torchrun"}
 
 
 def argv_of(text: str) -> list[Word]:
-    script, refusals, _ = parse(text, PROGRAMS)
+    script, refusals, *_ = parse(text, PROGRAMS)
     assert refusals == [], refusals
     assert script.run is not None
     return list(script.run.argv)
@@ -86,7 +86,7 @@ def test_words(text: str, words: list[tuple[Any, ...]]) -> None:
 )
 def test_positional_parameters_are_empty(text: str, kept: list[tuple[Any, ...]]) -> None:
     """As bash expands them with no arguments (checked against bash in test_bash_agrees_on_positional_parameters)."""
-    script, refusals, _ = parse(text, PROGRAMS)
+    script, refusals, *_ = parse(text, PROGRAMS)
     assert refusals == []
     from argus.core.command.resolve import resolve
 
@@ -104,7 +104,7 @@ def test_bash_agrees_on_positional_parameters() -> None:
 def test_statements() -> None:
     text = ("set -euxo pipefail\nset +x\n# a comment\n\nA=1 B=\"$A x\"\nexport C=2\nexport A\n"
             "D=1 python3 -u -m verl.trainer.main_ppo a=1 2>&1 | tee -a log.txt\n")
-    script, refusals, intact = parse(text, PROGRAMS)
+    script, refusals, intact, _ = parse(text, PROGRAMS)
     assert refusals == [] and intact
     assert script == Script((
         SetOptions((("errexit", True), ("nounset", True), ("xtrace", True), ("pipefail", True))),
@@ -119,7 +119,7 @@ def test_statements() -> None:
 
 
 def test_a_comment_line_ends_a_continued_command() -> None:
-    script, refusals, _ = parse("python3 -m m a=1 \\\n  # b=2 \\\n  c=3\n", PROGRAMS)
+    script, refusals, *_ = parse("python3 -m m a=1 \\\n  # b=2 \\\n  c=3\n", PROGRAMS)
     assert [w.parts for w in script.run.argv] == [("python3",), ("-m",), ("m",), ("a=1",)]  # type: ignore[union-attr]
     assert [(r.line, r.token, r.rule) for r in refusals] == [(3, "c=3", "nothing may follow the entrypoint")]
 
@@ -175,7 +175,7 @@ _scripts = st.builds(lambda before, run: Script((*before, run)),
 @given(_scripts)
 def test_random_programs_round_trip(script: Script) -> None:
     text = emit(script)
-    parsed, refusals, _ = parse(text, PROGRAMS)
+    parsed, refusals, *_ = parse(text, PROGRAMS)
     assert refusals == [], (text, refusals)
     assert parsed == script, text
 
@@ -295,7 +295,7 @@ def test_random_shell_noise_gets_a_verdict(text: str) -> None:
 @settings(max_examples=500, deadline=None)
 @given(st.text(max_size=60))
 def test_any_text_parses_without_an_exception(text: str) -> None:
-    script, refusals, _ = parse(text, PROGRAMS)
+    script, refusals, *_ = parse(text, PROGRAMS)
     assert isinstance(script, Script) and all(r.line >= 1 for r in refusals)
 
 

@@ -78,8 +78,8 @@ def check_command(
         return None
     entries = policy.config.entrypoints
     errors_before = len(findings.errors)
-    script, refusals_parse, words_intact = parse(command, {e.program for e in entries})
-    _report(field_, refusals_parse, findings)
+    script, refusals, words_intact, entrypoint_seen = parse(command, {e.program for e in entries})
+    _report(field_, refusals, findings)
     if not words_intact:
         return None  # later checks of a half-read word would mislead
     resolved, _, refusals = resolve(script)
@@ -88,8 +88,8 @@ def check_command(
     check_environment(checker, resolved)
     run = resolved.run
     if script.run is None:
-        if any(r for r in refusals_parse if r.line):
-            return None  # the refused statements say what is wrong
+        if entrypoint_seen:
+            return None  # the entrypoint's own refusal says what is wrong
         allowed = ", ".join(f"'{e.program} [options] -m {e.module_glob}'" for e in entries)
         first = next((line.strip() for line in command.splitlines() if line.strip() and not line.strip().startswith("#")), command.strip())
         findings.error(field_, first, f"does not run an allowed entrypoint ({allowed}); one in a comment, an echo, "

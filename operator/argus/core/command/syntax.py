@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Collection
+from typing import NamedTuple
 
 from .program import Assign, Date, Export, Part, Refusal, Run, Script, SetOptions, Statement, Tee, Var, Word
 
@@ -552,15 +553,24 @@ def _set_options(words: list[_RawWord], text: str, line: int) -> tuple[SetOption
     return SetOptions(tuple(options), line), None
 
 
-def parse(text: str, programs: Collection[str] = ("python3", "torchrun")) -> tuple[Script, list[Refusal], bool]:
+class Parsed(NamedTuple):
+    script: Script  # the statements that could be read
+    refusals: list[Refusal]
+    # Every word was read whole: a refusal inside a word (such as ``$(...)``) leaves the
+    # word incomplete, and later checks of it would mislead.
+    words_intact: bool
+    # Some command started with an allowed program, even if it was refused.
+    entrypoint_seen: bool
+
+
+def parse(text: str, programs: Collection[str] = ("python3", "torchrun")) -> Parsed:
     """Read ``text`` into a ``Script``; what the language does not allow comes back as
-    refusals. The script holds the statements that could be read; the flag says whether
-    every word was read whole (a refusal inside a word, such as ``$(...)``, leaves the word
-    incomplete, and later checks of it would mislead). Never raises on any input."""
+    refusals. Never raises on any input."""
     lexer = _Lexer(text)
     lexer.run()
     refusals = lexer.refusals
     words_intact = not refusals
+    entrypoint_seen = False
     statements: list[Statement] = []
     run_seen: Run | None = None
 
@@ -583,6 +593,9 @@ def parse(text: str, programs: Collection[str] = ("python3", "torchrun")) -> tup
 
     for cmd in commands:
         line = lexer.line_of(cmd[0][2])
+        head = next((t[1] for t in cmd if t[0] == "word" and t[1].assign is None), None)  # type: ignore[union-attr]
+        if head is not None and text[head.start:head.end] in programs:  # type: ignore[union-attr]
+            entrypoint_seen = True
         bad = next((t for t in cmd if t[0] == "op" and t[1] not in ("|", "2>&1")), None)
         if bad is not None:
             op = str(bad[1])
@@ -713,4 +726,4 @@ def parse(text: str, programs: Collection[str] = ("python3", "torchrun")) -> tup
     if len(refusals) > MAX_REFUSALS:
         more = len(refusals) - MAX_REFUSALS
         refusals = refusals[:MAX_REFUSALS] + [Refusal(0, f"{more} more", "further problems are not listed", "fix the ones above first")]
-    return Script(tuple(statements)), refusals, words_intact
+    return Parsed(Script(tuple(statements)), refusals, words_intact, entrypoint_seen)
