@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .program import Date, Refusal, Word
+from .program import Refusal, Word
 
 # The sample a $(date +FORMAT) stands for while Hydra reads the value: the same
 # characters class (letters and digits) as any real output.
