@@ -161,6 +161,8 @@ DATE_PATH = "$(date ...) may stand only in a non-path value such as trainer.expe
 DATE_ENV = ("$(date +FORMAT) may stand only in a non-path override value such as trainer.experiment_name, "
             "or in a variable used only there")
 TWICE = "set each key once"
+COUNT_POOL = ("asks for GPUs beyond trainer.nnodes x trainer.n_gpus_per_node (a separate pool), which the queue does not count: "
+              "the task gets the spec's nnodes x nGpusPerNode GPUs; share them instead")
 NOT_INT_N = "must be a plain integer equal to spec.nnodes (1)"
 NOT_INT_G = "must be a plain integer equal to spec.nGpusPerNode (1)"
 CUSTOM_CONFIG = "Hydra instantiation keys (_target_ and the like) name Python code to run: not allowed"
@@ -676,6 +678,8 @@ HOSTILE: list[Case] = [
          [E("--nnodes=2", "must equal spec.nnodes (1); the queue counts GPUs from the spec")]),
     Case("count-torchrun-trainer-key", adv(f"{GOOD_SFT} trainer.n_gpus_per_node=8", workload="sft"),
          [E("trainer.n_gpus_per_node=8", "must equal spec.nGpusPerNode (1); the queue counts GPUs from the spec")]),
+    Case("count-separate-reward-pool", adv(f"{GOOD} reward_model.enable_resource_pool=True reward_model.n_gpus_per_node=8 reward_model.nnodes=1"),
+         [E("reward_model.n_gpus_per_node=8", COUNT_POOL), E("reward_model.nnodes=1", COUNT_POOL)]),
     # --- the environment -----------------------------------------------------------------------
     Case("env-path", adv(f"PATH=$HOME/bin:$PATH {GOOD}"), [E("PATH=<H>/bin:$PATH", at(1, "setting PATH is not allowed", PROGRAM))]),
     Case("env-ld-preload", adv(f"export LD_PRELOAD=$HOME/x.so\n{GOOD}"), [E("LD_PRELOAD=<H>/x.so", at(1, "setting LD_PRELOAD is not allowed", PROGRAM))]),

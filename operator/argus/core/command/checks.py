@@ -60,6 +60,8 @@ CHECKED_KEYS = frozenset((*PATH_KEYS, NNODES_KEY, GPUS_KEY, *NAME_KEYS))
 # Every block that holds a checked key: replacing or deleting it would hide the key.
 _MAX_CHECKED_DEPTH = max(k.count(".") for k in CHECKED_KEYS)
 BLOCKS = frozenset(k.rsplit(".", i)[0] for k in CHECKED_KEYS for i in range(1, k.count(".") + 1))
+# verl's other GPU counts (e.g. reward_model.n_gpus_per_node for a separate resource pool).
+_COUNT_NAMES = frozenset(("nnodes", "n_gpus_per_node"))
 _INSTANTIATE_KEYS = frozenset(("_target_", "_args_", "_partial_", "_recursive_", "_convert_"))
 _KEY_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+)*")
 _INTERPOLATION = re.compile(r"\$\{([^{}]*)\}")
@@ -257,6 +259,9 @@ class Checker:
                 self.policy.check_string(self.field, string, self.findings)
         if key in CHECKED_KEYS:
             self.checked(key, value, s)
+        elif key.rsplit(".", 1)[-1] in _COUNT_NAMES:
+            self.error(text, f"asks for GPUs beyond trainer.nnodes x trainer.n_gpus_per_node (a separate pool), which the queue "
+                       "does not count: the task gets the spec's nnodes x nGpusPerNode GPUs; share them instead")
         elif key == RAY_ADDRESS_KEY and value != "auto":
             self.warn(text, "joins or starts a Ray other than the cluster's: a private Ray instance on the worker would take "
                       f"the node's GPUs outside the queue; write +{RAY_ADDRESS_KEY}=auto")
