@@ -44,14 +44,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[1]
-try:
-    import argus  # noqa: F401
-except ImportError:  # run from a checkout without the package installed
-    sys.path.insert(0, str(REPO / "operator"))
-
-from argus.testbed import ControlPlane  # noqa: E402
-from argus.testbed.ports import free_port  # noqa: E402
-from argus.testbed.private_tree import make_private_tree  # noqa: E402
+from argus_testbed import ControlPlane
+from argus_testbed.ports import free_port
+from argus_testbed.private_tree import make_private_tree
 
 NAMESPACE = "bench"
 COMMAND = """\

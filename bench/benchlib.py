@@ -1,6 +1,6 @@
 """Shared by bench/run.py (benchmarks) and bench/chaos.py (fault injection): the real
-testbed (kube-apiserver + etcd and a Ray head + worker on loopback, from argus.testbed),
-the operator as a subprocess (tests/integration/harness.py's OperatorProcess), a watch on
+testbed (kube-apiserver + etcd and a Ray head + worker on loopback, from argus_testbed),
+the operator as a subprocess (argus_testbed.harness.OperatorProcess), a watch on
 ArgusTasks that timestamps every phase change as it arrives, and small measuring helpers
 (machine description, /proc CPU and memory of a process, the operator's metrics).
 
@@ -26,17 +26,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 REPO = Path(__file__).resolve().parents[1]
-try:
-    import argus  # noqa: F401
-except ImportError:  # run from a checkout without the package installed
-    sys.path.insert(0, str(REPO / "operator"))
-sys.path.insert(0, str(REPO / "tests" / "integration"))  # harness.OperatorProcess (imported, not changed)
 
-from argus.core.spec import GROUP, PLURAL, VERSION  # noqa: E402
-from argus.testbed import ControlPlane, RayCluster  # noqa: E402
-from argus.testbed.ports import free_port  # noqa: E402
-from argus.testbed.private_tree import STANDIN, login_home, make_private_tree  # noqa: E402
-from harness import OperatorProcess  # noqa: E402
+from argus.core.spec import GROUP, PLURAL, VERSION
+from argus_testbed import ControlPlane, RayCluster
+from argus_testbed.harness import OperatorProcess
+from argus_testbed.ports import free_port
+from argus_testbed.private_tree import STANDIN, login_home, make_private_tree
 
 TERMINAL = ("Succeeded", "Failed", "Stopped", "Rejected")
 ACTIVE = ("Submitted", "Running")
@@ -83,7 +78,7 @@ def machine_info() -> dict[str, Any]:
         **versions(),
     }
     try:
-        from argus.testbed import find_binaries
+        from argus_testbed import find_binaries
         out = subprocess.run([str(find_binaries() / "kube-apiserver"), "--version"], capture_output=True, text=True, timeout=30)
         info["kube_apiserver"] = out.stdout.strip().split()[-1]
     except Exception:  # noqa: BLE001
@@ -165,6 +160,7 @@ class Kube:
         config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
         cfg.connection_pool_maxsize = pool
         self.api_client = client.ApiClient(cfg)
+        self.api_client.user_agent = "argus-bench"  # told apart from the operator's own requests
         self.custom = client.CustomObjectsApi(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
         self.client = client
@@ -330,12 +326,12 @@ class Testbed:
     """Control plane + CRD + a /private tree + Ray login home, then Ray clusters and operators
     on demand. Everything it starts, it stops (``close``)."""
 
-    def __init__(self, work: Path, users: tuple[str, ...] = ("alice", "bob")):
+    def __init__(self, work: Path, users: tuple[str, ...] = ("alice", "bob"), audit: bool = False):
         self.work = work
         self.ray: RayCluster | None = None
         self.operators: list[OperatorProcess] = []
         t0 = time.monotonic()
-        self.cp = ControlPlane.start(work / "k8s")
+        self.cp = ControlPlane.start(work / "k8s", audit=audit)
         log(f"kube-apiserver + etcd ready at {self.cp.server} in {time.monotonic() - t0:.1f} s")
         self.cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
         self.cp.kubectl("wait", "--for=condition=Established", "crd/argustasks.argus.io", "--timeout=60s")
@@ -408,7 +404,7 @@ def scrape(port: int) -> dict[str, float]:
 def ray_dashboard_pids(ray: RayCluster) -> list[int]:
     """The Ray processes that serve the Jobs API: the head's dashboard and each node's
     dashboard agent (which also serves the log tails)."""
-    from argus.testbed.procs import descendants
+    from argus_testbed.procs import descendants
     roots = [p.popen.pid for p in (ray._head, ray._worker) if p is not None and p.popen is not None]
     out = []
     for root in roots:
@@ -455,3 +451,13 @@ __all__ = [
     "jobs_by_task", "json", "loadavg", "log", "machine_info", "memory", "parallel", "percentile", "ppo_command", "ray_jobs",
     "scrape", "short_id", "summary", "task_body", "wait_metrics",
 ]
+
+
+def load_module(path: Path) -> Any:
+    """A Python file loaded as a module by its path (test data the benchmarks reuse)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

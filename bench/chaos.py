@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/chaos.py          # writes docs/reliability.md
 
-Starts its own kube-apiserver + etcd and Ray head + worker on loopback (argus.testbed), runs
+Starts its own kube-apiserver + etcd and Ray head + worker on loopback (argus_testbed), runs
 the operator as a subprocess (``python -m argus``, a fresh one per scenario) and injects:
 
 1. ``kill``: SIGKILL of the operator at random moments (seeded) during a run of --kill-tasks
@@ -49,9 +49,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import (  # noqa: E402
-    REPO, TERMINAL, OperatorProcess, TaskWatch, Testbed, jobs_by_task, loadavg, log, machine_info, parallel, ppo_command, ray_jobs,
+from benchlib import (
+    REPO, TERMINAL, OperatorProcess, TaskWatch, Testbed, jobs_by_task, load_module, loadavg, log, machine_info, parallel, ppo_command, ray_jobs,
     task_body,
 )
 
@@ -425,8 +424,7 @@ class Chaos:
     # -- 6. a burst of hostile tasks mixed with good ones
     def hostile(self, rep: Check) -> None:
         a = self.args
-        sys.path.insert(0, str(REPO / "tests" / "unit"))
-        import test_core_validation_table as table  # imported for its HOSTILE cases (not changed)
+        table = load_module(REPO / "tests" / "unit" / "test_core_validation_table.py")  # for its HOSTILE cases
         root = str(self.tb.root)
         assert root.endswith("private"), root  # the table's <R-3> trick needs it
         ns = "chaos-hostile"

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from argus.testbed import ControlPlane, RayCluster
-from argus.testbed.private_tree import STANDIN, login_home, make_private_tree
+from argus_testbed import ControlPlane, RayCluster
+from argus_testbed.private_tree import STANDIN, login_home, make_private_tree
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = ["ppo-advanced-custom-reward", "grpo-basic", "hostile-other-user"]

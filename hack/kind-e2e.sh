@@ -64,7 +64,7 @@ log "a /private tree (shared data, alice's home, the verl stand-in as the verl c
 "$PY" - "$WORK/private" <<'PY'
 import shutil, sys
 from pathlib import Path
-from argus.testbed.private_tree import STANDIN, make_private_tree
+from argus_testbed.private_tree import STANDIN, make_private_tree
 root = make_private_tree(Path(sys.argv[1]))
 code = root / "common" / "code" / "verl" / "verl_repo"  # the operator's default --verl-code-path
 code.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what the tests and the demo need, skipping whatever is already there:
-#   - .venv with the project installed (editable) and its test extras;
+#   - .venv with the project installed (editable) and its test extras, and the testbed
+#     (tests/testbed: test and demo infrastructure, not part of the product);
 #   - kube-apiserver, etcd and helm built from Go modules (hack/build-testbed-bins.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,10 +12,10 @@ if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
 stamp=.venv/.argus-installed
-if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || tests/testbed/pyproject.toml -nt $stamp ]]; then
   stage "installing the project and its test extras into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -e '.[test]' -e tests/testbed
   touch "$stamp"
 fi
 echo "setup: python environment ready in $((SECONDS - t0)) s" >&2

@@ -4,10 +4,10 @@ Markers: tests under tests/unit are marked `unit`, tests under tests/integration
 (unless they carry one of those markers already), so `-m unit` / `-m "not integration"` work.
 
 Session fixtures (started once per run on first use, always stopped at the end):
-- `control_plane`: etcd + kube-apiserver (argus.testbed.ControlPlane). With ARGUS_TEST_KUBECONFIG
+- `control_plane`: etcd + kube-apiserver (argus_testbed.ControlPlane). With ARGUS_TEST_KUBECONFIG
   set, an existing cluster is used instead (same .kubeconfig/.kubectl API; tests that need
   mint_user() or restart() are skipped there).
-- `ray_cluster`: a head + one worker Ray cluster (argus.testbed.RayCluster). Its start options
+- `ray_cluster`: a head + one worker Ray cluster (argus_testbed.RayCluster). Its start options
   come from the session fixture `ray_cluster_options` (a dict of RayCluster.start keyword
   arguments, e.g. extra_path=[folder holding a stand-in torchrun]); override that fixture in
   a conftest.py to change them.
@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from argus.testbed import ControlPlane, ExternalCluster, KubeCluster, RayCluster
+from argus_testbed import ControlPlane, ExternalCluster, KubeCluster, RayCluster
 
 TESTS_DIR = Path(__file__).resolve().parent
 LOG_TAIL_LINES = 60

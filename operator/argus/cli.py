@@ -12,47 +12,18 @@ import getpass
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import NoReturn
 
 import yaml
 
-from .core.config import DEFAULT_ENTRYPOINT_ALLOWLIST, DEFAULT_ENTRYPOINT_SHELL, DEFAULT_ROOT, DEFAULT_WORKER_RESOURCE, PlatformConfig
 from .core.convert import ConversionError, convert_taskspec
 from .core.crd import argustask_crd
 from .core.plan import validate_task
 from .core.user import InvalidUserId, check_user_id
+from .platform import UsageError, add_platform_flags, platform_config
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """A mistake in how the command was called: exit 2 with one line."""
-
-
-def add_platform_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags shared with the operator, each with an ARGUS_* environment default."""
-    env = os.environ.get
-    parser.add_argument("--root", default=env("ARGUS_ROOT", DEFAULT_ROOT), help="paths root (default /private, env ARGUS_ROOT)")
-    parser.add_argument("--worker-resource", default=env("ARGUS_WORKER_RESOURCE", DEFAULT_WORKER_RESOURCE), help="Ray resource that marks worker nodes (env ARGUS_WORKER_RESOURCE)")
-    parser.add_argument("--verl-code-path", default=env("ARGUS_VERL_CODE_PATH"), help="verl code snapshot put on PYTHONPATH (default <root>/common/code/verl/verl_repo)")
-    parser.add_argument("--entrypoint-shell", default=env("ARGUS_ENTRYPOINT_SHELL", DEFAULT_ENTRYPOINT_SHELL), help="shell that runs the command (default 'bash -lc')")
-    allow_env = env("ARGUS_ENTRYPOINT_ALLOWLIST")
-    parser.add_argument(
-        "--allow-entrypoint", action="append", dest="allowlist",
-        default=[e.strip() for e in allow_env.split(",") if e.strip()] if allow_env else None,
-        help=f"allowed entrypoint '<program> -m <module glob>', repeatable (default {', '.join(DEFAULT_ENTRYPOINT_ALLOWLIST)}; env ARGUS_ENTRYPOINT_ALLOWLIST, comma-separated)",
-    )
-
-
-def platform_config(args: argparse.Namespace) -> PlatformConfig:
-    try:
-        return PlatformConfig.from_allowlist(
-            args.allowlist, root=args.root, worker_resource=args.worker_resource,
-            verl_code_path=args.verl_code_path, entrypoint_shell=args.entrypoint_shell,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _read_documents(path: str) -> list[Any]:
@@ -175,23 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("crd", help="print the ArgusTask CRD")
     p.set_defaults(func=cmd_crd)
 
-    for register in EXTRA_COMMANDS:
-        register(sub)
+    # The cluster commands (logs, onboard) import the kubernetes and Ray clients only when
+    # they run, so the offline commands above load nothing but the core.
+    from .clusterctl import register_cluster_commands  # noqa: PLC0415
+    register_cluster_commands(sub)
     return parser
 
 
-# Commands that talk to a cluster register here (argus.controller.cli_commands), so the
-# offline commands above load nothing but the core.
-EXTRA_COMMANDS: list[Callable[[Any], None]] = []
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        from .clusterctl import register_cluster_commands  # noqa: PLC0415
-        if register_cluster_commands not in EXTRA_COMMANDS:
-            EXTRA_COMMANDS.append(register_cluster_commands)
-    except ImportError:
-        pass
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

@@ -1,6 +1,6 @@
 """Cluster commands of the ``argus`` CLI: ``logs`` and ``onboard``. They talk to the
-Kubernetes API (kubeconfig as kubectl uses it) and, for ``logs``, to the Ray dashboard
-recorded in the task's status."""
+Kubernetes API (kubeconfig as kubectl uses it, ``adapters.kube``) and, for ``logs``, to the
+Ray dashboard recorded in the task's status (``adapters.ray``, the client the operator uses)."""
 
 from __future__ import annotations
 
@@ -20,14 +20,13 @@ class ClusterError(Exception):
 
 
 def _load_kube(kubeconfig: str | None, context: str | None) -> Any:
-    from kubernetes import client, config
+    from kubernetes import client
+
+    from .adapters.kube import KubeConfigError, load_kube_config
     try:
-        config.load_kube_config(config_file=kubeconfig, context=context)
-    except Exception:  # noqa: BLE001 - fall back to in-cluster, else say what is missing
-        try:
-            config.load_incluster_config()
-        except Exception as exc:  # noqa: BLE001
-            raise ClusterError(f"no usable kubeconfig ({exc})") from None
+        load_kube_config(kubeconfig, context)
+    except KubeConfigError as exc:
+        raise ClusterError(str(exc)) from None
     return client
 
 
@@ -70,8 +69,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
             raise ClusterError(f"ArgusTask {namespace}/{args.task} has not been submitted to Ray yet (phase {phase}){why}")
         if not address:
             raise ClusterError("the task's status names no Ray dashboard; pass --ray-address")
-        from .controller.ray_adapter import RayAdapter, RayJobUnknown, RayUnreachable
-        ray = RayAdapter(address, "worker_node")
+        from .adapters.ray import RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
+        ray = RayJobsClient(address, threads=2)
         try:
             if args.follow:
                 asyncio.run(_follow(ray, sid, args.tail))
@@ -81,6 +80,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
             raise ClusterError(f"Ray no longer has job {sid} (the head restarted?); its logs are gone") from None
         except RayUnreachable as exc:
             raise ClusterError(f"cannot reach the Ray dashboard at {address}: {exc}") from None
+        except RayRefused as exc:
+            raise ClusterError(f"the Ray dashboard at {address} refused: {exc}") from None
     except ClusterError as exc:
         print(f"argus logs: {exc}", file=sys.stderr)
         return EXIT_FAIL
@@ -197,12 +198,14 @@ def cmd_onboard(args: argparse.Namespace) -> int:
     try:
         client = _load_kube(args.kubeconfig, args.context)
         from kubernetes.client.exceptions import ApiException
+
+        from .adapters.kube import api_error
         try:
             lines = [_onboard_namespace(client.CoreV1Api(), ns, user), _onboard_binding(client.RbacAuthorizationV1Api(), binding)]
         except ApiException as exc:
             if exc.status == 403:
-                raise ClusterError(f"not allowed: {_api_message(exc)} (onboarding needs rights to create namespaces and RoleBindings)") from None
-            raise ClusterError(f"the API server refused: {_api_message(exc)}") from None
+                raise ClusterError(f"not allowed: {api_error(exc)} (onboarding needs rights to create namespaces and RoleBindings)") from None
+            raise ClusterError(f"the API server refused: {api_error(exc)}") from None
         lines += _edit_role_warning(client)
     except ClusterError as exc:
         print(f"argus onboard: {exc}", file=sys.stderr)
@@ -223,14 +226,6 @@ def _edit_role_warning(client: Any) -> list[str]:
         if exc.status == 404:
             return [f"warning: ClusterRole {EDIT_ROLE} does not exist yet (it comes with the Helm chart); the binding grants nothing until it does"]
     return []
-
-
-def _api_message(exc: Any) -> str:
-    import json
-    try:
-        return str(json.loads(exc.body).get("message") or exc.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(exc.reason)
 
 
 def register_cluster_commands(sub: Any) -> None:

@@ -5,17 +5,14 @@ runs the operator as a real subprocess watching only the test's namespaces."""
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 
-from argus.testbed.private_tree import login_home
-from harness import REPO, STANDIN, OperatorProcess, make_private_tree
-
-sys.path.insert(0, str(Path(__file__).parent))
+from argus_testbed.harness import REPO, STANDIN, OperatorProcess, make_private_tree
+from argus_testbed.private_tree import login_home
 
 
 @pytest.fixture(scope="session")

@@ -8,13 +8,13 @@ import urllib.request
 
 import pytest
 
-from argus.testbed.ports import free_port
-from harness import advanced_task, apply_text, ppo_command, wait_for, wait_phase
+from argus_testbed.ports import free_port
+from argus_testbed.harness import advanced_task, apply_text, ppo_command, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 
 METRICS = ("argus_tasks", "argus_queue_length", "argus_submit_latency_seconds", "argus_ray_api_errors_total",
-           "argus_ray_api_calls_total", "argus_reconcile_errors_total")
+           "argus_ray_api_calls_total", "argus_ray_jobs_lost_total", "argus_reconcile_errors_total")
 
 
 def scrape(port: int) -> str:
@@ -44,9 +44,12 @@ def test_metrics_endpoint_counts_a_succeeded_task(control_plane, ray_cluster, us
         assert re.search(rf"^# TYPE {name} ", text, re.M), f"{name} missing:\n{text}"
     assert sample(text, "argus_queue_length") == 0
     assert sample(text, "argus_submit_latency_seconds_count") >= 1
-    assert sample(text, "argus_ray_api_calls_total") >= 2  # at least the submit and one status read
+    assert sample(text, "argus_ray_api_calls_total", '{operation="submit"}') == 1
+    assert sample(text, "argus_ray_api_calls_total", '{operation="status"}') >= 1
+    assert sample(text, "argus_ray_api_calls_total", '{operation="nodes"}') >= 1
     assert sample(text, "argus_reconcile_errors_total") == 0
-    for operation in ("capacity", "submit", "status", "stop", "lost"):  # exported at 0 for alerts
+    assert sample(text, "argus_ray_jobs_lost_total") == 0
+    for operation in ("nodes", "submit", "status", "stop", "logs"):  # exported at 0 for alerts
         assert sample(text, "argus_ray_api_errors_total", f'{{operation="{operation}"}}') == 0
     for phase in ("Queued", "Submitted", "Running", "Failed", "Stopped", "Rejected"):
         assert sample(text, "argus_tasks", f'{{phase="{phase}"}}') is not None

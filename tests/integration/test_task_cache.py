@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 import pytest
 
-from argus.controller.cache import TaskCache
-from argus.controller.kube import load_config
+from argus.adapters.kube import load_kube_config
+from argus.controller.cache import TaskCache, worth_a_look
 
 pytestmark = pytest.mark.integration
 
@@ -35,11 +35,17 @@ def test_cache_lists_in_pages_then_follows_the_watch(control_plane: Any, user_na
     names = [f"c-{i}" for i in range(7)]
     control_plane.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [_task(n) for n in names]}))
     control_plane.kubectl("apply", "-n", other, "-f", "-", input=json.dumps(_task("elsewhere")))
-    load_config(str(control_plane.kubeconfig))
+    load_kube_config(str(control_plane.kubeconfig))
     changes: list[tuple[str, str]] = []
+    looks: list[tuple[str, str]] = []
+
+    def on_change(old: Any, new: Any) -> None:
+        changes.append((old or new).key)
+        if worth_a_look(old, new):
+            looks.append((old or new).key)
 
     async def scenario() -> None:
-        cache = TaskCache((ns,), on_change=lambda v: changes.append(v.key), page_size=3)  # 3 pages
+        cache = TaskCache((ns,), on_change=on_change, page_size=3)  # 3 pages
         assert not cache.synced.is_set()
         cache.start()
         try:
@@ -53,8 +59,11 @@ def test_cache_lists_in_pages_then_follows_the_watch(control_plane: Any, user_na
                                     "--type=merge", "-p", '{"status":{"phase":"Queued"}}')
             await _until(lambda: cache.get((ns, "c-0")).phase == "Queued", 30, "the status patch")
             assert (ns, "c-0") in changes
+            assert looks.count((ns, "c-0")) == 1  # listed; a status patch (the operator's own writes) wakes nothing
+            assert (ns, "late") in looks
             await asyncio.to_thread(control_plane.kubectl, "delete", "argustask", "c-1", "-n", ns)
             await _until(lambda: cache.get((ns, "c-1")) is None, 30, "the delete")
+            assert looks.count((ns, "c-1")) == 2  # listed, then deleted
             assert len(cache) == len(names)  # 7 - 1 deleted + 1 created
         finally:
             cache.stop()
@@ -64,7 +73,7 @@ def test_cache_lists_in_pages_then_follows_the_watch(control_plane: Any, user_na
 
 def test_an_empty_scope_is_synced_at_once(control_plane: Any, user_namespace: Callable[..., str]) -> None:
     ns = user_namespace("alice")
-    load_config(str(control_plane.kubeconfig))
+    load_kube_config(str(control_plane.kubeconfig))
 
     async def scenario() -> None:
         cache = TaskCache((ns,))

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import yaml
 
 from argus.cli import crd_yaml
@@ -235,3 +237,28 @@ def test_cancel_is_one_way(spec_schema: dict[str, Any]) -> None:
 def test_kind_field_consistency_rules(spec_schema: dict[str, Any], spec: dict[str, Any], message: str) -> None:
     failed = _failing(spec_schema["x-kubernetes-validations"], spec, None)
     assert any(message in m for m in failed), failed
+
+
+# --- one source, two renderings -------------------------------------------------------------
+
+_REQUIRED = {"workload": st.sampled_from(["ppo", "sft"]), "nnodes": st.integers(1, 2), "nGpusPerNode": st.just(1)}
+_OPTIONAL = {"kind": st.sampled_from(["basic", "advanced"]), "command": st.sampled_from(["a", "b"]), "priority": st.integers(-1, 1),
+             "cancel": st.booleans(), "modelId": st.sampled_from(["m", "n"]), "trainFile": st.just("t"), "valFile": st.just("v"),
+             "totalEpochs": st.integers(1, 2)}
+_specs = st.fixed_dictionaries(_REQUIRED, optional=_OPTIONAL)
+
+
+@settings(max_examples=300, deadline=None)
+@given(old=_specs, new=_specs)
+def test_cel_and_python_renderings_of_the_rules_agree(spec_schema: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
+    """core.rules renders each rule to CEL (the CRD) and to Python (validation, webhook):
+    for any spec, and any update of it, both say the same."""
+    from argus.core.rules import change_problems, kind_problems
+    rules = spec_schema["x-kubernetes-validations"]
+    from argus.core.rules import KIND_RULES
+    cel_create = _failing(rules, new, None)
+    python_create = kind_problems(_defaults(new))
+    assert bool(cel_create) == bool(python_create), (new, cel_create, python_create)
+    creation_messages = {r.group for r in KIND_RULES}
+    cel_update = [m for m in _failing(rules, new, old) if m not in creation_messages]
+    assert sorted(cel_update) == sorted(change_problems(_defaults(old), _defaults(new))), (old, new)

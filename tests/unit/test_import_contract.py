@@ -17,7 +17,7 @@ pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-IO_PACKAGES = ["kopf", "kubernetes", "ray", "aiohttp", "requests", "argus.controller", "argus.testbed", "argus.cli"]
+IO_PACKAGES = ["kopf", "kubernetes", "ray", "aiohttp", "requests", "argus.controller", "argus_testbed", "argus.cli"]
 
 
 def _pyproject_config() -> dict[str, Any]:
@@ -68,7 +68,7 @@ def _lint(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_contract_names_the_io_packages() -> None:
     (contract,) = _pyproject_config()["contracts"]
     assert contract["type"] == "forbidden" and contract["source_modules"] == ["argus.core"]
-    assert {"kopf", "kubernetes", "ray", "argus.controller", "argus.testbed", "argus.cli"} <= set(contract["forbidden_modules"])
+    assert {"kopf", "kubernetes", "ray", "argus.controller", "argus_testbed", "argus.cli"} <= set(contract["forbidden_modules"])
 
 
 def test_import_contract_is_kept(tmp_path: Path) -> None:
@@ -117,3 +117,15 @@ def test_importing_the_plan_alone_loads_no_io_package() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_testbed_is_not_part_of_the_product() -> None:
+    """The operator's wheel and image hold the package ``argus`` only: the testbed (which
+    starts kube-apiserver, etcd and Ray) is a project of its own under tests/testbed."""
+    from setuptools import find_packages
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    shipped = find_packages(where=str(REPO / config["where"][0]), include=config["include"])
+    assert "argus" in shipped and "argus.core" in shipped
+    assert not [p for p in shipped if "testbed" in p], shipped
+    assert not (REPO / "operator" / "argus" / "testbed").exists()
+    assert (REPO / "tests" / "testbed" / "argus_testbed" / "controlplane.py").is_file()

@@ -1,5 +1,6 @@
 """The webhook's pure parts: flags, the ValidatingWebhookConfiguration it writes (URL and
-Service client configs), the UPDATE rule, and the self-made certificate."""
+Service client configs) and the self-made certificate. (The UPDATE rule it answers with is
+``core.rules.change_problems``: tests/unit/test_core_rules.py.)"""
 
 from __future__ import annotations
 
@@ -11,10 +12,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from argus.controller import tls
-from argus.controller.webhook import (CANCEL_BACK, WEBHOOK_ID, WEBHOOK_NAME, _covers, build_configuration, client_config,
-                                      spec_change_problems)
+from argus.controller.webhook import WEBHOOK_ID, WEBHOOK_NAME, _covers, build_configuration, client_config
 from argus.controller.webhook_settings import WebhookSettings, add_webhook_flags, webhook_settings
-from argus.core.crd import IMMUTABLE_HINT
 
 pytestmark = pytest.mark.unit
 
@@ -82,18 +81,6 @@ def test_covers_ignores_server_defaults() -> None:
     served = [dict(desired["webhooks"][0], objectSelector={}, namespaceSelector=None)]
     assert _covers(served, desired["webhooks"])
     assert not _covers([dict(served[0], failurePolicy="Fail")], desired["webhooks"])
-
-
-def test_spec_changes() -> None:
-    old = {"kind": "advanced", "command": "a", "nnodes": 1, "cancel": False}
-    assert spec_change_problems(old, dict(old)) == []
-    assert spec_change_problems(old, {**old, "cancel": True}) == []
-    assert spec_change_problems(old, {**old, "command": "b", "priority": 3}) == [
-        f"spec.command is immutable: {IMMUTABLE_HINT}", f"spec.priority is immutable: {IMMUTABLE_HINT}"]
-    assert spec_change_problems({**old, "cancel": True}, old) == [CANCEL_BACK]
-    gone = dict(old)
-    del gone["nnodes"]
-    assert spec_change_problems(old, gone) == [f"spec.nnodes is immutable: {IMMUTABLE_HINT}"]
 
 
 def test_self_made_certificate() -> None:

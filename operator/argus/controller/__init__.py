@@ -1,6 +1,9 @@
-"""The operator: thin adapters around the pure core.
+"""The operator: a level-triggered controller around the pure core.
 
-``handlers`` (kopf) react to ArgusTask and Namespace events; ``reconciler`` runs the
-queue and keeps Ray's view in ``.status``; ``ray_adapter`` turns the Ray Jobs API's
-errors into domain outcomes; ``kube`` patches status and posts events.
+Flow: ``cache`` (list + watch of ArgusTasks) -> ``reconciler`` (each tick: ``jobsync`` reads
+the Ray jobs that are due, new tasks are validated, the queue admits) -> ``core.lifecycle``
+decides each task's status and actions -> ``writer`` patches the status and posts Events.
+``operator`` is the composition root (one ``Operator`` object holds every dependency);
+``handlers`` hands it to kopf, which hosts the process and the admission ``webhook``.
+``ports`` names the protocols of the adapters (``argus.adapters``) that tests replace with fakes.
 """

@@ -1,12 +1,13 @@
 """The reconciler's view of every ArgusTask in scope, kept by one LIST and then a WATCH
 from the list's resourceVersion, as controller-runtime's informers do.
 
-kopf still runs the handlers (create, cancel, delete); this cache only feeds the queue
-and the Ray sync. It replaced a kopf index: kopf holds every handler until each index
-holds every listed object and wakes every waiting worker for each object indexed, so a
-restart over N tasks cost O(N^2) (125 s over 5,000), and an index rules out a worker
-limit (nolar/kopf#1243). Here the LIST is paged, the first tick waits for it (``synced``),
-and a broken or expired watch lists again.
+It feeds the level-triggered controller loop (``reconciler``), which acts on what it
+holds; ``on_change(old, new)`` tells the loop when something happened that it should look
+at now (a new task, a spec change such as cancel, a deletion). It replaced kopf's
+per-event handlers and indexes: kopf holds every handler until each index holds every
+listed object, so a restart over N tasks cost O(N^2) (125 s over 5,000), and each kopf
+handler wrote its own bookkeeping annotations. Here the LIST is paged, the first tick waits
+for it (``synced``), and a broken or expired watch lists again.
 
 The watch runs in a thread per scope (the ``kubernetes`` client is synchronous); every
 change is applied on the event loop, so the loop reads the map without locks.
@@ -22,6 +23,7 @@ from typing import Any, Callable
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from ..adapters.kube import api_error
 from ..core.spec import GROUP, PLURAL, VERSION
 from .view import TaskView
 
@@ -30,7 +32,7 @@ Key = tuple[str, str]
 
 
 class TaskCache:
-    def __init__(self, namespaces: tuple[str, ...] = (), on_change: Callable[[TaskView], None] | None = None,
+    def __init__(self, namespaces: tuple[str, ...] = (), on_change: Callable[[TaskView | None, TaskView | None], None] | None = None,
                  page_size: int = 500, watch_seconds: int = 300):
         self.scopes: tuple[str | None, ...] = tuple(namespaces) or (None,)  # None: all namespaces
         self.on_change = on_change
@@ -85,7 +87,9 @@ class TaskCache:
                     version = w.resource_version or version
             except ApiException as exc:
                 if exc.status != 410:  # 410 Gone: the version expired; list again at once
-                    log.warning("ArgusTask watch (%s) failed: %s %s; listing again", scope or "all namespaces", exc.status, exc.reason)
+                    # The API server's own words name the verb, resource and identity (RBAC).
+                    log.warning("ArgusTask list/watch (%s) failed: %s %s: %s; listing again", scope or "all namespaces",
+                                exc.status, exc.reason, api_error(exc))
                     self._stop.wait(1)
             except Exception as exc:  # noqa: BLE001 - the API server may be restarting; list again
                 log.warning("ArgusTask watch (%s) broke: %s; listing again", scope or "all namespaces", exc)
@@ -116,27 +120,39 @@ class TaskCache:
     def _replace(self, scope: str | None, views: dict[Key, TaskView]) -> None:
         for key in [k for k in self._views if scope is None or k[0] == scope]:
             if key not in views:
-                del self._views[key]
+                self._changed(self._views.pop(key), None)
+        old = {k: self._views.get(k) for k in views}
         self._views.update(views)
         if scope not in self._listed:
             self._listed.add(scope)
             log.info("listed %d ArgusTasks in %s", len(views), scope or "all namespaces")
             if len(self._listed) == len(self.scopes):
                 self.synced.set()
-        for view in views.values():
-            self._changed(view)
+        for key, view in views.items():
+            self._changed(old[key], view)
 
     def _apply_event(self, kind: str, body: dict[str, Any]) -> None:
         view = TaskView.from_body(body)
+        old = self._views.get(view.key)
         if kind == "DELETED":
             self._views.pop(view.key, None)
+            self._changed(old, None)
             return
         self._views[view.key] = view
-        self._changed(view)
+        self._changed(old, view)
 
-    def _changed(self, view: TaskView) -> None:
+    def _changed(self, old: TaskView | None, new: TaskView | None) -> None:
         if self.on_change:
             try:
-                self.on_change(view)
+                self.on_change(old, new)
             except Exception:  # noqa: BLE001 - a callback must not break the cache
                 log.exception("cache change callback failed")
+
+
+def worth_a_look(old: TaskView | None, new: TaskView | None) -> bool:
+    """Whether a change should wake the controller at once: a new task, a spec change (such
+    as cancel), a deletion starting or ending. The operator's own status writes come back
+    through the watch too; they wake nothing (the loop already knows)."""
+    if old is None or new is None:
+        return True
+    return old.generation != new.generation or old.deleting != new.deleting or old.uid != new.uid

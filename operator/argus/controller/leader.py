@@ -31,7 +31,6 @@ class LeaderElection:
         self.identity = identity or default_identity()
         self.lease_seconds = lease_seconds
         self._renewed_at: float | None = None  # monotonic time of our last successful renewal
-        self.changed = asyncio.Event()
 
     @property
     def is_leader(self) -> bool:
@@ -51,7 +50,6 @@ class LeaderElection:
                 log.warning("leader election: %s", exc)
             if was != self.is_leader:
                 log.warning("leader election: %s is %s the leader", self.identity, "now" if self.is_leader else "no longer")
-                self.changed.set()
             await asyncio.sleep(self.lease_seconds / 3)
 
     def _acquire_or_renew(self, api: client.CoordinationV1Api) -> bool:

@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter as _Count
 from typing import Iterable
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from ..core.spec import Phase
+from ..core.times import parse_time, utcnow
 
 TASKS = Gauge("argus_tasks", "ArgusTasks by phase", ["phase"])
 QUEUE_LENGTH = Gauge("argus_queue_length", "ArgusTasks waiting in the queue")
 SUBMIT_LATENCY = Histogram("argus_submit_latency_seconds", "Time from task creation to its Ray submission",
                            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400))
-RAY_ERRORS = Counter("argus_ray_api_errors_total", "Ray API calls that failed", ["operation"])
-RAY_CALLS = Counter("argus_ray_api_calls_total", "Ray API calls made")
-RECONCILE_ERRORS = Counter("argus_reconcile_errors_total", "Reconcile ticks or handlers that failed unexpectedly")
+RAY_CALLS = Counter("argus_ray_api_calls_total", "Ray API calls made, by operation", ["operation"])
+RAY_ERRORS = Counter("argus_ray_api_errors_total", "Ray API calls that failed (Ray unreachable or refusing), by operation", ["operation"])
+JOBS_LOST = Counter("argus_ray_jobs_lost_total", "Submitted jobs Ray no longer knows (a head restart): tasks Failed/RayJobLost")
+RECONCILE_ERRORS = Counter("argus_reconcile_errors_total", "Reconcile ticks that failed unexpectedly")
 ADMISSION_PASS = Gauge("argus_admission_pass_seconds", "Duration of the last admission pass over the queue (capacity read + queue decision)")
 
-# Every known operation is exported from the start (at 0), so that rate()/increase() alerts
-# see a series before the first error.
-RAY_OPERATIONS = ("capacity", "submit", "status", "stop", "lost")
+# Every operation is exported from the start (at 0), so that rate()/increase() alerts see a
+# series before the first call or error.
+RAY_OPERATIONS = ("submit", "status", "stop", "logs", "nodes")
 for _operation in RAY_OPERATIONS:
+    RAY_CALLS.labels(_operation)
     RAY_ERRORS.labels(_operation)
+
+
+def count_ray_call(operation: str, outcome: str) -> None:
+    """``adapters.ray.RayJobsClient``'s call hook. An unknown job or an existing submission
+    id is an answer, not an error."""
+    RAY_CALLS.labels(operation).inc()
+    if outcome in ("RayUnreachable", "RayRefused"):
+        RAY_ERRORS.labels(operation).inc()
 
 
 def observe_phases(views: Iterable[object]) -> None:
@@ -34,8 +44,12 @@ def observe_phases(views: Iterable[object]) -> None:
 
 
 def observe_submit_latency(created: str) -> None:
-    try:
-        t0 = dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
-    except ValueError:
-        return
-    SUBMIT_LATENCY.observe(max(0.0, (dt.datetime.now(dt.timezone.utc) - t0).total_seconds()))
+    t0 = parse_time(created)
+    if t0 is not None:
+        SUBMIT_LATENCY.observe(max(0.0, (utcnow() - t0).total_seconds()))
+
+
+def observe_phase_change(old: str | None, new: str | None, reason: str | None) -> None:
+    """Called by the status writer for each phase change it wrote."""
+    if reason == "RayJobLost" and old != new:
+        JOBS_LOST.inc()

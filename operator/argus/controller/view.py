@@ -1,13 +1,22 @@
-"""A task as the reconciler sees it: the parts of an ArgusTask body it acts on,
-copied out of the watch stream (``cache.TaskCache``) so no API read is needed per tick."""
+"""A task as the controller sees it: the parts of an ArgusTask body it acts on, copied out
+of the watch stream (``adapters.cache.TaskCache``) so that no API read is needed per tick,
+and turned into the lifecycle's ``TaskState`` on demand."""
 
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Mapping
 
+from pydantic import ValidationError
+
+from ..core.lifecycle import FINALIZER, TaskState
 from ..core.queue import QueuedTask
+from ..core.spec import ArgusTaskStatus
+from ..core.times import parse_time
+
+Key = tuple[str, str]
+STATUS_FIELDS = frozenset(f.alias or name for name, f in ArgusTaskStatus.model_fields.items())
 
 
 def _plain(value: Any) -> Any:
@@ -18,36 +27,51 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def parse_time(text: str | None) -> dt.datetime | None:
-    if not text:
-        return None
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+def parse_status(raw: Mapping[str, Any]) -> ArgusTaskStatus:
+    """The typed status; a field that does not parse (written by hand, say) is dropped
+    rather than stopping the operator."""
+    known = {k: v for k, v in raw.items() if k in STATUS_FIELDS}
+    while True:
+        try:
+            return ArgusTaskStatus.model_validate(known)
+        except ValidationError as exc:
+            bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+            if not bad & known.keys():
+                return ArgusTaskStatus()
+            for key in bad:
+                known.pop(key, None)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TaskView:
     namespace: str
     name: str
     uid: str
     generation: int | None
     created: str
-    deleting: bool
     spec: dict[str, Any]
     status: dict[str, Any] = field(default_factory=dict)
+    finalizers: tuple[str, ...] = ()
+    deletion_timestamp: str | None = None
+    resource_version: str = ""
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> "TaskView":
         meta = body.get("metadata", {})
-        status = _plain(body.get("status") or {})
-        status.pop("kopf", None)
+        status = {k: v for k, v in _plain(body.get("status") or {}).items() if k in STATUS_FIELDS}
         return cls(
             namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""),
             generation=meta.get("generation"), created=meta.get("creationTimestamp", ""),
-            deleting=bool(meta.get("deletionTimestamp")), spec=_plain(body.get("spec") or {}), status=status,
+            spec=_plain(body.get("spec") or {}), status=status,
+            finalizers=tuple(meta.get("finalizers") or ()), deletion_timestamp=meta.get("deletionTimestamp"),
+            resource_version=str(meta.get("resourceVersion", "")),
         )
 
+    def with_changes(self, **changes: Any) -> "TaskView":
+        return replace(self, **changes)
+
     @property
-    def key(self) -> tuple[str, str]:
+    def key(self) -> Key:
         return (self.namespace, self.name)
 
     @property
@@ -55,24 +79,33 @@ class TaskView:
         return self.status.get("phase")
 
     @property
+    def deleting(self) -> bool:
+        return bool(self.deletion_timestamp)
+
+    @property
     def cancel(self) -> bool:
-        return bool(self.spec.get("cancel"))
+        return self.spec.get("cancel") is True
+
+    @property
+    def holds_finalizer(self) -> bool:
+        return FINALIZER in self.finalizers
 
     @property
     def gpus(self) -> int:
-        try:
-            return int(self.spec.get("nnodes", 1)) * int(self.spec.get("nGpusPerNode", 1))
-        except (TypeError, ValueError):
-            return 0
-
-    @property
-    def submission_id(self) -> str | None:
-        return (self.status.get("rayJob") or {}).get("submissionId")
+        nnodes, per_node = self.spec.get("nnodes", 1), self.spec.get("nGpusPerNode", 1)
+        return nnodes * per_node if type(nnodes) is int and type(per_node) is int else 0
 
     def as_queued(self) -> QueuedTask:
-        return QueuedTask(self.namespace, self.name, int(self.spec.get("priority") or 0), self.created, self.gpus)
+        priority = self.spec.get("priority")
+        return QueuedTask(self.namespace, self.name, priority if type(priority) is int else 0, self.created, self.gpus)
 
-    def deadline_exceeded(self, now: dt.datetime) -> bool:
-        seconds = self.spec.get("activeDeadlineSeconds")
-        admitted = parse_time(self.status.get("admittedAt"))
-        return bool(seconds and admitted and (now - admitted).total_seconds() >= seconds)
+    @cached_property
+    def state(self) -> TaskState:
+        deadline = self.spec.get("activeDeadlineSeconds")
+        return TaskState(
+            namespace=self.namespace, name=self.name, uid=self.uid, generation=self.generation,
+            status=parse_status(self.status), cancel=self.cancel,
+            active_deadline_seconds=deadline if type(deadline) is int else None,
+            deleting_since=parse_time(self.deletion_timestamp) if self.deletion_timestamp else None,
+            holds_finalizer=self.holds_finalizer,
+        )

@@ -4,7 +4,7 @@ Served from the operator process by kopf (``--webhook``; docs/webhook.md):
 
 - ``validate_argustask`` (handler id ``validate-argustask``, which is also the URL path):
   CREATE runs ``validate_task`` for the user of the namespace label ``argus.io/user``,
-  exactly as the operator's on-create handler does; errors deny the request with every
+  exactly as the controller does for a new task; errors deny the request with every
   problem listed, weak-check warnings become admission warnings (kubectl prints
   ``Warning: ...``). UPDATE refuses any spec change except ``spec.cancel`` false -> true,
   in the CRD's CEL wording, and re-validates nothing (metadata, finalizers, cancel).
@@ -21,7 +21,7 @@ Served from the operator process by kopf (``--webhook``; docs/webhook.md):
   the webhook when the operator stops (then the failure policy would never apply), so the
   operator writes the object itself and leaves it in place on exit.
 
-The operator's on-create validation stays the backstop: a task admitted while the webhook
+The controller's own validation of new tasks stays the backstop: a task admitted while the webhook
 was unreachable (failure policy Ignore) is still Rejected and never reaches Ray.
 """
 
@@ -37,13 +37,12 @@ import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ..core.crd import IMMUTABLE_HINT
+from ..adapters.kube import api_error
 from ..core.plan import validate_task
+from ..core.problems import cap_lines
+from ..core.rules import change_problems
 from ..core.spec import GROUP, PLURAL, VERSION
-from ..core.user import USER_LABEL
 from . import tls
-from . import handlers
-from .handlers import MAX_MESSAGE_LINES, RUNTIME
 from .webhook_settings import WebhookSettings
 
 log = logging.getLogger(__name__)
@@ -55,29 +54,17 @@ RESYNC_SECONDS = 300.0                     # re-assert the configuration now and
 INVALID = 422                              # as the API server answers for a schema or CEL violation
 FORBIDDEN = 403                            # the namespace may not run tasks at all
 MATCH_CONDITION = "request.operation == 'CREATE' || object.spec != oldObject.spec"
-CANCEL_BACK = "spec.cancel cannot go back from true to false: a cancelled task stays cancelled"
 
 
-class WebhookRuntime:
-    settings: WebhookSettings | None = None
-    server: "ArgusWebhookServer | None" = None
-    manager: asyncio.Task[None] | None = None
-    core: client.CoreV1Api | None = None
-
-
-WEBHOOK = WebhookRuntime()
-
-
-def install(settings: WebhookSettings) -> None:
-    """Register the webhook's handlers with kopf (``main`` calls this for ``--webhook``)."""
-    WEBHOOK.settings = settings
+def register(registry: kopf.OperatorRegistry, settings: WebhookSettings) -> None:
+    """Register the webhook's handlers on the operator's kopf registry (``--webhook``)."""
     logging.getLogger("kopf.objects").addFilter(_quiet_outcomes)
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # one line per admission request: -v only
-    kopf.on.startup(id="start-webhook")(start_webhook)
-    kopf.on.cleanup(id="stop-webhook")(stop_webhook)
+    kopf.on.startup(id="start-webhook", registry=registry)(start_webhook)
+    kopf.on.cleanup(id="stop-webhook", registry=registry)(stop_webhook)
     kopf.on.validate(
-        GROUP, VERSION, PLURAL, id=WEBHOOK_ID, operations=["CREATE", "UPDATE"],
+        GROUP, VERSION, PLURAL, id=WEBHOOK_ID, operations=["CREATE", "UPDATE"], registry=registry,
         persistent=True, side_effects=False, ignore_failures=settings.failure_policy == "Ignore",
     )(validate_argustask)
 
@@ -85,25 +72,28 @@ def install(settings: WebhookSettings) -> None:
 # --------------------------------------------------------------------------- the handler
 
 async def validate_argustask(operation: str | None, body: kopf.Body, old: kopf.Body | None, new: kopf.Body | None,
-                             namespace: str | None, name: str | None, dryrun: bool, warnings: list[str], **_: Any) -> None:
+                             namespace: str | None, name: str | None, dryrun: bool, warnings: list[str], memo: kopf.Memo,
+                             **_: Any) -> None:
     what = f"{operation} {namespace}/{name}{' (dry run)' if dryrun else ''}"
     if operation == "UPDATE":
-        problems = spec_change_problems((old or {}).get("spec"), (new or {}).get("spec"))
+        problems = change_problems((old or {}).get("spec"), (new or {}).get("spec"))
         if problems:
             log.info("denied %s: %s", what, problems[0])
             raise kopf.AdmissionError("\n".join(problems), code=INVALID)
         return  # metadata/finalizers, or cancel: nothing to re-validate
-    user, _reason, message = await user_of_namespace(namespace or "")
+    operator = memo.operator
+    try:
+        user, _reason, message = await operator.user_of_namespace(namespace or "")
+    except ApiException as exc:
+        raise kopf.AdmissionError(f"cannot read namespace {namespace} to find its user: {api_error(exc)}", code=500) from exc
     if user is None:
         log.info("denied %s: %s", what, message)
         raise kopf.AdmissionError(message, code=FORBIDDEN)
-    verdict = validate_task(body, user, RUNTIME.config.platform)
+    verdict = validate_task(body, user, operator.config.platform)
     if not verdict.valid:
         lines = verdict.error_lines()
         log.info("denied %s for user %s: %d problem(s), first: %s", what, user, len(lines), lines[0])
-        if len(lines) > MAX_MESSAGE_LINES:  # as the operator caps .status.message: a hostile command can produce thousands
-            lines = lines[:MAX_MESSAGE_LINES] + [f"... and {len(lines) - MAX_MESSAGE_LINES} more problems (argus validate shows them all)"]
-        raise kopf.AdmissionError("\n".join(lines), code=INVALID)
+        raise kopf.AdmissionError("\n".join(cap_lines(lines)), code=INVALID)
     warnings.extend(verdict.warning_lines())
 
 
@@ -112,31 +102,6 @@ def _quiet_outcomes(record: logging.LogRecord) -> bool:
     operator error, and our own INFO line says what was denied and why."""
     msg = str(record.msg)
     return not (msg.startswith(f"Webhook {WEBHOOK_ID!r} succeeded") or msg.startswith(f"Webhook {WEBHOOK_ID!r} failed permanently"))
-
-
-async def user_of_namespace(namespace: str) -> tuple[str | None, str, str]:
-    """The operator's own answer (a live read of the namespace), as an admission outcome."""
-    try:
-        return await handlers.user_of_namespace(namespace)
-    except ApiException as exc:
-        raise kopf.AdmissionError(f"cannot read namespace {namespace} to find its user: {handlers.api_error(exc)}", code=500) from exc
-
-
-def spec_change_problems(old_spec: Any, new_spec: Any) -> list[str]:
-    """The CRD's immutability rules, in their words: every spec field but ``cancel`` is
-    fixed at creation, and ``cancel`` may only go from false to true."""
-    old = old_spec if isinstance(old_spec, Mapping) else {}
-    new = new_spec if isinstance(new_spec, Mapping) else {}
-    problems = []
-    fields = list(new) + [f for f in old if f not in new]
-    for field in fields:
-        if field == "cancel":
-            continue
-        if (field in old) != (field in new) or old.get(field) != new.get(field):
-            problems.append(f"spec.{field} is immutable: {IMMUTABLE_HINT}")
-    if old.get("cancel") is True and new.get("cancel") is not True:
-        problems.append(CANCEL_BACK)
-    return problems
 
 
 # --------------------------------------------------------------------------- the server
@@ -302,20 +267,21 @@ async def manage_configuration(server: ArgusWebhookServer, settings: WebhookSett
 
 # --------------------------------------------------------------------------- startup / cleanup
 
-async def start_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:
-    assert WEBHOOK.settings is not None
-    if getattr(RUNTIME.config, "leader_election_namespace", None) and not WEBHOOK.settings.cert_file:
+async def start_webhook(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    operator = memo.operator
+    webhook: WebhookSettings = operator.webhook
+    if operator.config.leader_election_namespace and not webhook.cert_file:
         log.warning("several replicas with self-made webhook certificates: each writes its own caBundle and the API "
                     "server trusts only one of them; give all replicas one certificate (--webhook-cert-file, e.g. from cert-manager)")
-    server = ArgusWebhookServer(WEBHOOK.settings)
-    WEBHOOK.server = server
+    server = ArgusWebhookServer(webhook)
     settings.admission.server = server
     settings.admission.managed = None  # see the module docstring: the operator writes it itself
-    if WEBHOOK.settings.manage_config:
-        WEBHOOK.manager = asyncio.create_task(
-            manage_configuration(server, WEBHOOK.settings, RUNTIME.config.namespaces), name="argus webhook configuration")
+    if webhook.manage_config:
+        memo.webhook_manager = asyncio.create_task(
+            manage_configuration(server, webhook, operator.config.namespaces), name="argus webhook configuration")
 
 
-async def stop_webhook(**_: Any) -> None:
-    if WEBHOOK.manager:
-        WEBHOOK.manager.cancel()
+async def stop_webhook(memo: kopf.Memo, **_: Any) -> None:
+    manager = memo.get("webhook_manager")
+    if manager:
+        manager.cancel()

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .rules import KIND_RULES, change_rules_cel
 from .spec import (
-    API_VERSION, BASIC_FIELDS, CATEGORIES, GROUP, KIND, PLURAL, REQUIRED_BASIC_FIELDS,
-    SHORT_NAMES, SINGULAR, VERSION, ArgusTaskSpec, ArgusTaskStatus,
+    API_VERSION, CATEGORIES, GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, ArgusTaskSpec, ArgusTaskStatus,
 )
-
-IMMUTABLE_HINT = "an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true); create a new task with a new name instead"
-
 
 def _openapi(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     """Turn one pydantic JSON-schema node into a structural OpenAPI v3 node."""
@@ -66,38 +63,10 @@ def _model_schema(model: type) -> dict[str, Any]:
     return _openapi(raw, raw.get("$defs", {}))
 
 
-def _immutability_rules(spec_schema: dict[str, Any]) -> list[dict[str, str]]:
-    rules = []
-    required = set(spec_schema.get("required", []))
-    for field in spec_schema["properties"]:
-        if field == "cancel":
-            continue
-        always_there = field in required or "default" in spec_schema["properties"][field]
-        rule = (f"self.{field} == oldSelf.{field}" if always_there else
-                f"has(self.{field}) == has(oldSelf.{field}) && (!has(self.{field}) || self.{field} == oldSelf.{field})")
-        rules.append({"rule": rule, "message": f"spec.{field} is immutable: {IMMUTABLE_HINT}"})
-    rules.append({
-        "rule": "!oldSelf.cancel || self.cancel",
-        "message": "spec.cancel cannot go back from true to false: a cancelled task stays cancelled",
-    })
-    return rules
-
-
-def _consistency_rules() -> list[dict[str, str]]:
-    basic_present = " || ".join(f"has(self.{f})" for f in BASIC_FIELDS)
-    basic_required = " && ".join(f"has(self.{f})" for f in REQUIRED_BASIC_FIELDS)
-    return [
-        {"rule": "self.kind != 'advanced' || has(self.command)", "message": "spec.command is required when spec.kind is advanced"},
-        {"rule": "self.kind != 'basic' || !has(self.command)", "message": "spec.command is only allowed when spec.kind is advanced (a basic spec builds the command from its template fields)"},
-        {"rule": f"self.kind != 'advanced' || !({basic_present})", "message": f"basic-spec fields ({', '.join(BASIC_FIELDS)}) are not allowed when spec.kind is advanced"},
-        {"rule": f"self.kind != 'basic' || ({basic_required})", "message": f"a basic spec needs {', '.join('spec.' + f for f in REQUIRED_BASIC_FIELDS)}"},
-    ]
-
-
 def argustask_crd() -> dict[str, Any]:
     spec = _model_schema(ArgusTaskSpec)
     spec["description"] = "What to train. Immutable after creation, except spec.cancel (false -> true)."
-    spec["x-kubernetes-validations"] = _consistency_rules() + _immutability_rules(spec)
+    spec["x-kubernetes-validations"] = [r.cel() for r in KIND_RULES] + change_rules_cel(spec["properties"], spec.get("required", []))
     status = _model_schema(ArgusTaskStatus)
     status["description"] = "Written by the Argus operator only."
     conditions = status["properties"]["conditions"]

@@ -23,7 +23,8 @@ from .config import PlatformConfig
 from .expand import expand
 from .policy import Findings, PathPolicy, check_text
 from .problems import Problem
-from .spec import API_VERSION, BASIC_FIELDS, KIND, REQUIRED_BASIC_FIELDS, ArgusTaskSpec
+from .rules import kind_problems
+from .spec import API_VERSION, KIND, ArgusTaskSpec
 from .template import basic_command
 from .user import InvalidUserId, check_user_id
 
@@ -91,21 +92,11 @@ def _pydantic_problems(exc: ValidationError) -> list[Problem]:
     return problems
 
 
-def _check_kind_fields(spec: Mapping[str, Any], findings: Findings, nulls: list[str]) -> str:
-    kind = spec.get("kind", "basic")
-    if kind == "advanced":
-        if "command" not in spec and "command" not in nulls:
-            findings.error("spec.command", None, "is required when spec.kind is advanced")
-        for f in BASIC_FIELDS:
-            if f in spec:
-                findings.error(f"spec.{f}", spec[f], "is a basic-spec field; an advanced spec gives the whole command in spec.command")
-    elif kind == "basic":
-        if "command" in spec:
-            findings.error("spec.command", spec["command"], "is only allowed when spec.kind is advanced (a basic spec builds the command from its template fields)")
-        for f in REQUIRED_BASIC_FIELDS:
-            if f not in spec and f not in nulls:
-                findings.error(f"spec.{f}", None, "is required when spec.kind is basic")
-    return kind
+def _check_kind_fields(spec: Mapping[str, Any], findings: Findings, nulls: list[str]) -> None:
+    for p in kind_problems(spec):
+        if p.value is None and p.field.removeprefix("spec.") in nulls:
+            continue  # given as null: reported once, as null
+        findings.error(p.field, p.value, p.rule)
 
 
 def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy: PathPolicy, findings: Findings) -> ArgusTaskSpec:

@@ -31,3 +31,15 @@ class Problem:
         # One line, whatever user text a rule quotes.
         rule = self.rule.replace("\n", "\\n").replace("\r", "\\r") if "\n" in self.rule or "\r" in self.rule else self.rule
         return f"{self.field}: {shorten(self.value)}: {rule}"
+
+
+# A hostile command can produce thousands of problems; .status.message, an Event and an
+# admission response each show the first ones and say how many more there are.
+MAX_MESSAGE_LINES = 100
+
+
+def cap_lines(lines: list[str], limit: int = MAX_MESSAGE_LINES) -> list[str]:
+    """At most ``limit`` lines, the last one saying how many were left out."""
+    if len(lines) <= limit:
+        return list(lines)
+    return lines[:limit] + [f"... and {len(lines) - limit} more problems (argus validate shows them all)"]

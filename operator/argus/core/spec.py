@@ -52,6 +52,13 @@ class _CamelModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True)
 
 
+class _StatusModel(BaseModel):
+    """The status is the operator's own record: read back leniently (a field a newer or
+    older operator wrote is ignored, not an error), written with camelCase names."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", use_enum_values=True)
+
+
 PathField = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]
 
 # Fields only a basic spec may carry (the template's inputs).
@@ -101,7 +108,7 @@ class ArgusTaskSpec(_CamelModel):
     priority: int = Field(0, ge=-1000000, le=1000000, description="Queue priority: higher runs first; ties go by creation time. Default 0.")
 
 
-class RayJobStatus(_CamelModel):
+class RayJobStatus(_StatusModel):
     submission_id: Optional[str] = Field(None, description="The Ray job's submission id, derived from the object's UID.")
     status: Optional[str] = Field(None, description="The Ray job status as Ray reports it (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED).")
     driver_node_id: Optional[str] = Field(None, description="The Ray node that runs the job's driver (always a worker node, never the head).")
@@ -116,7 +123,7 @@ class ConditionStatus(str, Enum):
     unknown = "Unknown"
 
 
-class Condition(_CamelModel):
+class Condition(_StatusModel):
     """The metav1.Condition shape."""
 
     type: Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")] = Field(description="Condition type: Admitted, Running, Complete, Failed, RayReachable.")
@@ -127,7 +134,7 @@ class Condition(_CamelModel):
     message: Annotated[str, Field(max_length=32768)] = Field(description="Human-readable detail.")
 
 
-class ArgusTaskStatus(_CamelModel):
+class ArgusTaskStatus(_StatusModel):
     """Written by the operator only (users cannot write the status subresource)."""
 
     phase: Optional[Phase] = Field(None, description="Queued, Submitted, Running, Succeeded, Failed, Stopped or Rejected.")

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .ports import free_port, free_port_range
+from .ports import START_ATTEMPTS, free_port, free_port_range, lost_port_race
 from .procs import ManagedProcess, tail
 
 WORKER_PORT_RANGE = 60  # ports for Ray worker processes, per node
@@ -161,18 +161,23 @@ class RayCluster:
     ) -> "RayCluster":
         """Start the head and the worker, and wait until the Jobs API answers and the worker
         has joined (its raylet and dashboard agent healthy)."""
-        rc = cls(
-            workdir, worker_gpus=worker_gpus, worker_cpus=worker_cpus, worker_resource=worker_resource,
-            worker_resource_amount=worker_resource_amount, extra_env=extra_env, extra_path=extra_path,
-            object_store_bytes=object_store_bytes,
-        )
-        rc.workdir.mkdir(parents=True, exist_ok=True)
-        try:
-            rc.start_head(timeout=timeout)
-        except BaseException:
-            rc.stop()
-            raise
-        return rc
+        for attempt in range(1, START_ATTEMPTS + 1):
+            rc = cls(
+                workdir, worker_gpus=worker_gpus, worker_cpus=worker_cpus, worker_resource=worker_resource,
+                worker_resource_amount=worker_resource_amount, extra_env=extra_env, extra_path=extra_path,
+                object_store_bytes=object_store_bytes,
+            )
+            rc.workdir.mkdir(parents=True, exist_ok=True)
+            try:
+                rc.start_head(timeout=timeout)
+                return rc
+            except BaseException as exc:
+                log = rc.log_tail(80)
+                rc.stop()
+                # A port probed free and taken before Ray bound it: again, on fresh ports.
+                if attempt == START_ATTEMPTS or not isinstance(exc, (RuntimeError, TimeoutError)) or not lost_port_race(log):
+                    raise
+        raise AssertionError("unreachable")
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}

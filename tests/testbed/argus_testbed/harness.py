@@ -1,5 +1,6 @@
-"""Helpers for the operator's integration tests: a /private-like tree, the operator as a
-real subprocess, and kubectl-based waits. Everything here drives real processes."""
+"""Helpers for the operator's integration tests, the demo and the benchmarks: the operator
+as a real subprocess (optionally with a fault injected: ``argus_testbed.faults``), and
+kubectl-based waits. Everything here drives real processes."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-REPO = Path(__file__).resolve().parents[2]
-from argus.testbed.private_tree import STANDIN, make_private_tree  # noqa: F401 - re-exported for tests
+from .controlplane import repo_root
+from .private_tree import STANDIN, make_private_tree  # noqa: F401 - re-exported for tests
+
+REPO = repo_root()
 EXAMPLES = REPO / "examples"
 
 
@@ -29,9 +32,13 @@ class OperatorProcess:
     @classmethod
     def start(cls, workdir: Path, *, kubeconfig: Path, ray_address: str, root: Path, namespaces: list[str],
               max_running: int = 4, poll_interval: float = 0.5, extra_args: list[str] = (), extra_env: dict[str, str] | None = None,
-              name: str = "operator") -> "OperatorProcess":
+              name: str = "operator", crash_after_submit: float | None = None) -> "OperatorProcess":
+        """``crash_after_submit``: the chance (0-1) that the operator dies (exit 137) right
+        after Ray accepted a job and before its status is written (``argus_testbed.faults``)."""
         workdir.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "argus", "--kubeconfig", str(kubeconfig), "--ray-address", ray_address,
+        program = ["-m", "argus"] if crash_after_submit is None else [
+            "-m", "argus_testbed.faults", "--crash-after-submit", str(crash_after_submit), "--"]
+        argv = [sys.executable, *program, "--kubeconfig", str(kubeconfig), "--ray-address", ray_address,
                 "--root", str(root), "--verl-code-path", str(STANDIN), "--max-running", str(max_running),
                 "--poll-interval", str(poll_interval), "--standalone", *extra_args]
         for ns in namespaces:
@@ -45,9 +52,11 @@ class OperatorProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
 
-    def restart(self, extra_env: dict[str, str] | None = None, drop_env: tuple[str, ...] = ()) -> None:
+    def restart(self, extra_env: dict[str, str] | None = None, drop_env: tuple[str, ...] = (), without_faults: bool = False) -> None:
         self.stop()
         self.env = {k: v for k, v in {**self.env, **(extra_env or {})}.items() if k not in drop_env}
+        if without_faults and "argus_testbed.faults" in self.argv:
+            self.argv = [self.argv[0], "-m", "argus", *self.argv[self.argv.index("--") + 1:]]
         self.launch()
 
     def kill(self) -> None:
@@ -130,3 +139,11 @@ def ppo_command(*, steps: int | None = None, nnodes: int = 1, gpus: int = 1, ext
     if steps is not None:
         cmd += f" trainer.total_training_steps={steps}"
     return cmd + (" " + extra if extra else "")
+
+
+def ray_jobs_for(dashboard_url: str, namespace: str) -> list[Any]:
+    """Every Ray job submitted for the namespace's tasks, found by the submission-id prefix
+    the operator uses (``argus-<namespace>-``), not by the metadata it writes, which a bug
+    could leave out."""
+    from ray.job_submission import JobSubmissionClient
+    return [j for j in JobSubmissionClient(dashboard_url).list_jobs() if (j.submission_id or "").startswith(f"argus-{namespace}-")]

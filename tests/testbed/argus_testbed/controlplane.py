@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import certs
-from .ports import free_port
+from .ports import START_ATTEMPTS, free_port, lost_port_race
 from .procs import ManagedProcess, tail
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
@@ -257,9 +257,12 @@ class ControlPlane(KubeCluster):
     workdir, etcd_url, start_seconds (last start-to-ready time).
     """
 
-    def __init__(self, workdir: Path, bin_dir: Path) -> None:
+    def __init__(self, workdir: Path, bin_dir: Path, audit: bool = False) -> None:
         self.workdir = Path(workdir).resolve()
         self.bin_dir = bin_dir
+        # With audit: every write (create, update, patch, delete) the API server accepts or
+        # refuses is logged, one JSON line each, to audit_log (bench/api_writes.py counts them).
+        self.audit_log = self.workdir / "logs" / "audit.jsonl" if audit else None
         self.cert_dir = self.workdir / "pki"
         self.log_dir = self.workdir / "logs"
         self.etcd_data = self.workdir / "etcd-data"
@@ -277,17 +280,23 @@ class ControlPlane(KubeCluster):
     # ---- lifecycle
 
     @classmethod
-    def start(cls, workdir: Path, *, bin_dir: Path | None = None, timeout: float = 60) -> "ControlPlane":
-        """Start etcd and kube-apiserver and wait until /readyz answers ok."""
-        cp = cls(Path(workdir), bin_dir or find_binaries())
-        cp.workdir.mkdir(parents=True, exist_ok=True)
-        cp._write_certs()
-        try:
-            cp._start_processes(timeout)
-        except BaseException:
-            cp.stop()
-            raise
-        return cp
+    def start(cls, workdir: Path, *, bin_dir: Path | None = None, timeout: float = 60, audit: bool = False) -> "ControlPlane":
+        """Start etcd and kube-apiserver and wait until /readyz answers ok. A start that lost a
+        port to another process (probed free, taken before the server bound it) is tried again
+        on fresh ports."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            cp = cls(Path(workdir), bin_dir or find_binaries(), audit=audit)
+            cp.workdir.mkdir(parents=True, exist_ok=True)
+            cp._write_certs()
+            try:
+                cp._start_processes(timeout)
+                return cp
+            except BaseException as exc:
+                cp.stop()
+                if attempt == START_ATTEMPTS or not isinstance(exc, (RuntimeError, TimeoutError)) or not lost_port_race(cp.log_tail(80)):
+                    raise
+                shutil.rmtree(cp.etcd_data, ignore_errors=True)
+        raise AssertionError("unreachable")
 
     def _write_certs(self) -> None:
         d = self.cert_dir
@@ -351,8 +360,23 @@ class ControlPlane(KubeCluster):
             "--enable-priority-and-fairness=false",
             "--endpoint-reconciler-type=none",
             "--profiling=false",
+            *self._audit_args(),
             "--v=1",
         ]
+
+    def _audit_args(self) -> list[str]:
+        if self.audit_log is None:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n"
+            "- level: Request\n  verbs: [create, update, patch, delete, deletecollection]\n"
+            "  resources: [{group: argus.io}, {group: '', resources: [events]}, {group: events.k8s.io}]\n"
+            "- level: Metadata\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n"
+        )
+        self.audit_log.parent.mkdir(parents=True, exist_ok=True)
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
+                "--audit-log-mode=blocking"]
 
     def _start_processes(self, timeout: float) -> None:
         t0 = time.monotonic()

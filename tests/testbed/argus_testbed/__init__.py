@@ -1,7 +1,7 @@
 """Real processes for integration tests: a Kubernetes control plane (etcd + kube-apiserver,
 as envtest runs them) and a two-node Ray cluster, all on this machine's loopback.
 
-    from argus.testbed import ControlPlane, RayCluster
+    from argus_testbed import ControlPlane, RayCluster
 
 The pytest fixtures that start them once per test session are in tests/conftest.py.
 """

@@ -2,7 +2,8 @@
 
 Ports are probed by binding on 127.0.0.1 and then released, so there is a small window in
 which another process could take one; ports handed out by this process are remembered so two
-picks in one test run never collide with each other.
+picks in one test run never collide with each other, and a start that loses the race anyway
+(``lost_port_race``) is retried by the testbed on fresh ports.
 """
 
 from __future__ import annotations
@@ -63,3 +64,13 @@ def free_port_range(size: int) -> tuple[int, int]:
                 _handed_out.update(ports)
                 return low, low + size - 1
     raise RuntimeError(f"could not find {size} consecutive free TCP ports")
+
+
+# What a server prints when a port it was given is already taken.
+_IN_USE = ("address already in use", "Address already in use", "failed to bind", "Failed to bind", "bind: address")
+START_ATTEMPTS = 3
+
+
+def lost_port_race(log_text: str) -> bool:
+    """Whether a failed start was another process taking one of our ports first."""
+    return any(marker in log_text for marker in _IN_USE)

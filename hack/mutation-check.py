@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Checks that the fast tests can fail: each mutation below disables one behaviour the
+operator promises (in a scratch copy of the repository), and the unit tests must then
+fail. A mutation that leaves them green means a behaviour no fast test covers.
+
+    .venv/bin/python hack/mutation-check.py        (about a minute; .ci/run runs it)
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str
+    old: str
+    new: str
+
+
+MUTATIONS = [
+    Mutation("adopting a job Ray already has (resubmission after a crash)", "operator/argus/adapters/ray.py",
+             "        except RayJobExists:\n            return False", "        except RayJobExists:\n            raise"),
+    Mutation("telling an unknown job (lost) from an unreachable Ray", "operator/argus/adapters/ray.py",
+             '    if "does not exist" in text or "status code 404" in text:\n        return RayJobUnknown(text)', "    pass"),
+    Mutation("stopping the job on cancel or deadline", "operator/argus/core/lifecycle.py",
+             "        actions.append(StopJob(sid))  # the next read sees it stopped", "        pass"),
+    Mutation("asking Ray before closing a queued task that may have reached it (issue 18)", "operator/argus/core/lifecycle.py",
+             "        return task.holds_finalizer  # submitted before the status said so, perhaps", "        return False"),
+    Mutation("stopping the job when an ended task is deleted (issue 18)", "operator/argus/core/lifecycle.py",
+             "    if task.deleting:\n        return task.holds_finalizer", "    if task.deleting:\n        return task.holds_finalizer and task.phase in ACTIVE"),
+    Mutation("the finalizer before the first submission", "operator/argus/controller/reconciler.py",
+             "        with_finalizer = await self.writer.add_finalizer(draft.view)", "        with_finalizer = draft.view"),
+    Mutation("failing a running task after the Ray grace period", "operator/argus/core/lifecycle.py",
+             "        if elapsed >= settings.ray_grace_seconds:", "        if False:"),
+]
+
+
+def run_unit_tests(root: Path) -> bool:
+    env_python = sys.executable
+    result = subprocess.run([env_python, "-m", "pytest", "-q", "-m", "unit", "-x", "-p", "no:cacheprovider", "--ignore=tests/unit/test_import_contract.py"],
+                            cwd=root, env={"PYTHONPATH": str(root / "operator"), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=600)
+    return result.returncode == 0
+
+
+def main() -> int:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    survived = []
+    with tempfile.TemporaryDirectory(prefix="argus-mutations-") as tmp:
+        scratch = Path(tmp)
+        for name in files:
+            source = REPO / name
+            if source.is_file():
+                target = scratch / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)  # modes too: the tests run scripts
+        if not run_unit_tests(scratch):
+            print("mutation-check: the unit tests fail without any mutation; fix them first", file=sys.stderr)
+            return 1
+        for m in MUTATIONS:
+            path = scratch / m.path
+            original = path.read_text()
+            if original.count(m.old) != 1:
+                print(f"mutation-check: {m.path} no longer holds the code of mutation '{m.name}': update hack/mutation-check.py", file=sys.stderr)
+                return 1
+            path.write_text(original.replace(m.old, m.new))
+            caught = not run_unit_tests(scratch)
+            path.write_text(original)
+            print(f"{'caught  ' if caught else 'SURVIVED'}  {m.name}")
+            if not caught:
+                survived.append(m.name)
+    if survived:
+        print(f"mutation-check: {len(survived)} mutation(s) survived the unit tests", file=sys.stderr)
+        return 1
+    print(f"mutation-check: all {len(MUTATIONS)} mutations caught by the unit tests")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The Kubernetes API, through the official ``kubernetes`` client: loading credentials, the
+API server's own error text, and the writes the controller makes (status merge-patches,
+the finalizer, Events) plus the one live read it needs (a namespace's user label).
+
+Calls run in a thread pool of their own (see ``adapters.ray``: Ray calls must not queue
+behind a burst of writes here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..core.lifecycle import FINALIZER
+from ..core.spec import GROUP, KIND, PLURAL, VERSION
+
+log = logging.getLogger(__name__)
+JSON_PATCH = "application/json-patch+json"
+REQUEST_TIMEOUT = 30
+
+
+class KubeConfigError(Exception):
+    """No usable credentials."""
+
+
+def load_kube_config(kubeconfig: str | None = None, context: str | None = None) -> None:
+    """Credentials as kubectl finds them: an explicit file or context, else $KUBECONFIG or
+    ~/.kube/config, else the pod's service account (in-cluster)."""
+    from kubernetes import config
+
+    if kubeconfig or context:
+        try:
+            config.load_kube_config(config_file=kubeconfig, context=context)
+            return
+        except (config.ConfigException, OSError) as exc:
+            raise KubeConfigError(f"cannot use kubeconfig {kubeconfig or '(default)'}{f' context {context}' if context else ''}: {exc}") from None
+    try:
+        config.load_kube_config()
+    except (config.ConfigException, OSError) as first:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            raise KubeConfigError(f"no usable kubeconfig ({first}) and not running in a pod") from None
+
+
+def api_error(exc: Any) -> str:
+    """The API server's own one-line message (it names the verb, resource and identity)."""
+    try:
+        return str(json.loads(exc.body)["message"])
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return f"{getattr(exc, 'status', '?')} {getattr(exc, 'reason', exc)}"
+
+
+class KubeTaskStore:
+    """Writes to ArgusTasks and reads of namespaces, for the controller and the webhook."""
+
+    def __init__(self, component: str = "argus-operator", threads: int = 16) -> None:
+        from kubernetes import client
+
+        settings = client.Configuration.get_default_copy()
+        settings.connection_pool_maxsize = threads  # one connection per pool thread, reused
+        api = client.ApiClient(settings)
+        self._client = client
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.component = component
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="argus-kube")
+
+    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+
+    @staticmethod
+    def _gone(exc: Any) -> bool:
+        return getattr(exc, "status", None) == 404
+
+    async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        """Merge-patch ``.status``; False when the object is gone."""
+        from kubernetes.client.exceptions import ApiException
+        try:
+            await self._run(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL, name,
+                            {"status": patch}, _request_timeout=REQUEST_TIMEOUT)
+            return True
+        except ApiException as exc:
+            if self._gone(exc):
+                return False
+            raise
+
+    async def add_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool:
+        """Append the finalizer to ``finalizers`` (the list as last seen). A JSON patch that
+        first tests the list, so another writer's finalizer is never lost: on a conflict
+        (422) the caller sees False and tries again with a fresh view."""
+        return await self._patch_finalizers(namespace, name, finalizers, [*finalizers, FINALIZER])
+
+    async def remove_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool:
+        return await self._patch_finalizers(namespace, name, finalizers, [f for f in finalizers if f != FINALIZER])
+
+    async def _patch_finalizers(self, namespace: str, name: str, before: list[str], after: list[str]) -> bool:
+        from kubernetes.client.exceptions import ApiException
+        ops: list[dict[str, Any]]
+        if before:
+            ops = [{"op": "test", "path": "/metadata/finalizers", "value": before},
+                   {"op": "replace", "path": "/metadata/finalizers", "value": after}]
+        else:
+            ops = [{"op": "add", "path": "/metadata/finalizers", "value": after}]
+        try:
+            await self._run(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name, ops,
+                            _content_type=JSON_PATCH, _request_timeout=REQUEST_TIMEOUT)
+            return True
+        except ApiException as exc:
+            if self._gone(exc):
+                return False
+            if exc.status in (409, 422):
+                log.info("finalizers of %s/%s changed meanwhile; retrying with a fresh view", namespace, name)
+                return False
+            raise
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """The namespace's labels, read live; None when there is no such namespace.
+        Raises ApiException otherwise (e.g. 403)."""
+        from kubernetes.client.exceptions import ApiException
+        try:
+            ns = await self._run(self.core.read_namespace, namespace, _request_timeout=5)
+        except ApiException as exc:
+            if self._gone(exc):
+                return None
+            raise
+        return dict(ns.metadata.labels or {})
+
+    async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
+        """Post an Event on the task (kubectl describe shows it). Best effort."""
+        from kubernetes.client.exceptions import ApiException
+        c = self._client
+        now = dt.datetime.now(dt.timezone.utc)
+        body = c.CoreV1Event(
+            metadata=c.V1ObjectMeta(name=f"{name}.{uuid.uuid4().hex[:12]}", namespace=namespace),
+            involved_object=c.V1ObjectReference(api_version=f"{GROUP}/{VERSION}", kind=KIND, name=name, namespace=namespace, uid=uid),
+            type=type_, reason=reason, message=message[:1024], first_timestamp=now, last_timestamp=now, count=1,
+            source=c.V1EventSource(component=self.component), reporting_component=self.component,
+            reporting_instance=self.component, action=reason,
+        )
+        try:
+            await self._run(self.core.create_namespaced_event, namespace, body, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as exc:
+            log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, api_error(exc))

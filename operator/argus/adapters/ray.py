@@ -1,0 +1,189 @@
+"""The Ray Jobs API and Ray's node list, through Ray's own ``JobSubmissionClient`` and
+state API, with their errors mapped to what they mean for a task: already exists -> adopt;
+unknown id -> lost; unreachable -> retry later; anything else Ray says -> refused.
+
+The one Ray client of Argus: the operator (submit, status, stop, nodes) and ``argus logs``
+(logs) both use it. Calls are synchronous in Ray's client, so the async methods run them in
+a thread pool of their own, so that they never wait behind Kubernetes writes (asyncio's
+shared default pool has only cpu+4 threads: on 2 cores, a burst of status patches delayed
+each Ray call). Every HTTP request has a timeout (Ray's client sets none, and a half-open
+connection would hold a pool thread for ever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.plan import SubmissionPlan
+
+DEFAULT_TIMEOUT = 10.0
+
+
+class RayUnreachable(Exception):
+    """The dashboard did not answer; try again later."""
+
+
+class RayJobUnknown(Exception):
+    """Ray does not know this submission id (a restarted head forgets its jobs)."""
+
+
+class RayJobExists(Exception):
+    """Ray already has a job with this submission id: adopt it."""
+
+
+class RayRefused(Exception):
+    """Ray answered, but refused the request (a bug or a misconfiguration)."""
+
+
+@dataclass(frozen=True)
+class RayJob:
+    submission_id: str
+    status: str
+    message: str
+    driver_node_id: str | None
+    start_time_ms: int | None
+    end_time_ms: int | None
+
+
+@dataclass(frozen=True)
+class RayNode:
+    """An alive Ray node and its resources (total and, where Ray reports it, available)."""
+
+    node_id: str
+    resources_total: dict[str, float] = field(default_factory=dict)
+    is_head: bool = False
+
+
+def classify(exc: Exception) -> Exception:
+    """The domain meaning of an exception raised by Ray's client."""
+    text = str(exc)
+    if "already exists" in text:
+        return RayJobExists(text[-300:])
+    if "does not exist" in text or "status code 404" in text:
+        return RayJobUnknown(text)
+    if isinstance(exc, (ConnectionError, OSError, TimeoutError)) or "Failed to connect" in text or "Connection" in type(exc).__name__:
+        return RayUnreachable(f"{type(exc).__name__}: {text[:300]}")
+    try:
+        import requests  # ray's client is built on it
+        if isinstance(exc, requests.exceptions.RequestException):
+            return RayUnreachable(f"{type(exc).__name__}: {text[:300]}")
+    except ImportError:  # pragma: no cover
+        pass
+    # The head wraps its agent's 4xx in a 500: only a bare 5xx is a (transient) outage.
+    if "status code 5" in text and "status code 4" not in text:
+        return RayUnreachable(text[:300])
+    # Ray's errors carry a server traceback; its last line says what went wrong.
+    return RayRefused(text.strip().rstrip('.').splitlines()[-1][:500] if text.strip() else type(exc).__name__)
+
+
+def _timed_client_class(timeout: float) -> type:
+    from ray.job_submission import JobSubmissionClient
+
+    class TimedJobSubmissionClient(JobSubmissionClient):  # type: ignore[misc, valid-type]
+        def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", timeout)
+            return super()._do_request(method, endpoint, **kwargs)
+
+    return TimedJobSubmissionClient
+
+
+class RayJobsClient:
+    """Ray's job and node APIs at ``address`` (the dashboard, e.g. http://ray-head:8265).
+
+    ``on_call(operation, outcome)`` is told of every call (the operator counts them in its
+    metrics; the CLI passes nothing)."""
+
+    def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
+                 on_call: Callable[[str, str], None] | None = None, threads: int = 16,
+                 client_factory: Callable[[str], Any] | None = None):
+        self.address = address.rstrip("/")
+        self.timeout = timeout
+        self._on_call = on_call or (lambda operation, outcome: None)
+        # Ray's JobSubmissionClient (with request timeouts); unit tests pass a fake of it.
+        self._client_factory = client_factory or _timed_client_class(timeout)
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="argus-ray")
+
+    # -- plumbing ------------------------------------------------------------------
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+
+    def _get_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._client_factory(self.address)
+            return self._client
+
+    def _call(self, operation: str, fn: Callable[[], Any]) -> Any:
+        try:
+            result = fn()
+        except Exception as exc:  # noqa: BLE001 - every Ray error is mapped below
+            mapped = classify(exc)
+            if isinstance(mapped, RayUnreachable):
+                with self._lock:
+                    self._client = None  # reconnect next time (the head may have restarted)
+            self._on_call(operation, type(mapped).__name__)
+            raise mapped from exc
+        self._on_call(operation, "ok")
+        return result
+
+    def _jobs(self, operation: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self._call(operation, lambda: getattr(self._get_client(), method)(*args, **kwargs))
+
+    # -- jobs ------------------------------------------------------------------------
+    async def submit(self, plan: SubmissionPlan) -> bool:
+        """Submit the plan under its submission id. True if submitted now, False if Ray
+        already had it (adopted: never a second job for one task)."""
+        assert plan.submission_id
+        try:
+            await self._run(
+                self._jobs, "submit", "submit_job",
+                entrypoint=plan.entrypoint,
+                submission_id=plan.submission_id,
+                entrypoint_resources=plan.entrypoint_resources,
+                runtime_env=plan.runtime_env,
+                metadata=plan.metadata,
+            )
+            return True
+        except RayJobExists:
+            return False
+
+    async def job(self, submission_id: str) -> RayJob:
+        info = await self._run(self._jobs, "status", "get_job_info", submission_id)
+        status = getattr(info.status, "value", str(info.status))
+        return RayJob(
+            submission_id=submission_id, status=str(status), message=info.message or "",
+            driver_node_id=info.driver_node_id, start_time_ms=info.start_time, end_time_ms=info.end_time,
+        )
+
+    async def stop(self, submission_id: str) -> bool:
+        """Ask Ray to stop the job; False if it had already ended. Raises RayJobUnknown."""
+        return bool(await self._run(self._jobs, "stop", "stop_job", submission_id))
+
+    async def logs(self, submission_id: str) -> str:
+        return str(await self._run(self._jobs, "logs", "get_job_logs", submission_id))
+
+    async def tail_logs(self, submission_id: str) -> AsyncIterator[str]:
+        client = await self._run(self._get_client)
+        try:
+            async for chunk in client.tail_job_logs(submission_id):
+                yield chunk
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc) from exc
+
+    # -- nodes ------------------------------------------------------------------------
+    async def nodes(self) -> list[RayNode]:
+        """The alive nodes and their total resources."""
+        def read() -> list[RayNode]:
+            from ray.util.state import list_nodes
+            found = list_nodes(address=self.address, filters=[("state", "=", "ALIVE")], timeout=int(self.timeout),
+                               raise_on_missing_output=False)
+            return [RayNode(node_id=n.node_id, resources_total={k: float(v) for k, v in (n.resources_total or {}).items()},
+                            is_head=bool(getattr(n, "is_head_node", False))) for n in found]
+        return await self._run(self._call, "nodes", read)

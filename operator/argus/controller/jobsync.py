@@ -1,0 +1,129 @@
+"""Following the tasks' Ray jobs: when each is due for a read (``core.polling``), the read
+itself, and what it means as a lifecycle observation (``JobObserved``, ``JobUnknown``,
+``RayUnreachable``). Also Ray's node list, read at most once per poll interval, for the
+queue's capacity and the placement check."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Callable
+
+from ..adapters.ray import RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from ..core import lifecycle
+from ..core.lifecycle import Observation, TaskState
+from ..core.polling import FASTEST_POLL_SECONDS, poll_delay
+from ..core.queue import Capacity
+from ..core.times import parse_time
+from .ports import RayJobs
+from .view import Key, TaskView
+
+log = logging.getLogger(__name__)
+
+
+class NodeCache:
+    """Ray's alive nodes, read at most once per ``max_age`` seconds: ticks come as often as
+    young jobs are due; node sets change rarely."""
+
+    def __init__(self, ray: RayJobs, worker_resource: str, max_age: float, monotonic: Callable[[], float]):
+        self.ray = ray
+        self.worker_resource = worker_resource
+        self.max_age = max_age
+        self.monotonic = monotonic
+        self._read_at: float | None = None
+        self._nodes: list[RayNode] | None = None
+        self._error: str | None = None
+
+    async def read(self, *, fresh: bool = False) -> tuple[list[RayNode] | None, str | None]:
+        now = self.monotonic()
+        if fresh or self._read_at is None or now - self._read_at >= self.max_age:
+            self._read_at = now
+            try:
+                self._nodes, self._error = await self.ray.nodes(), None
+            except (RayUnreachable, RayRefused) as exc:
+                self._nodes, self._error = None, str(exc)
+        return self._nodes, self._error
+
+    def workers(self, nodes: list[RayNode]) -> list[RayNode]:
+        return [n for n in nodes if self.worker_resource in n.resources_total]
+
+    async def capacity(self) -> tuple[Capacity | None, str | None]:
+        """GPUs on the alive worker nodes (those carrying the worker resource)."""
+        nodes, error = await self.read()
+        if nodes is None:
+            return None, error
+        total = sum(n.resources_total.get("GPU", 0.0) for n in self.workers(nodes))
+        return Capacity(total_gpus=total, available_gpus=total), None
+
+    async def on_worker(self, node_id: str) -> bool | None:
+        """Whether ``node_id`` carries the worker resource (None: Ray's nodes cannot be read)."""
+        nodes, _ = await self.read()
+        if nodes is not None and any(n.node_id == node_id for n in nodes):
+            return any(n.node_id == node_id for n in self.workers(nodes))
+        nodes, _ = await self.read(fresh=True)  # a node that joined since the last read
+        if nodes is None:
+            return None
+        return any(n.node_id == node_id for n in self.workers(nodes))
+
+
+class JobSync:
+    """Which tasks' jobs to read now, and reading them."""
+
+    def __init__(self, ray: RayJobs, nodes: NodeCache, poll_interval: float, monotonic: Callable[[], float]):
+        self.ray = ray
+        self.nodes = nodes
+        self.poll_interval = poll_interval
+        self.monotonic = monotonic
+        self._read_at: dict[Key, float] = {}       # monotonic time of each followed task's last read
+        self._submitted_at: dict[Key, float] = {}  # monotonic time this process submitted it
+        self._known_drivers: dict[Key, str] = {}
+
+    def forget(self, key: Key) -> None:
+        self._read_at.pop(key, None)
+        self._submitted_at.pop(key, None)
+        self._known_drivers.pop(key, None)
+
+    def forget_all(self) -> None:
+        """Another replica leads: read every job afresh if this one leads again."""
+        self._read_at.clear()
+        self._submitted_at.clear()
+
+    def followed(self) -> list[Key]:
+        return list(self._read_at)
+
+    def submitted(self, key: Key) -> None:
+        self._submitted_at[key] = self._read_at[key] = self.monotonic()
+
+    def _age(self, view: TaskView, now: dt.datetime) -> float | None:
+        """Seconds since the task was admitted (None: not known)."""
+        if view.key in self._submitted_at:
+            return self.monotonic() - self._submitted_at[view.key]
+        admitted = parse_time(view.status.get("admittedAt"))
+        return (now - admitted).total_seconds() if admitted else None
+
+    def due_in(self, view: TaskView, now: dt.datetime, active: int) -> float:
+        """Seconds until the task's next read (<= 0: due now); ``active`` followed in all."""
+        last = self._read_at.get(view.key)
+        if last is None:
+            return 0.0
+        if lifecycle.stopping(view.state, now):
+            return last + FASTEST_POLL_SECONDS - self.monotonic()  # stopping: read (and stop) again soon
+        return last + poll_delay(self._age(view, now), self.poll_interval, active) - self.monotonic()
+
+    async def observe(self, task: TaskState) -> Observation:
+        """Read the task's job from Ray; what that read means for the lifecycle."""
+        key = (task.namespace, task.name)
+        self._read_at[key] = self.monotonic()
+        try:
+            job = await self.ray.job(task.submission_id)
+        except RayJobUnknown:
+            return lifecycle.JobUnknown()
+        except (RayUnreachable, RayRefused) as exc:
+            return lifecycle.RayUnreachable(str(exc))
+        on_worker: bool | None = None
+        if job.driver_node_id and self._known_drivers.get(key) != job.driver_node_id:
+            on_worker = await self.nodes.on_worker(job.driver_node_id)
+            if on_worker is not None:
+                self._known_drivers[key] = job.driver_node_id
+        return lifecycle.JobObserved(status=job.status, message=job.message, driver_node_id=job.driver_node_id,
+                                     start_time_ms=job.start_time_ms, end_time_ms=job.end_time_ms, driver_on_worker=on_worker)

@@ -1,0 +1,75 @@
+"""The composition root: one ``Operator`` holds everything the process runs on (settings,
+the Kubernetes and Ray clients, the task cache, the reconciler, leader election, the
+webhook's settings) and is handed to kopf's handlers as ``memo.operator``. Nothing lives
+in module-level state; tests build the same pieces around fakes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..adapters.kube import KubeTaskStore, load_kube_config
+from ..adapters.ray import RayJobsClient
+from ..core.user import USER_LABEL, user_from_label
+from . import metrics
+from .cache import TaskCache, worth_a_look
+from .leader import LeaderElection
+from .reconciler import Reconciler
+from .settings import OperatorConfig
+from .view import TaskView
+from .webhook_settings import WebhookSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Operator:
+    config: OperatorConfig
+    store: KubeTaskStore
+    ray: RayJobsClient
+    cache: TaskCache
+    reconciler: Reconciler
+    leader: LeaderElection | None = None
+    webhook: WebhookSettings | None = None
+    background: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, config: OperatorConfig, webhook: WebhookSettings | None = None, kubeconfig: str | None = None) -> "Operator":
+        """Wire the real adapters. Call from a running event loop (kopf's startup)."""
+        load_kube_config(kubeconfig)
+        store = KubeTaskStore()
+        ray = RayJobsClient(config.ray_address, on_call=metrics.count_ray_call)
+        leader = LeaderElection(config.leader_election_namespace, lease_seconds=config.leader_lease_seconds) \
+            if config.leader_election_namespace else None
+        cache = TaskCache(config.namespaces)
+        reconciler = Reconciler(config, ray, store, cache, leads=(lambda: leader.is_leader) if leader else (lambda: True))
+
+        def on_change(old: TaskView | None, new: TaskView | None) -> None:
+            if worth_a_look(old, new):
+                reconciler.wake.set()
+
+        cache.on_change = on_change
+        return cls(config=config, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook)
+
+    async def start(self) -> None:
+        """The cache lists and watches in its threads; the loop's first tick waits for the LIST."""
+        self.cache.start()
+        self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
+        if self.leader:
+            self.background.append(asyncio.create_task(self.leader.run(), name="argus leader election"))
+
+    async def stop(self) -> None:
+        for task in self.background:
+            task.cancel()
+        self.cache.stop()
+        if self.leader:
+            await asyncio.to_thread(self.leader.release)
+
+    async def user_of_namespace(self, namespace: str) -> tuple[str | None, str, str]:
+        """(user, reason, message) from the namespace's label, read live (a label changed a
+        moment ago counts at once). Raises ApiException when it cannot be read."""
+        labels = await self.store.namespace_labels(namespace) if namespace else None
+        return user_from_label(namespace, (labels or {}).get(USER_LABEL))

@@ -1,0 +1,41 @@
+"""The small protocols the controller depends on. The operator passes the real adapters
+(``adapters.ray.RayJobsClient``, ``adapters.kube.KubeTaskStore``, ``controller.cache.TaskCache``);
+the unit tests pass in-memory fakes of the same shape (tests/unit/fakes.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+from ..adapters.ray import RayJob, RayNode
+from ..core.plan import SubmissionPlan
+from .view import Key, TaskView
+
+
+class RayJobs(Protocol):
+    """Ray's job and node APIs. Raises ``adapters.ray``'s RayUnreachable, RayRefused and
+    (for a submission id Ray does not know) RayJobUnknown."""
+
+    async def submit(self, plan: SubmissionPlan) -> bool: ...  # False: Ray already had the id (adopted)
+    async def job(self, submission_id: str) -> RayJob: ...
+    async def stop(self, submission_id: str) -> bool: ...
+    async def nodes(self) -> list[RayNode]: ...
+
+
+class TaskStore(Protocol):
+    """The Kubernetes writes the controller makes, and the namespace read it needs."""
+
+    async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool: ...
+    async def add_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool: ...
+    async def remove_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool: ...
+    async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None: ...
+    async def namespace_labels(self, namespace: str) -> dict[str, str] | None: ...
+
+
+class TaskSource(Protocol):
+    """Every ArgusTask in scope, as the watch last showed it."""
+
+    synced: asyncio.Event
+
+    def views(self) -> list[TaskView]: ...
+    def get(self, key: Key) -> TaskView | None: ...

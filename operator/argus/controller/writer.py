@@ -1,0 +1,140 @@
+"""The one writer of task status: it turns the lifecycle's typed status into the smallest
+merge patch (nothing when nothing changed), posts one Event per phase change (and the
+lifecycle's other events) off the critical path, adds and removes the finalizer, and
+remembers what it wrote until the watch shows it (read your own writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.lifecycle import FINALIZER, PostEvent
+from ..core.patch import apply_merge_patch, merge_patch
+from ..core.spec import ArgusTaskStatus, Phase
+from . import metrics
+from .ports import TaskStore
+from .view import Key, TaskView
+
+log = logging.getLogger(__name__)
+# A write the watch has not shown after this long is forgotten (the watch is the truth).
+OVERLAY_SECONDS = 60.0
+
+
+@dataclass
+class _Written:
+    at: float
+    status: dict[str, Any] | None = None
+    finalizers: tuple[str, ...] | None = None
+
+
+def status_document(status: ArgusTaskStatus) -> dict[str, Any]:
+    """The status as the API stores it (camelCase, no nulls)."""
+    return status.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def phase_event(old_phase: str | None, status: ArgusTaskStatus) -> PostEvent:
+    failed = status.phase in (Phase.Failed.value, Phase.Rejected.value)
+    text = f"{old_phase or 'new'} -> {status.phase}"
+    return PostEvent("Warning" if failed else "Normal", status.reason or str(status.phase),
+                     f"{text}: {status.message}" if status.message else text)
+
+
+class StatusWriter:
+    def __init__(self, store: TaskStore) -> None:
+        self.store = store
+        self._written: dict[Key, _Written] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self.writes = 0  # status patches and finalizer patches made (for tests and benchmarks)
+
+    # -- read your own writes -----------------------------------------------------
+    def overlay(self, view: TaskView, now: float | None = None) -> TaskView:
+        """The view with what this process wrote that the watch may not show yet."""
+        written = self._written.get(view.key)
+        if written is None:
+            return view
+        now = time.monotonic() if now is None else now
+        status = written.status
+        finalizers = written.finalizers
+        if status is not None and not merge_patch(view.status, status):
+            status = None  # the watch has it
+        if finalizers is not None and tuple(view.finalizers) == finalizers:
+            finalizers = None
+        if (status is None and finalizers is None) or now - written.at > OVERLAY_SECONDS:
+            self._written.pop(view.key, None)
+            return view
+        changes: dict[str, Any] = {}
+        if status is not None:
+            changes["status"] = status
+        if finalizers is not None:
+            changes["finalizers"] = finalizers
+        return view.with_changes(**changes)
+
+    def forget(self, key: Key) -> None:
+        self._written.pop(key, None)
+
+    # -- writes ----------------------------------------------------------------------
+    async def write(self, view: TaskView, status: ArgusTaskStatus, events: tuple[PostEvent, ...] = ()) -> TaskView:
+        """Patch what changed from ``view``'s status to ``status``; post the phase-change
+        Event and ``events``. Returns the view as it now is (unchanged if the object is gone)."""
+        document = status_document(status)
+        patch = merge_patch(view.status, document)
+        if patch:
+            if not await self.store.patch_status(view.namespace, view.name, patch):
+                return view  # deleted meanwhile
+            self.writes += 1
+            document = apply_merge_patch(view.status, patch)
+            self._remember(view.key, status=document)
+            if patch.get("phase"):
+                events = (phase_event(view.phase, status), *events)
+                metrics.observe_phase_change(view.phase, status.phase, status.reason)
+            view = view.with_changes(status=document)
+        self.post(view, events)
+        return view
+
+    def post(self, view: TaskView, events: tuple[PostEvent, ...]) -> None:
+        """Post Events on the task, in the background: nothing waits for them."""
+        for event in events:
+            self.in_background(self.store.event(view.namespace, view.name, view.uid, event.type, event.reason, event.message))
+
+    async def add_finalizer(self, view: TaskView) -> TaskView | None:
+        """The view with the finalizer on it; None if that failed (retry with a fresh view)."""
+        if view.holds_finalizer:
+            return view
+        if not await self.store.add_finalizer(view.namespace, view.name, list(view.finalizers)):
+            return None
+        self.writes += 1
+        finalizers = (*view.finalizers, FINALIZER)
+        self._remember(view.key, finalizers=finalizers)
+        return view.with_changes(finalizers=finalizers)
+
+    async def remove_finalizer(self, view: TaskView) -> bool:
+        if not view.holds_finalizer:
+            return True
+        if not await self.store.remove_finalizer(view.namespace, view.name, list(view.finalizers)):
+            return False
+        self.writes += 1
+        self._remember(view.key, finalizers=tuple(f for f in view.finalizers if f != FINALIZER))
+        return True
+
+    def _remember(self, key: Key, *, status: dict[str, Any] | None = None, finalizers: tuple[str, ...] | None = None) -> None:
+        written = self._written.setdefault(key, _Written(at=0.0))
+        written.at = time.monotonic()
+        if status is not None:
+            written.status = status
+        if finalizers is not None:
+            written.finalizers = finalizers
+
+    def in_background(self, coro: Any) -> None:
+        """Best-effort work that nothing waits for (Events)."""
+        task = asyncio.create_task(coro)
+        self._background.add(task)  # a reference, or the task may be collected mid-flight
+        task.add_done_callback(self._background.discard)
+
+    async def drain(self) -> None:
+        """Wait for the background work (tests)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)

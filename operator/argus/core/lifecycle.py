@@ -1,0 +1,478 @@
+"""The task lifecycle: one pure function, ``step``, decides what an ArgusTask's status
+becomes for each thing the operator observes, and which actions follow. The controller
+gathers the observations (validation, the queue's decision, Ray's answers), calls ``step``
+and carries out the actions; one writer patches the status and posts one Event per phase
+change. This is the file to read for "how does a task change phase?".
+
+    (new) --Validated--> Queued --Admitted/Submit--> Submitted --Ray RUNNING--> Running
+      |                    |                            |                         |
+      +--Refused--> Rejected                            +--Ray ends (SUCCEEDED, FAILED, STOPPED)--> Succeeded | Failed | Stopped
+                           +--cancel--> Stopped         +--Ray forgot the job--> Failed (RayJobLost)
+                                                        +--Ray unreachable past the grace--> Failed (RayUnreachable)
+
+The finalizer ``argus.io/stop-ray-job`` is added just before a task's first submission, so
+*a task without it never reached Ray*, and one with it may have (the operator can die
+between Ray accepting a job and the status saying so; the submission id is deterministic,
+so that job is found again). Whenever Argus closes or deletes a task that holds the
+finalizer, it first asks Ray about the task's submission id and stops what exists ("job
+unknown" is the normal answer). The observations that need Ray are named by
+``needs_ray``; what a read returns comes back to ``step`` as ``JobObserved``,
+``JobUnknown`` or ``RayUnreachable``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+from .plan import SubmissionPlan, submission_id_for
+from .problems import cap_lines
+from .spec import ArgusTaskStatus, Condition, Phase, RayJobStatus
+from .times import format_time, from_epoch_ms, parse_time
+
+FINALIZER = "argus.io/stop-ray-job"
+ACTIVE = (Phase.Submitted, Phase.Running)
+RAY_ACTIVE = ("PENDING", "RUNNING")
+RAY_TO_PHASE = {
+    "PENDING": Phase.Submitted,
+    "RUNNING": Phase.Running,
+    "SUCCEEDED": Phase.Succeeded,
+    "FAILED": Phase.Failed,
+    "STOPPED": Phase.Stopped,
+}
+MAX_CONDITION_MESSAGE = 32768
+
+
+# --------------------------------------------------------------------------- the task
+
+@dataclass(frozen=True)
+class TaskState:
+    """What the lifecycle knows of one ArgusTask: who it is, the spec fields that steer its
+    life, whether it holds the finalizer or is being deleted, and its status."""
+
+    namespace: str
+    name: str
+    uid: str
+    status: ArgusTaskStatus
+    generation: int | None = None
+    cancel: bool = False
+    active_deadline_seconds: int | None = None
+    deleting_since: dt.datetime | None = None
+    holds_finalizer: bool = False
+
+    @property
+    def phase(self) -> Phase | None:
+        return Phase(self.status.phase) if self.status.phase else None
+
+    @property
+    def deleting(self) -> bool:
+        return self.deleting_since is not None
+
+    @property
+    def submission_id(self) -> str:
+        recorded = self.status.ray_job.submission_id if self.status.ray_job else None
+        return recorded or submission_id_for(self.namespace, self.name, self.uid)
+
+    def deadline_passed(self, now: dt.datetime) -> bool:
+        admitted = parse_time(self.status.admitted_at)
+        return bool(self.active_deadline_seconds and admitted and (now - admitted).total_seconds() >= self.active_deadline_seconds)
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.status.conditions or () if c.type == type_), None)
+
+
+@dataclass(frozen=True)
+class LifecycleSettings:
+    ray_grace_seconds: float = 300.0     # Ray unreachable this long -> an active task fails
+    delete_grace_seconds: float = 300.0  # ... -> a deleted task's finalizer is released
+    dashboard_url: str | None = None     # recorded in status.rayJob.dashboardUrl
+    worker_resource: str = "worker_node"
+
+
+# --------------------------------------------------------------------------- observations
+
+@dataclass(frozen=True)
+class Validated:
+    """The spec passed validation for ``user``; ``command`` is what will run."""
+
+    user: str
+    command: str
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The task cannot run: its spec is invalid, or its namespace has no valid user."""
+
+    reason: str
+    message: str
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The queue left the task waiting at ``position``; ``ray_error`` when Ray could not be read."""
+
+    position: int
+    reason: str
+    message: str
+    ray_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The queue admitted the task: submit ``plan``."""
+
+    plan: SubmissionPlan
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What Ray said to the submission: ``submitted`` (a new job), ``adopted`` (Ray already
+    had this submission id: no second job), ``unreachable`` or ``refused``."""
+
+    outcome: Literal["submitted", "adopted", "unreachable", "refused"]
+    submission_id: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class JobObserved:
+    """Ray knows the task's job. ``driver_on_worker`` is False when the driver runs on a node
+    without the worker resource (None: not known)."""
+
+    status: str
+    message: str = ""
+    driver_node_id: str | None = None
+    start_time_ms: int | None = None
+    end_time_ms: int | None = None
+    driver_on_worker: bool | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.status.upper() in RAY_ACTIVE
+
+
+@dataclass(frozen=True)
+class JobUnknown:
+    """Ray answered, and has no job with the task's submission id."""
+
+
+@dataclass(frozen=True)
+class RayUnreachable:
+    error: str
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """Nothing new from outside: re-evaluate the task as it is (cancel, deletion)."""
+
+
+Observation = Union[Validated, Refused, Waiting, Admitted, SubmitResult, JobObserved, JobUnknown, RayUnreachable, Reconcile]
+
+
+# --------------------------------------------------------------------------- actions
+
+@dataclass(frozen=True)
+class Submit:
+    """Add the finalizer (if missing), then submit ``plan`` to Ray; report a SubmitResult."""
+
+    plan: SubmissionPlan
+
+
+@dataclass(frozen=True)
+class StopJob:
+    """Ask Ray to stop the job (an unknown or already ended job is fine)."""
+
+    submission_id: str
+
+
+@dataclass(frozen=True)
+class ReleaseFinalizer:
+    """Remove the finalizer: the object may go."""
+
+
+@dataclass(frozen=True)
+class PostEvent:
+    """An Event that is not a phase change (phase changes get theirs from the writer)."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+Action = Union[Submit, StopJob, ReleaseFinalizer, PostEvent]
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: ArgusTaskStatus
+    actions: tuple[Action, ...] = field(default_factory=tuple)
+
+
+# --------------------------------------------------------------------------- conditions
+
+def set_condition(conditions: list[Condition] | None, type_: str, status: bool, reason: str, message: str, *,
+                  now: str, generation: int | None) -> list[Condition]:
+    """Conditions with ``type_`` set; lastTransitionTime moves only when its status changes."""
+    value = "True" if status else "False"
+    message = message[:MAX_CONDITION_MESSAGE]
+    out: list[Condition] = []
+    found = False
+    for c in conditions or []:
+        if c.type == type_:
+            found = True
+            c = c.model_copy(update={
+                "status": value, "reason": reason, "message": message,
+                "last_transition_time": now if c.status != value else c.last_transition_time,
+                "observed_generation": generation if generation is not None else c.observed_generation,
+            })
+        out.append(c)
+    if not found:
+        out.append(Condition(type=type_, status=value, reason=reason, message=message, last_transition_time=now,
+                             observed_generation=generation))
+    return out
+
+
+def conditions_for_phase(conditions: list[Condition] | None, phase: Phase, reason: str, message: str, *,
+                         now: str, generation: int | None) -> list[Condition]:
+    """Admitted / Running / Complete / Failed as the phase implies."""
+    admitted = phase not in (Phase.Queued, Phase.Rejected)
+    c = set_condition(conditions, "Admitted", admitted, "Admitted" if admitted else reason,
+                      "admitted by the queue" if admitted else message, now=now, generation=generation)
+    c = set_condition(c, "Running", phase is Phase.Running, reason, message, now=now, generation=generation)
+    c = set_condition(c, "Complete", phase is Phase.Succeeded, reason, message, now=now, generation=generation)
+    return set_condition(c, "Failed", phase in (Phase.Failed, Phase.Rejected), reason, message, now=now, generation=generation)
+
+
+def _ray_reachable(task: TaskState, status: ArgusTaskStatus, reachable: bool, detail: str, now: str,
+                   since: str | None = None) -> ArgusTaskStatus:
+    conditions = set_condition(status.conditions, "RayReachable", reachable,
+                               "RayReachable" if reachable else "RayUnreachable",
+                               "the Ray dashboard answers" if reachable else detail[:300],
+                               now=since or now, generation=task.generation)
+    return status.model_copy(update={"conditions": conditions, "ray_unreachable_since": None if reachable else since})
+
+
+# --------------------------------------------------------------------------- transitions
+
+def phase_for_ray(ray_status: str, *, cancelled: bool, deadline_exceeded: bool) -> tuple[Phase, str]:
+    """The phase and reason for a Ray job status; a stop we asked for names its cause."""
+    phase = RAY_TO_PHASE.get(ray_status.upper(), Phase.Submitted)
+    if phase is Phase.Stopped or (phase is Phase.Failed and (cancelled or deadline_exceeded)):
+        if deadline_exceeded:
+            return Phase.Failed, "DeadlineExceeded"
+        if cancelled:
+            return Phase.Stopped, "Cancelled"
+        return Phase.Stopped, "RayJobStopped"
+    return phase, {
+        Phase.Submitted: "RayJobPending",
+        Phase.Running: "RayJobRunning",
+        Phase.Succeeded: "RayJobSucceeded",
+        Phase.Failed: "RayJobFailed",
+    }[phase]
+
+
+def _enter(task: TaskState, status: ArgusTaskStatus, phase: Phase, reason: str, message: str, now: str,
+           **changes: object) -> ArgusTaskStatus:
+    """``status`` moved to ``phase`` with its reason, message and conditions."""
+    conditions = conditions_for_phase(status.conditions, phase, reason, message.splitlines()[0] if phase is Phase.Rejected and message else message,
+                                      now=now, generation=task.generation)
+    update = {"phase": phase.value, "reason": reason, "message": message, "conditions": conditions,
+              "observed_generation": task.generation, **changes}
+    if phase is not Phase.Queued:
+        update["queue_position"] = None
+    return status.model_copy(update=update)
+
+
+def needs_ray(task: TaskState) -> bool:
+    """Whether the task's Ray job must be read (and what it says given to ``step``):
+    active tasks; tasks that may have reached Ray and are being cancelled, deleted, or were
+    closed while Ray could not be asked."""
+    if task.deleting:
+        return task.holds_finalizer
+    phase = task.phase
+    if phase in ACTIVE:
+        return True
+    if phase is Phase.Queued:
+        return task.holds_finalizer  # submitted before the status said so, perhaps
+    if phase is Phase.Failed and task.status.reason == "RayUnreachable" and task.holds_finalizer:
+        reachable = task.condition("RayReachable")
+        return reachable is None or reachable.status != "True"  # its job may still run: stop it once Ray answers
+    return False
+
+
+def stopping(task: TaskState, now: dt.datetime) -> bool:
+    """The task's job is to be stopped (cancel, deadline or delete): read it often."""
+    return task.deleting or task.cancel or task.deadline_passed(now)
+
+
+def step(task: TaskState, seen: Observation, now: dt.datetime, settings: LifecycleSettings) -> Decision:
+    """The new status of ``task`` and the actions that follow, given what was ``seen``."""
+    stamp = format_time(now)
+    status = task.status
+    phase = task.phase
+    keep = Decision(status)
+
+    if task.deleting:
+        return _deleting(task, seen, now, settings)
+
+    if isinstance(seen, Validated):
+        if phase is not None:
+            return keep
+        status = status.model_copy(update={"user": seen.user, "command": seen.command, "warnings": list(seen.warnings) or None})
+        queued = Decision(_enter(task, status, Phase.Queued, "Validated", "validated; waiting in the queue", stamp),
+                          tuple(PostEvent("Warning", "WeakCheck", w) for w in seen.warnings))
+        if task.cancel:
+            return _merge(queued, step(_with(task, queued.status), Reconcile(), now, settings))
+        return queued
+
+    if isinstance(seen, Refused):
+        if phase not in (None, Phase.Queued):
+            return keep
+        message = "\n".join(cap_lines(seen.message.splitlines() or [seen.message]))
+        closed = _enter(task, status.model_copy(update={"user": seen.user or status.user}), Phase.Rejected, seen.reason, message, stamp)
+        # A task that may have been submitted (an earlier operator added the finalizer) is
+        # rejected only with its job stopped.
+        return Decision(closed, (StopJob(task.submission_id),) if task.holds_finalizer else ())
+
+    if isinstance(seen, Reconcile):
+        if phase is Phase.Queued and task.cancel and not task.holds_finalizer:
+            return Decision(_enter(task, status, Phase.Stopped, "Cancelled", "cancelled while queued; it never reached Ray", stamp))
+        return keep
+
+    if isinstance(seen, Waiting):
+        if phase is not Phase.Queued or task.cancel:
+            return keep
+        status = status.model_copy(update={"queue_position": seen.position, "reason": seen.reason, "message": seen.message})
+        if seen.ray_error is not None or task.condition("RayReachable") is None:
+            status = _ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", stamp, since=None)
+        return Decision(status)
+
+    if isinstance(seen, Admitted):
+        if phase is not Phase.Queued or task.cancel:
+            return keep
+        return Decision(status, (Submit(seen.plan),))
+
+    if isinstance(seen, SubmitResult):
+        if phase is not Phase.Queued:
+            return keep
+        if seen.outcome == "unreachable":
+            return Decision(status.model_copy(update={"reason": "RayUnreachable", "message": f"waiting: Ray is unreachable ({seen.detail[:200]})"}))
+        if seen.outcome == "refused":
+            return Decision(_enter(task, status, Phase.Failed, "RaySubmitFailed", f"Ray refused the job: {seen.detail}", stamp))
+        fresh = seen.outcome == "submitted"
+        reason = "Admitted" if fresh else "AdoptedExistingJob"
+        message = (f"submitted to Ray as {seen.submission_id}" if fresh else
+                   f"Ray already had job {seen.submission_id} (submitted before a restart); adopted it, no second job")
+        # A job Ray has just accepted is PENDING by Ray's definition; an adopted one's state
+        # is learnt at the next read.
+        ray_job = RayJobStatus(submission_id=seen.submission_id, status="PENDING" if fresh else None,
+                               dashboard_url=settings.dashboard_url)
+        status = _ray_reachable(task, status, True, "", stamp)  # Ray just answered
+        return Decision(_enter(task, status, Phase.Submitted, reason, message, stamp, admitted_at=stamp, ray_job=ray_job))
+
+    if isinstance(seen, JobObserved):
+        return _job_observed(task, seen, now, settings)
+
+    if isinstance(seen, JobUnknown):
+        sid = task.submission_id
+        if phase is Phase.Queued:
+            if task.cancel:
+                return Decision(_enter(task, status, Phase.Stopped, "Cancelled",
+                                       f"cancelled while queued; it never reached Ray (Ray has no job {sid})", stamp))
+            return keep  # not submitted after all: the queue submits it in its turn
+        status = _ray_reachable(task, status, True, "", stamp)
+        if phase in ACTIVE:
+            message = (f"Ray no longer knows job {sid}: the Ray head restarted (it keeps no job history) or the job was removed. "
+                       "Argus does not resubmit on its own; create a new task to run it again")
+            return Decision(_enter(task, status, Phase.Failed, "RayJobLost", message, stamp))
+        return Decision(status)  # a closed task: nothing of it is left in Ray
+
+    if isinstance(seen, RayUnreachable):
+        if phase not in ACTIVE:
+            return keep
+        since = status.ray_unreachable_since or stamp
+        elapsed = (now - (parse_time(since) or now)).total_seconds()
+        status = _ray_reachable(task, status, False, seen.error, stamp, since=since)
+        if elapsed >= settings.ray_grace_seconds:
+            message = f"Ray was unreachable for {int(elapsed)} s (grace {int(settings.ray_grace_seconds)} s): {seen.error[:200]}"
+            return Decision(_enter(task, status, Phase.Failed, "RayUnreachable", message, stamp, ray_unreachable_since=since))
+        return Decision(status)
+
+    raise TypeError(f"unknown observation {seen!r}")
+
+
+def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings: LifecycleSettings) -> Decision:
+    stamp = format_time(now)
+    status = _ray_reachable(task, task.status, True, "", stamp)
+    phase = task.phase
+    sid = task.submission_id
+    if phase not in (Phase.Queued, *ACTIVE):
+        # A task closed while Ray could not be asked: Ray answers again, stop what runs.
+        return Decision(status, (StopJob(sid),) if job.active else ())
+    actions: list[Action] = []
+    if phase is Phase.Queued:
+        # The job reached Ray before the status said so (the operator died in between):
+        # adopt it, never a second job.
+        adopted = f"Ray already had job {sid} (submitted before a restart); adopted it, no second job"
+        status = _enter(task, status, Phase.Submitted, "AdoptedExistingJob", adopted, stamp, admitted_at=status.admitted_at or stamp)
+        actions.append(PostEvent("Normal", "AdoptedExistingJob", adopted))
+    cancelled, late = task.cancel, task.deadline_passed(now)
+    if (cancelled or late) and job.active:
+        actions.append(StopJob(sid))  # the next read sees it stopped
+    previous = task.status.ray_job
+    ray_job = RayJobStatus(
+        submission_id=sid, status=job.status, driver_node_id=job.driver_node_id,
+        start_time=from_epoch_ms(job.start_time_ms), end_time=from_epoch_ms(job.end_time_ms),
+        dashboard_url=(previous.dashboard_url if previous and previous.dashboard_url else settings.dashboard_url),
+    )
+    status = status.model_copy(update={"ray_job": ray_job, "ray_unreachable_since": None})
+    if job.driver_on_worker is False and job.driver_node_id != (previous.driver_node_id if previous else None):
+        actions.append(PostEvent("Warning", "PlacementViolation",
+                                 f"the driver runs on node {job.driver_node_id}, which lacks the '{settings.worker_resource}' resource (the head?)"))
+    if (cancelled or late) and job.active:
+        return Decision(status, tuple(actions))
+    new_phase, reason = phase_for_ray(job.status, cancelled=cancelled, deadline_exceeded=late)
+    message = job.message or reason
+    if reason == "DeadlineExceeded":
+        message = f"stopped after activeDeadlineSeconds={task.active_deadline_seconds} from admission"
+    elif reason == "Cancelled":
+        message = "stopped because spec.cancel was set"
+    if new_phase is Phase.Submitted and Phase(status.phase) is Phase.Submitted:
+        # Still pending: the submission's reason and message stay, and so does the recorded
+        # job unless its state is new to us (Ray's start time comes with RUNNING: one write).
+        if previous is not None and previous.status == job.status:
+            status = status.model_copy(update={"ray_job": previous})
+        return Decision(status, tuple(actions))
+    return Decision(_enter(task, status, new_phase, reason, message, stamp), tuple(actions))
+
+
+def _deleting(task: TaskState, seen: Observation, now: dt.datetime, settings: LifecycleSettings) -> Decision:
+    """A deleted task: stop its job (if it may have one), then let the object go."""
+    keep = Decision(task.status)
+    if not task.holds_finalizer:
+        return keep
+    if isinstance(seen, JobObserved):
+        return Decision(task.status, (StopJob(task.submission_id),) if seen.active else (ReleaseFinalizer(),))
+    if isinstance(seen, JobUnknown):
+        return Decision(task.status, (ReleaseFinalizer(),))
+    if isinstance(seen, RayUnreachable):
+        waited = (now - task.deleting_since).total_seconds() if task.deleting_since else 0.0
+        if waited >= settings.delete_grace_seconds:
+            return Decision(task.status, (
+                PostEvent("Warning", "FinalizerReleased",
+                          f"Ray unreachable for {int(waited)} s (delete grace {int(settings.delete_grace_seconds)} s); "
+                          f"released without stopping {task.submission_id}: {seen.error[:200]}"),
+                ReleaseFinalizer(),
+            ))
+    return keep
+
+
+def _with(task: TaskState, status: ArgusTaskStatus) -> TaskState:
+    return TaskState(**{**task.__dict__, "status": status})
+
+
+def _merge(first: Decision, second: Decision) -> Decision:
+    return Decision(second.status, first.actions + second.actions)

@@ -1,0 +1,26 @@
+"""When the operator reads a Ray job's status: a young job often, an old one every poll
+interval, and all fast reads together within a budget per second. Pure: the controller's
+job sync asks ``poll_delay`` for each task it follows."""
+
+from __future__ import annotations
+
+# How often active jobs' statuses are read: a young job often, an old one every poll
+# interval; the fast reads of all jobs together stay within a budget per second.
+FASTEST_POLL_SECONDS = 0.2
+POLL_AGE_DIVISOR = 16
+YOUNG_READS_PER_SECOND = 20.0
+
+
+def poll_delay(age_seconds: float | None, poll_interval: float, active: int = 1) -> float:
+    """Seconds between two status reads of an active job admitted `age_seconds` ago (None:
+    not known), with `active` jobs active in all. A young job is read often (every age/16 s,
+    0.2 s at first): most failures come in a job's first seconds (a wrong argument, a
+    missing file) and short jobs end then, so both show at once and a freed slot is
+    refilled at once. The reads of all active jobs together stay near
+    YOUNG_READS_PER_SECOND (with 40 or more jobs, everything is read every poll interval), and
+    no job is read less often than every poll interval: Ray calls grow with running jobs
+    only, never beyond max(20/s, active / poll_interval)."""
+    if age_seconds is None:
+        return poll_interval
+    floor = max(FASTEST_POLL_SECONDS, active / YOUNG_READS_PER_SECOND)
+    return min(poll_interval, max(floor, age_seconds / POLL_AGE_DIVISOR))

@@ -1,0 +1,40 @@
+"""The platform's settings (where the data lives, which entrypoints may run, which Ray
+resource marks a worker) as command-line flags with ARGUS_* environment defaults: one
+definition that ``argus validate|render`` and ``argus-operator`` share, so the CLI checks
+a task exactly as the operator will."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from .core.config import DEFAULT_ENTRYPOINT_ALLOWLIST, DEFAULT_ENTRYPOINT_SHELL, DEFAULT_ROOT, DEFAULT_WORKER_RESOURCE, PlatformConfig
+
+
+class UsageError(Exception):
+    """A mistake in how the command was called: exit 2 with one line."""
+
+
+def add_platform_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags shared with the operator, each with an ARGUS_* environment default."""
+    env = os.environ.get
+    parser.add_argument("--root", default=env("ARGUS_ROOT", DEFAULT_ROOT), help="paths root (default /private, env ARGUS_ROOT)")
+    parser.add_argument("--worker-resource", default=env("ARGUS_WORKER_RESOURCE", DEFAULT_WORKER_RESOURCE), help="Ray resource that marks worker nodes (env ARGUS_WORKER_RESOURCE)")
+    parser.add_argument("--verl-code-path", default=env("ARGUS_VERL_CODE_PATH"), help="verl code snapshot put on PYTHONPATH (default <root>/common/code/verl/verl_repo)")
+    parser.add_argument("--entrypoint-shell", default=env("ARGUS_ENTRYPOINT_SHELL", DEFAULT_ENTRYPOINT_SHELL), help="shell that runs the command (default 'bash -lc')")
+    allow_env = env("ARGUS_ENTRYPOINT_ALLOWLIST")
+    parser.add_argument(
+        "--allow-entrypoint", action="append", dest="allowlist",
+        default=[e.strip() for e in allow_env.split(",") if e.strip()] if allow_env else None,
+        help=f"allowed entrypoint '<program> -m <module glob>', repeatable (default {', '.join(DEFAULT_ENTRYPOINT_ALLOWLIST)}; env ARGUS_ENTRYPOINT_ALLOWLIST, comma-separated)",
+    )
+
+
+def platform_config(args: argparse.Namespace) -> PlatformConfig:
+    try:
+        return PlatformConfig.from_allowlist(
+            args.allowlist, root=args.root, worker_resource=args.worker_resource,
+            verl_code_path=args.verl_code_path, entrypoint_shell=args.entrypoint_shell,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

@@ -1,0 +1,260 @@
+"""In-memory fakes of the controller's ports (``argus.controller.ports``), for unit tests
+that drive the real reconciler in milliseconds, without processes:
+
+- ``FakeRay``: Ray's Jobs API and node list as a dict of jobs, with the answers the real
+  client's adapter gives (adopt on an existing id, RayJobUnknown, RayUnreachable).
+- ``FakeCluster``: the API server's side: ArgusTask objects with merge-patched status,
+  finalizers and deletion as Kubernetes does them, Events, namespaces; it is also the
+  task source (a watch that shows every write at once, or lags when told to).
+- ``FakeClock``: wall and monotonic time that move only when a test says so.
+
+The integration tests run the same code against the real kube-apiserver and Ray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as dt
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from argus.adapters.ray import RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from argus.core.patch import apply_merge_patch
+from argus.core.plan import SubmissionPlan
+from argus.core.times import format_time
+from argus.controller.view import TaskView
+
+
+class FakeClock:
+    def __init__(self, start: dt.datetime = dt.datetime(2026, 12, 3, 8, 0, 0, tzinfo=dt.timezone.utc)):
+        self.wall = start
+        self.mono = 1000.0
+
+    def now(self) -> dt.datetime:
+        return self.wall
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def advance(self, seconds: float) -> None:
+        self.wall += dt.timedelta(seconds=seconds)
+        self.mono += seconds
+
+
+@dataclass
+class FakeJob:
+    plan: SubmissionPlan
+    status: str = "PENDING"
+    message: str = ""
+    driver_node_id: str | None = None
+    start_time_ms: int | None = None
+    end_time_ms: int | None = None
+
+
+class FakeRay:
+    """What the operator sees of Ray through ``adapters.ray.RayJobsClient``."""
+
+    def __init__(self, clock: FakeClock, *, worker_gpus: float = 4, worker_resource: str = "worker_node"):
+        self.clock = clock
+        self.jobs: dict[str, FakeJob] = {}
+        self.nodes_: list[RayNode] = [
+            RayNode("head", {"CPU": 0.0}, is_head=True),
+            RayNode("w1", {"CPU": 1.0, "GPU": worker_gpus, worker_resource: 100.0}),
+        ]
+        self.reachable = True
+        self.refuse_submissions: str | None = None
+        self.calls: list[tuple[str, str]] = []
+
+    def _ms(self) -> int:
+        return int(self.clock.now().timestamp() * 1000)
+
+    def _check(self, operation: str, sid: str = "") -> None:
+        self.calls.append((operation, sid))
+        if not self.reachable:
+            raise RayUnreachable("ConnectionError: Failed to connect to Ray")
+
+    # -- the port ---------------------------------------------------------------------
+    async def submit(self, plan: SubmissionPlan) -> bool:
+        assert plan.submission_id
+        self._check("submit", plan.submission_id)
+        if plan.submission_id in self.jobs:
+            return False
+        if self.refuse_submissions:
+            raise RayRefused(self.refuse_submissions)
+        self.jobs[plan.submission_id] = FakeJob(plan)
+        return True
+
+    async def job(self, submission_id: str) -> RayJob:
+        self._check("status", submission_id)
+        job = self.jobs.get(submission_id)
+        if job is None:
+            raise RayJobUnknown(f"Job {submission_id} does not exist.")
+        return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms)
+
+    async def stop(self, submission_id: str) -> bool:
+        self._check("stop", submission_id)
+        job = self.jobs.get(submission_id)
+        if job is None:
+            raise RayJobUnknown(f"Job {submission_id} does not exist.")
+        if job.status not in ("PENDING", "RUNNING"):
+            return False
+        job.status, job.end_time_ms = "STOPPED", self._ms()
+        return True
+
+    async def nodes(self) -> list[RayNode]:
+        self._check("nodes")
+        return list(self.nodes_)
+
+    # -- what Ray does on its own -----------------------------------------------------
+    def run(self, submission_id: str, driver: str = "w1") -> None:
+        job = self.jobs[submission_id]
+        job.status, job.driver_node_id, job.start_time_ms = "RUNNING", driver, self._ms()
+
+    def finish(self, submission_id: str, status: str = "SUCCEEDED", message: str = "") -> None:
+        job = self.jobs[submission_id]
+        job.status, job.message, job.end_time_ms = status, message, self._ms()
+
+    def restart_head(self) -> None:
+        """A stateless head forgets every job."""
+        self.jobs.clear()
+
+    def put(self, plan: SubmissionPlan, status: str = "RUNNING") -> None:
+        """A job that reached Ray by some path the operator did not record."""
+        self.jobs[plan.submission_id] = FakeJob(plan, status=status, driver_node_id="w1")
+
+    def active(self) -> list[str]:
+        return [sid for sid, j in self.jobs.items() if j.status in ("PENDING", "RUNNING")]
+
+    def count(self, operation: str) -> int:
+        return sum(1 for op, _ in self.calls if op == operation)
+
+
+@dataclass
+class Event:
+    namespace: str
+    name: str
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass
+class Writes:
+    status: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    metadata: list[tuple[str, list[str]]] = field(default_factory=list)
+
+
+class FakeCluster:
+    """The API server's side of the controller: TaskStore and TaskSource in one."""
+
+    def __init__(self, clock: FakeClock):
+        self.clock = clock
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.namespaces: dict[str, dict[str, str]] = {}
+        self.namespace_error: Exception | None = None
+        self.namespace_reads = 0
+        self.events: list[Event] = []
+        self.writes = Writes()
+        self.synced = asyncio.Event()
+        self.synced.set()
+        self._rv = itertools.count(1)
+        self._uids = itertools.count(1)
+        self.lagging: dict[tuple[str, str], dict[str, Any]] | None = None  # a stale watch, when set
+
+    # -- test helpers -------------------------------------------------------------------
+    def onboard(self, namespace: str, user: str = "alice") -> str:
+        self.namespaces[namespace] = {"argus.io/user": user}
+        return namespace
+
+    def create(self, name: str, spec: dict[str, Any], namespace: str = "team") -> tuple[str, str]:
+        key = (namespace, name)
+        assert key not in self.objects
+        uid = f"{next(self._uids):08x}-0000-4000-8000-000000000000"
+        self.objects[key] = {
+            "apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid, "generation": 1,
+                         "creationTimestamp": format_time(self.clock.now()), "resourceVersion": str(next(self._rv))},
+            "spec": {"kind": "basic", "cancel": False, "priority": 0, **copy.deepcopy(spec)},
+        }
+        self.clock.advance(1)  # creation times are whole seconds: keep them apart
+        return key
+
+    def status(self, key: tuple[str, str]) -> dict[str, Any]:
+        return self.objects[key].get("status") or {}
+
+    def update_spec(self, key: tuple[str, str], **changes: Any) -> None:
+        obj = self.objects[key]
+        obj["spec"].update(changes)
+        obj["metadata"]["generation"] += 1
+        self._bump(obj)
+
+    def cancel(self, key: tuple[str, str]) -> None:
+        self.update_spec(key, cancel=True)
+
+    def delete(self, key: tuple[str, str]) -> None:
+        obj = self.objects[key]
+        if obj["metadata"].get("finalizers"):
+            obj["metadata"].setdefault("deletionTimestamp", format_time(self.clock.now()))
+            self._bump(obj)
+        else:
+            del self.objects[key]
+
+    def reasons(self, key: tuple[str, str]) -> list[str]:
+        return [e.reason for e in self.events if (e.namespace, e.name) == key]
+
+    def freeze_watch(self) -> None:
+        """From now on the source shows the objects as they are now (a slow watch)."""
+        self.lagging = copy.deepcopy(self.objects)
+
+    def thaw_watch(self) -> None:
+        self.lagging = None
+
+    def _bump(self, obj: dict[str, Any]) -> None:
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+
+    # -- TaskSource ---------------------------------------------------------------------
+    def views(self) -> list[TaskView]:
+        objects = self.lagging if self.lagging is not None else self.objects
+        return [TaskView.from_body(copy.deepcopy(o)) for o in objects.values()]
+
+    def get(self, key: tuple[str, str]) -> TaskView | None:
+        objects = self.lagging if self.lagging is not None else self.objects
+        return TaskView.from_body(copy.deepcopy(objects[key])) if key in objects else None
+
+    # -- TaskStore ------------------------------------------------------------------------
+    async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        obj = self.objects.get((namespace, name))
+        if obj is None:
+            return False
+        self.writes.status.append((name, copy.deepcopy(patch)))
+        obj["status"] = apply_merge_patch(obj.get("status") or {}, patch)
+        self._bump(obj)
+        return True
+
+    async def add_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool:
+        return self._finalizers(namespace, name, finalizers, [*finalizers, "argus.io/stop-ray-job"])
+
+    async def remove_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool:
+        return self._finalizers(namespace, name, finalizers, [f for f in finalizers if f != "argus.io/stop-ray-job"])
+
+    def _finalizers(self, namespace: str, name: str, before: list[str], after: list[str]) -> bool:
+        obj = self.objects.get((namespace, name))
+        if obj is None or list(obj["metadata"].get("finalizers") or []) != before:
+            return False  # gone, or the JSON patch's test failed
+        self.writes.metadata.append((name, after))
+        obj["metadata"]["finalizers"] = after
+        self._bump(obj)
+        if not after and obj["metadata"].get("deletionTimestamp"):
+            del self.objects[(namespace, name)]
+        return True
+
+    async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
+        self.events.append(Event(namespace, name, type_, reason, message))
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        self.namespace_reads += 1
+        if self.namespace_error is not None:
+            raise self.namespace_error
+        return dict(self.namespaces[namespace]) if namespace in self.namespaces else None

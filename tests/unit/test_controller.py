@@ -1,0 +1,471 @@
+"""The controller (``argus.controller.reconciler``) driven tick by tick over in-memory fakes
+of the API server and Ray (tests/unit/fakes.py): every branch of a task's life, including
+the crash windows, in milliseconds. The same paths run against the real kube-apiserver and
+Ray in tests/integration."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from argus.core.config import PlatformConfig
+from argus.core.plan import validate_task
+from argus.controller.reconciler import Reconciler
+from argus.controller.settings import OperatorConfig
+from fakes import FakeClock, FakeCluster, FakeRay
+
+pytestmark = pytest.mark.unit
+
+NS = "team"
+CMD = ("python3 -m verl.trainer.main_ppo data.train_files=$HOME/datasets/a.parquet data.val_files=$HOME/datasets/b.parquet "
+       "+ray_kwargs.ray_init.address=auto trainer.nnodes={n} trainer.n_gpus_per_node={g}")
+
+
+def spec(gpus: int = 1, **extra: Any) -> dict[str, Any]:
+    return {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": gpus, "command": CMD.format(n=1, g=gpus), **extra}
+
+
+class World:
+    """A reconciler over fakes, and the means to move time and Ray along."""
+
+    def __init__(self, *, max_running: int = 4, ray_grace: float = 300, delete_grace: float = 300, gpus: float = 4):
+        self.clock = FakeClock()
+        self.cluster = FakeCluster(self.clock)
+        self.ray = FakeRay(self.clock, worker_gpus=gpus)
+        self.config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=max_running,
+                                     poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace)
+        self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, now=self.clock.now, monotonic=self.clock.monotonic)
+        self.cluster.onboard(NS, "alice")
+
+    def tick(self, after: float = 0.0) -> None:
+        self.clock.advance(after)
+
+        async def go() -> None:
+            await self.reconciler.tick()
+            await self.reconciler.idle()
+        asyncio.run(go())
+
+    def settle(self, ticks: int = 3, every: float = 2.0) -> None:
+        for _ in range(ticks):
+            self.tick(every)
+
+    def phase(self, key: tuple[str, str]) -> str | None:
+        return self.cluster.status(key).get("phase")
+
+    def sid(self, key: tuple[str, str]) -> str:
+        view = self.cluster.get(key)
+        assert view is not None
+        return view.state.submission_id
+
+    def plan_of(self, key: tuple[str, str]) -> Any:
+        obj = self.cluster.objects[key]
+        verdict = validate_task(obj, "alice", self.config.platform)
+        assert verdict.plan is not None, verdict.error_lines()
+        return verdict.plan
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def status_patches(world: World, key: tuple[str, str]) -> list[dict[str, Any]]:
+    return [p for name, p in world.cluster.writes.status if name == key[1]]
+
+
+# --------------------------------------------------------------------------- the happy path
+
+def test_a_task_goes_from_new_to_submitted_in_one_status_write(world: World) -> None:
+    key = world.cluster.create("t", spec())
+    world.tick()
+    assert world.phase(key) == "Submitted"
+    status = world.cluster.status(key)
+    assert status["reason"] == "Admitted" and status["user"] == "alice" and "/private/users/alice/datasets/a.parquet" in status["command"]
+    assert status["rayJob"] == {"submissionId": world.sid(key), "status": "PENDING", "dashboardUrl": "http://ray-head:8265"}
+    assert len(status_patches(world, key)) == 1
+    # The finalizer went on before Ray saw the job.
+    assert world.cluster.writes.metadata == [("t", ["argus.io/stop-ray-job"])]
+    assert world.ray.calls.index(("submit", world.sid(key))) >= 0
+    assert world.cluster.reasons(key) == ["Admitted"]
+    assert [e.message for e in world.cluster.events] == [f"new -> Submitted: submitted to Ray as {world.sid(key)}"]
+
+
+def test_the_finalizer_is_on_before_the_submission() -> None:
+    world = World()
+    order: list[str] = []
+    add, submit = world.cluster.add_finalizer, world.ray.submit
+
+    async def add_then_note(*a: Any) -> bool:
+        order.append("finalizer")
+        return await add(*a)
+
+    async def submit_then_note(plan: Any) -> bool:
+        order.append("submit")
+        return await submit(plan)
+
+    world.cluster.add_finalizer, world.ray.submit = add_then_note, submit_then_note  # type: ignore[method-assign]
+    world.cluster.create("t", spec())
+    world.tick()
+    assert order == ["finalizer", "submit"]
+
+
+def test_a_whole_run_costs_seven_writes(world: World) -> None:
+    """A task that validates, runs and succeeds: one finalizer patch, three status patches
+    (Submitted, Running, Succeeded) and one Event per phase change."""
+    key = world.cluster.create("t", spec())
+    world.tick()
+    world.tick(0.2)  # Ray says PENDING: nothing to write
+    world.ray.run(world.sid(key))
+    world.tick(0.2)
+    assert world.phase(key) == "Running"
+    world.ray.finish(world.sid(key))
+    world.tick(0.5)
+    assert world.phase(key) == "Succeeded"
+    world.settle()
+    assert len(status_patches(world, key)) == 3
+    assert len(world.cluster.writes.metadata) == 1
+    assert world.cluster.reasons(key) == ["Admitted", "RayJobRunning", "RayJobSucceeded"]
+    status = world.cluster.status(key)
+    assert status["rayJob"]["status"] == "SUCCEEDED" and status["rayJob"]["driverNodeId"] == "w1"
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "Admitted": "True", "Running": "False", "Complete": "True", "Failed": "False", "RayReachable": "True"}
+
+
+def test_ray_is_read_often_while_young_then_every_poll_interval(world: World) -> None:
+    key = world.cluster.create("t", spec())
+    world.tick()
+    world.ray.run(world.sid(key))
+    reads = world.ray.count("status")
+    for _ in range(10):
+        world.tick(0.2)
+    young = world.ray.count("status") - reads
+    assert young >= 8  # a job seconds old: read every 0.2 s
+    world.tick(120)
+    before = world.ray.count("status")
+    for _ in range(10):
+        world.tick(0.2)  # two seconds
+    assert world.ray.count("status") - before == 1  # an old job: once per poll interval
+
+
+# --------------------------------------------------------------------------- refusals
+
+def test_an_invalid_task_is_rejected_and_never_reaches_ray(world: World) -> None:
+    key = world.cluster.create("bad", spec(command="echo python3 -m verl.trainer.main_ppo"))
+    world.settle()
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"]) == ("Rejected", "InvalidSpec")
+    assert "does not run an allowed entrypoint" in status["message"]
+    assert world.ray.count("submit") == 0 and world.cluster.writes.metadata == []
+    assert world.cluster.events[0].type == "Warning" and world.cluster.events[0].reason == "InvalidSpec"
+
+
+def test_a_namespace_without_user_rejects_its_tasks(world: World) -> None:
+    key = world.cluster.create("t", spec(), namespace="bare")
+    world.tick()
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"]) == ("Rejected", "NamespaceNotOnboarded")
+    assert "argus onboard" in status["message"]
+
+
+def test_an_unreadable_namespace_is_tried_again_later(world: World) -> None:
+    from kubernetes.client.exceptions import ApiException
+    world.cluster.namespace_error = ApiException(status=403, reason="Forbidden")
+    key = world.cluster.create("t", spec())
+    world.tick()
+    assert world.phase(key) is None and world.cluster.writes.status == []
+    world.cluster.namespace_error = None
+    world.tick(5)
+    assert world.phase(key) is None  # not before the retry delay
+    world.tick(6)
+    assert world.phase(key) == "Submitted"
+
+
+def test_new_tasks_read_their_namespace_once_per_tick(world: World) -> None:
+    keys = [world.cluster.create(f"t{i}", spec()) for i in range(20)]
+    world.tick()
+    assert world.cluster.namespace_reads == 1
+    assert {world.phase(k) for k in keys} == {"Submitted", "Queued"}
+
+
+# --------------------------------------------------------------------------- the queue
+
+def test_the_queue_admits_by_priority_then_age_and_says_where_each_waits() -> None:
+    world = World(max_running=1)
+    low = world.cluster.create("low", spec())
+    high = world.cluster.create("high", spec(priority=10))
+    mid = world.cluster.create("mid", spec(priority=5))
+    world.tick()
+    assert [world.phase(k) for k in (high, mid, low)] == ["Submitted", "Queued", "Queued"]
+    assert world.cluster.status(mid)["queuePosition"] == 1 and world.cluster.status(low)["queuePosition"] == 2
+    assert world.cluster.status(mid)["message"] == "waiting for a free slot (1 tasks may run at once)"
+    assert len(status_patches(world, mid)) == 1  # validated and placed in one write
+    world.ray.finish(world.sid(high))
+    world.tick(0.5)
+    assert world.phase(mid) == "Submitted" and world.phase(low) == "Queued"
+
+
+def test_a_task_bigger_than_the_cluster_is_unschedulable_and_blocks_nobody(world: World) -> None:
+    big = world.cluster.create("big", spec(gpus=8, priority=5))
+    small = world.cluster.create("small", spec())
+    world.tick()
+    status = world.cluster.status(big)
+    assert (status["phase"], status["reason"]) == ("Queued", "Unschedulable")
+    assert status["message"].startswith("needs 8 GPUs")
+    assert world.phase(small) == "Submitted"
+
+
+def test_a_place_that_merely_moved_is_written_by_the_periodic_refresh() -> None:
+    world = World(max_running=1)
+    first = world.cluster.create("first", spec())
+    keys = [world.cluster.create(f"t{i}", spec()) for i in range(3)]
+    world.tick()
+    assert [world.cluster.status(k)["queuePosition"] for k in keys] == [1, 2, 3]
+    world.ray.finish(world.sid(first))
+    world.tick(0.5)
+    assert world.phase(keys[0]) == "Submitted"
+    # The new head of the queue has a new message (it waits for a slot now): written at once.
+    assert world.cluster.status(keys[1])["queuePosition"] == 1
+    assert world.cluster.status(keys[1])["message"] == "waiting for a free slot (1 tasks may run at once)"
+    assert world.cluster.status(keys[2])["queuePosition"] == 3  # only its place moved: not rewritten at once
+    world.tick(31)
+    assert world.cluster.status(keys[2])["queuePosition"] == 2
+
+
+def test_cancel_while_queued_never_reaches_ray() -> None:
+    world = World(max_running=1)
+    world.cluster.create("blocker", spec())
+    waiting = world.cluster.create("waiting", spec())
+    world.tick()
+    world.cluster.cancel(waiting)
+    world.tick(0.1)
+    status = world.cluster.status(waiting)
+    assert (status["phase"], status["reason"], status["message"]) == ("Stopped", "Cancelled", "cancelled while queued; it never reached Ray")
+    assert world.ray.count("submit") == 1  # only the blocker
+
+
+# --------------------------------------------------------------------------- crash windows
+
+def crash_after_submit(world: World, key: tuple[str, str]) -> str:
+    """The operator died right after Ray accepted the job: the finalizer is on, the job is
+    in Ray, the status still says Queued (what a real crash at that line leaves)."""
+    obj = world.cluster.objects[key]
+    obj["metadata"]["finalizers"] = ["argus.io/stop-ray-job"]
+    obj["status"] = {"phase": "Queued", "reason": "Validated", "user": "alice", "queuePosition": 1}
+    plan = world.plan_of(key)
+    world.ray.put(plan, "RUNNING")
+    return plan.submission_id
+
+
+def test_cancelling_a_task_whose_job_reached_ray_unrecorded_stops_the_job() -> None:
+    """Issue 18's bug: the cancel asks Ray about the deterministic submission id and stops
+    what exists; the task is Stopped only when Ray says the job is."""
+    world = World(max_running=1)
+    world.cluster.create("blocker", spec())
+    world.tick()
+    key = world.cluster.create("orphan", spec())
+    sid = crash_after_submit(world, key)
+    world.cluster.cancel(key)
+    world.tick(0.1)
+    assert world.ray.jobs[sid].status == "STOPPED"
+    world.settle()
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"]) == ("Stopped", "Cancelled")
+    assert "AdoptedExistingJob" in world.cluster.reasons(key)
+
+
+def test_a_restarted_operator_adopts_the_unrecorded_job_instead_of_submitting_twice(world: World) -> None:
+    key = world.cluster.create("t", spec())
+    sid = crash_after_submit(world, key)
+    world.tick()
+    assert world.phase(key) == "Running" and world.cluster.status(key)["reason"] == "RayJobRunning"
+    assert world.ray.count("submit") == 0 and list(world.ray.jobs) == [sid]
+    assert "AdoptedExistingJob" in world.cluster.reasons(key)
+
+
+def test_a_resubmission_of_an_existing_id_is_adopted(world: World) -> None:
+    """Ray already has the id (a crash after the submit, before even the read path could
+    see it): the submit is answered 'exists', and the task adopts the job."""
+    key = world.cluster.create("t", spec())
+    world.ray.put(world.plan_of(key), "PENDING")
+    world.tick()
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"]) == ("Submitted", "AdoptedExistingJob")
+    assert len(world.ray.jobs) == 1
+
+
+def test_deleting_an_ended_task_still_stops_an_orphaned_job() -> None:
+    """The second half of issue 18's bug: a task already closed as Stopped whose job is in
+    Ray. Deleting it asks Ray and stops the job before the object goes."""
+    world = World(max_running=1)
+    world.cluster.create("blocker", spec())
+    world.tick()
+    key = world.cluster.create("orphan", spec())
+    crash_after_submit(world, key)
+    world.cluster.objects[key]["status"].update(phase="Stopped", reason="Cancelled")  # as the old operator closed it
+    sid = world.sid(key)
+    world.cluster.delete(key)
+    world.tick(0.1)
+    assert world.ray.jobs[sid].status == "STOPPED"
+    world.tick(0.3)
+    assert key not in world.cluster.objects
+
+
+# --------------------------------------------------------------------------- stopping
+
+def test_cancel_stops_the_running_job(world: World) -> None:
+    key = world.cluster.create("t", spec())
+    world.tick()
+    world.ray.run(world.sid(key))
+    world.tick(0.2)
+    world.cluster.cancel(key)
+    world.tick(0.2)
+    assert world.ray.jobs[world.sid(key)].status == "STOPPED"
+    world.tick(0.2)
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"], status["message"]) == ("Stopped", "Cancelled", "stopped because spec.cancel was set")
+
+
+def test_the_active_deadline_stops_the_job_and_fails_the_task(world: World) -> None:
+    key = world.cluster.create("t", spec(activeDeadlineSeconds=30))
+    world.tick()
+    world.ray.run(world.sid(key))
+    world.tick(10)
+    assert world.ray.active() == [world.sid(key)]
+    world.tick(21)
+    assert world.ray.active() == []
+    world.tick(0.2)
+    assert (world.phase(key), world.cluster.status(key)["reason"]) == ("Failed", "DeadlineExceeded")
+
+
+def test_delete_stops_the_job_then_releases_the_object(world: World) -> None:
+    key = world.cluster.create("t", spec())
+    world.tick()
+    world.ray.run(world.sid(key))
+    sid = world.sid(key)
+    world.cluster.delete(key)
+    assert key in world.cluster.objects  # held by the finalizer
+    world.tick(0.2)
+    assert world.ray.jobs[sid].status == "STOPPED" and key in world.cluster.objects
+    world.tick(0.2)
+    assert key not in world.cluster.objects
+
+
+def test_deleting_a_queued_task_needs_nothing_from_ray() -> None:
+    world = World(max_running=1)
+    world.cluster.create("blocker", spec())
+    key = world.cluster.create("waiting", spec())
+    world.tick()
+    calls = len(world.ray.calls)
+    world.cluster.delete(key)
+    world.tick(0.1)
+    assert key not in world.cluster.objects
+    assert [c for c in world.ray.calls[calls:] if c[0] != "status"] == [] or all(c[1] != "waiting" for c in world.ray.calls[calls:])
+
+
+def test_delete_grace_releases_a_task_when_ray_stays_away() -> None:
+    world = World(delete_grace=60)
+    key = world.cluster.create("t", spec())
+    world.tick()
+    world.ray.reachable = False
+    world.cluster.delete(key)
+    world.tick(30)
+    assert key in world.cluster.objects
+    world.tick(31)
+    assert key not in world.cluster.objects
+    assert "FinalizerReleased" in world.cluster.reasons(key)
+
+
+# --------------------------------------------------------------------------- Ray trouble
+
+def test_a_head_restart_loses_the_job_and_nothing_is_resubmitted(world: World) -> None:
+    key = world.cluster.create("t", spec())
+    world.tick()
+    world.ray.run(world.sid(key))
+    world.tick(0.2)
+    world.ray.restart_head()
+    world.tick(0.5)
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"]) == ("Failed", "RayJobLost")
+    world.settle()
+    assert world.ray.count("submit") == 1 and world.ray.jobs == {}
+
+
+def test_ray_unreachable_fails_running_tasks_only_after_the_grace() -> None:
+    world = World(ray_grace=60)
+    key = world.cluster.create("t", spec())
+    world.tick()
+    world.ray.run(world.sid(key))
+    world.tick(0.2)
+    world.ray.reachable = False
+    world.tick(2)
+    status = world.cluster.status(key)
+    assert status["phase"] == "Running" and {c["type"]: c["status"] for c in status["conditions"]}["RayReachable"] == "False"
+    world.tick(57)
+    assert world.phase(key) == "Running"
+    world.tick(4)
+    assert (world.phase(key), world.cluster.status(key)["reason"]) == ("Failed", "RayUnreachable")
+    # Ray answers again: the job that may have run on through the outage is stopped.
+    world.ray.reachable = True
+    world.tick(2)
+    assert world.ray.active() == []
+    assert {c["type"]: c["status"] for c in world.cluster.status(key)["conditions"]}["RayReachable"] == "True"
+
+
+def test_queued_tasks_wait_while_ray_is_unreachable_then_run() -> None:
+    world = World()
+    world.ray.reachable = False
+    key = world.cluster.create("t", spec())
+    world.tick()
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"]) == ("Queued", "RayUnreachable")
+    world.ray.reachable = True
+    world.tick(2)
+    assert world.phase(key) == "Submitted"
+
+
+def test_a_refused_submission_fails_the_task(world: World) -> None:
+    world.ray.refuse_submissions = "runtime_env: unknown field"
+    key = world.cluster.create("t", spec())
+    world.tick()
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"], status["message"]) == ("Failed", "RaySubmitFailed", "Ray refused the job: runtime_env: unknown field")
+
+
+def test_a_driver_on_the_head_is_reported(world: World) -> None:
+    key = world.cluster.create("t", spec())
+    world.tick()
+    world.ray.run(world.sid(key), driver="head")
+    world.tick(0.2)
+    assert "PlacementViolation" in world.cluster.reasons(key)
+    world.tick(0.2)
+    assert world.cluster.reasons(key).count("PlacementViolation") == 1
+
+
+# --------------------------------------------------------------------------- the writer
+
+def test_a_slow_watch_does_not_make_the_operator_act_twice(world: World) -> None:
+    """The watch has not shown the Submitted status yet: the writer's own record keeps the
+    next tick from submitting (or writing) again."""
+    key = world.cluster.create("t", spec())
+    world.cluster.freeze_watch()
+    world.tick()
+    world.tick(0.2)
+    world.tick(0.2)
+    assert world.ray.count("submit") == 1
+    assert len(status_patches(world, key)) == 1
+    world.cluster.thaw_watch()
+
+
+def test_state_kept_per_task_is_dropped_with_the_task(world: World) -> None:
+    keys = [world.cluster.create(f"t{i}", spec()) for i in range(3)]
+    world.tick()
+    for key in keys:
+        world.ray.finish(world.sid(key))
+        world.cluster.delete(key)
+    world.settle()
+    assert world.cluster.objects == {}
+    rec = world.reconciler
+    assert rec._locks == {} and rec.jobs.followed() == [] and rec._retry_at == {}

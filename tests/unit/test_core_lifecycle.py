@@ -1,0 +1,349 @@
+"""The lifecycle state machine (``core.lifecycle.step``), transition by transition: for a
+task in a given state and one observation, the status it gets and the actions that follow.
+Expectations are written out literally, never computed with the code under test."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from argus.core import lifecycle as lc
+from argus.core.lifecycle import (
+    Admitted, JobObserved, JobUnknown, LifecycleSettings, PostEvent, RayUnreachable, Reconcile, ReleaseFinalizer, Refused,
+    StopJob, Submit, SubmitResult, TaskState, Validated, Waiting, needs_ray, phase_for_ray, step,
+)
+from argus.core.plan import SubmissionPlan
+from argus.core.spec import ArgusTaskStatus, Condition, Phase, RayJobStatus
+
+pytestmark = pytest.mark.unit
+
+T0 = dt.datetime(2026, 12, 3, 8, 0, 0, tzinfo=dt.timezone.utc)
+SETTINGS = LifecycleSettings(ray_grace_seconds=300, delete_grace_seconds=120, dashboard_url="http://ray:8265")
+SID = "argus-ns-t-0a1b2c3d"
+PLAN = SubmissionPlan(submission_id=SID, user="alice", command="python3 -m verl.trainer.main_ppo", entrypoint="bash -lc x",
+                      entrypoint_resources={"worker_node": 1}, runtime_env={}, metadata={}, job_dir="/private/users/alice/jobs/x", gpus=1)
+
+
+def task(phase: str | None = None, *, reason: str | None = None, cancel: bool = False, finalizer: bool = False,
+         deleting: dt.datetime | None = None, deadline: int | None = None, **status: object) -> TaskState:
+    ray_job = status.pop("ray_job", None)
+    s = ArgusTaskStatus(phase=phase, reason=reason, **status)
+    if ray_job is not None:
+        s = s.model_copy(update={"ray_job": ray_job})
+    elif phase in ("Submitted", "Running"):
+        s = s.model_copy(update={"ray_job": RayJobStatus(submission_id=SID, status="RUNNING" if phase == "Running" else "PENDING")})
+    return TaskState(namespace="ns", name="t", uid="0a1b2c3d-0000-0000-0000-000000000000", status=s, generation=1,
+                     cancel=cancel, active_deadline_seconds=deadline, deleting_since=deleting, holds_finalizer=finalizer)
+
+
+def conditions(status: ArgusTaskStatus) -> dict[str, str]:
+    return {c.type: c.status for c in status.conditions or []}
+
+
+def running(**kw: object) -> TaskState:
+    return task("Running", reason="RayJobRunning", admitted_at="2026-12-03T07:59:00Z", finalizer=True, **kw)
+
+
+# --------------------------------------------------------------------------- new tasks
+
+def test_validated_task_is_queued_with_its_user_command_and_warnings() -> None:
+    d = step(task(), Validated("alice", "python3 -m verl.trainer.main_ppo x=1", ("no data files",)), T0, SETTINGS)
+    s = d.status
+    assert (s.phase, s.reason, s.user, s.command, s.warnings) == ("Queued", "Validated", "alice", "python3 -m verl.trainer.main_ppo x=1", ["no data files"])
+    assert conditions(s) == {"Admitted": "False", "Running": "False", "Complete": "False", "Failed": "False"}
+    assert d.actions == (PostEvent("Warning", "WeakCheck", "no data files"),)
+
+
+def test_a_task_cancelled_before_validation_is_stopped_without_reaching_ray() -> None:
+    d = step(task(cancel=True), Validated("alice", "cmd"), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason) == ("Stopped", "Cancelled")
+    assert "never reached Ray" in d.status.message
+    assert not [a for a in d.actions if isinstance(a, (StopJob, Submit))]
+
+
+def test_refused_task_is_rejected_with_every_problem_capped_at_100_lines() -> None:
+    problems = "\n".join(f"spec.command: 'x{i}': bad" for i in range(250))
+    d = step(task(), Refused("InvalidSpec", problems, "alice"), T0, SETTINGS)
+    lines = d.status.message.splitlines()
+    assert (d.status.phase, d.status.reason, d.status.user) == ("Rejected", "InvalidSpec", "alice")
+    assert len(lines) == 101 and lines[0] == "spec.command: 'x0': bad" and lines[99] == "spec.command: 'x99': bad"
+    assert lines[100] == "... and 150 more problems (argus validate shows them all)"
+    assert conditions(d.status)["Failed"] == "True" and conditions(d.status)["Admitted"] == "False"
+    # the Failed condition carries the first problem, not the whole list
+    failed = next(c for c in d.status.conditions if c.type == "Failed")
+    assert failed.message == "spec.command: 'x0': bad"
+    assert d.actions == ()
+
+
+def test_refusing_a_task_that_may_have_reached_ray_stops_its_job() -> None:
+    d = step(task("Queued", finalizer=True), Refused("InvalidSpec", "spec.command: 'x': bad"), T0, SETTINGS)
+    assert d.status.phase == "Rejected" and d.actions == (StopJob("argus-ns-t-0a1b2c3d"),)
+
+
+# --------------------------------------------------------------------------- the queue
+
+def test_waiting_sets_the_place_and_the_reason() -> None:
+    d = step(task("Queued", reason="Validated"), Waiting(3, "Queued", "waiting for 4 free GPUs (2 free)"), T0, SETTINGS)
+    assert (d.status.queue_position, d.status.reason, d.status.message) == (3, "Queued", "waiting for 4 free GPUs (2 free)")
+    assert conditions(d.status)["RayReachable"] == "True"
+    assert d.actions == ()
+
+
+def test_waiting_while_ray_is_unreachable_says_so() -> None:
+    d = step(task("Queued"), Waiting(1, "RayUnreachable", "waiting: cannot read", "connection refused"), T0, SETTINGS)
+    reach = next(c for c in d.status.conditions if c.type == "RayReachable")
+    assert (reach.status, reach.reason, reach.message) == ("False", "RayUnreachable", "connection refused")
+
+
+def test_admitted_task_is_submitted() -> None:
+    assert step(task("Queued"), Admitted(PLAN), T0, SETTINGS).actions == (Submit(PLAN),)
+
+
+def test_admission_of_a_task_cancelled_meanwhile_submits_nothing() -> None:
+    assert step(task("Queued", cancel=True), Admitted(PLAN), T0, SETTINGS).actions == ()
+
+
+@pytest.mark.parametrize("outcome,reason,message", [
+    ("submitted", "Admitted", "submitted to Ray as argus-ns-t-0a1b2c3d"),
+    ("adopted", "AdoptedExistingJob", "Ray already had job argus-ns-t-0a1b2c3d (submitted before a restart); adopted it, no second job"),
+])
+def test_a_submission_makes_the_task_submitted(outcome: str, reason: str, message: str) -> None:
+    d = step(task("Queued", queue_position=1), SubmitResult(outcome, SID), T0, SETTINGS)
+    s = d.status
+    assert (s.phase, s.reason, s.message, s.admitted_at, s.queue_position) == ("Submitted", reason, message, "2026-12-03T08:00:00Z", None)
+    assert s.ray_job.submission_id == SID and s.ray_job.dashboard_url == "http://ray:8265"
+    assert s.ray_job.status == ("PENDING" if outcome == "submitted" else None)
+    assert conditions(s)["Admitted"] == "True"
+
+
+def test_ray_unreachable_at_submission_keeps_the_task_queued() -> None:
+    d = step(task("Queued"), SubmitResult("unreachable", SID, "ConnectionError: refused"), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason) == ("Queued", "RayUnreachable")
+    assert d.status.message == "waiting: Ray is unreachable (ConnectionError: refused)"
+
+
+def test_ray_refusing_the_submission_fails_the_task() -> None:
+    d = step(task("Queued"), SubmitResult("refused", SID, "entrypoint_resources must be a dict"), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason, d.status.message) == ("Failed", "RaySubmitFailed", "Ray refused the job: entrypoint_resources must be a dict")
+
+
+def test_queued_cancel_without_finalizer_never_reached_ray() -> None:
+    d = step(task("Queued", cancel=True), Reconcile(), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason, d.status.message) == ("Stopped", "Cancelled", "cancelled while queued; it never reached Ray")
+    assert d.actions == ()
+
+
+def test_queued_cancel_with_finalizer_waits_for_rays_answer() -> None:
+    """The issue-18 bug: a task whose job may be in Ray is not closed without asking Ray."""
+    t = task("Queued", cancel=True, finalizer=True)
+    assert needs_ray(t)
+    assert step(t, Reconcile(), T0, SETTINGS).status.phase == "Queued"
+    unknown = step(t, JobUnknown(), T0, SETTINGS)
+    assert (unknown.status.phase, unknown.status.reason) == ("Stopped", "Cancelled")
+    assert "Ray has no job argus-ns-t-0a1b2c3d" in unknown.status.message
+
+
+def test_queued_cancel_finds_the_orphaned_job_and_stops_it() -> None:
+    """The job reached Ray but its Submitted status was never written (the operator died):
+    the cancel adopts it and stops it, and the task is not Stopped until Ray says so."""
+    t = task("Queued", cancel=True, finalizer=True)
+    d = step(t, JobObserved("RUNNING"), T0, SETTINGS)
+    assert StopJob(SID) in d.actions
+    assert d.status.phase == "Submitted" and d.status.reason == "AdoptedExistingJob"
+    assert PostEvent("Normal", "AdoptedExistingJob", "Ray already had job argus-ns-t-0a1b2c3d (submitted before a restart); adopted it, no second job") in d.actions
+    stopped = step(lc.TaskState(**{**t.__dict__, "status": d.status}), JobObserved("STOPPED"), T0, SETTINGS)
+    assert (stopped.status.phase, stopped.status.reason) == ("Stopped", "Cancelled")
+
+
+def test_a_queued_task_found_running_in_ray_is_adopted_not_resubmitted() -> None:
+    d = step(task("Queued", finalizer=True), JobObserved("RUNNING", driver_node_id="w1", start_time_ms=1_796_284_800_000), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason) == ("Running", "RayJobRunning")
+    assert d.status.admitted_at == "2026-12-03T08:00:00Z"
+    assert d.status.ray_job.start_time == "2026-12-03T08:00:00Z"
+    assert not [a for a in d.actions if isinstance(a, (Submit, StopJob))]
+
+
+def test_a_queued_task_unknown_to_ray_stays_queued() -> None:
+    d = step(task("Queued", finalizer=True, queue_position=2), JobUnknown(), T0, SETTINGS)
+    assert d.status.phase == "Queued" and d.status.queue_position == 2 and d.actions == ()
+
+
+# --------------------------------------------------------------------------- following Ray
+
+@pytest.mark.parametrize("ray,cancelled,late,expected", [
+    ("PENDING", False, False, (Phase.Submitted, "RayJobPending")),
+    ("RUNNING", False, False, (Phase.Running, "RayJobRunning")),
+    ("SUCCEEDED", False, False, (Phase.Succeeded, "RayJobSucceeded")),
+    ("FAILED", False, False, (Phase.Failed, "RayJobFailed")),
+    ("STOPPED", False, False, (Phase.Stopped, "RayJobStopped")),
+    ("STOPPED", True, False, (Phase.Stopped, "Cancelled")),
+    ("STOPPED", False, True, (Phase.Failed, "DeadlineExceeded")),
+    ("STOPPED", True, True, (Phase.Failed, "DeadlineExceeded")),
+    ("FAILED", True, False, (Phase.Stopped, "Cancelled")),
+    ("SUCCEEDED", True, False, (Phase.Succeeded, "RayJobSucceeded")),  # finished before the stop: the truth
+])
+def test_phase_for_ray(ray: str, cancelled: bool, late: bool, expected: tuple[Phase, str]) -> None:
+    assert phase_for_ray(ray, cancelled=cancelled, deadline_exceeded=late) == expected
+
+
+def test_running_job_marks_the_task_running() -> None:
+    t = task("Submitted", reason="Admitted", admitted_at="2026-12-03T07:59:59Z", finalizer=True)
+    d = step(t, JobObserved("RUNNING", "Job is currently running.", "w1", 1_796_284_800_000, None, True), T0, SETTINGS)
+    s = d.status
+    assert (s.phase, s.reason, s.message) == ("Running", "RayJobRunning", "Job is currently running.")
+    assert (s.ray_job.status, s.ray_job.driver_node_id, s.ray_job.start_time, s.ray_job.end_time) == ("RUNNING", "w1", "2026-12-03T08:00:00Z", None)
+    assert conditions(s) == {"RayReachable": "True", "Admitted": "True", "Running": "True", "Complete": "False", "Failed": "False"}
+    assert d.actions == ()
+
+
+def test_a_pending_job_keeps_the_submissions_words() -> None:
+    t = task("Submitted", reason="Admitted", message="submitted to Ray as x", finalizer=True)
+    d = step(t, JobObserved("PENDING"), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason, d.status.message) == ("Submitted", "Admitted", "submitted to Ray as x")
+
+
+def test_succeeded_job_completes_the_task() -> None:
+    d = step(running(), JobObserved("SUCCEEDED", "Job finished successfully.", "w1", 1, 1_796_284_860_000), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason) == ("Succeeded", "RayJobSucceeded")
+    assert d.status.ray_job.end_time == "2026-12-03T08:01:00Z"
+    assert conditions(d.status)["Complete"] == "True" and conditions(d.status)["Running"] == "False"
+
+
+def test_cancel_stops_a_running_job_and_waits_for_ray() -> None:
+    d = step(running(cancel=True), JobObserved("RUNNING"), T0, SETTINGS)
+    assert d.actions == (StopJob(SID),) and d.status.phase == "Running"
+    after = step(running(cancel=True), JobObserved("STOPPED"), T0, SETTINGS)
+    assert (after.status.phase, after.status.reason, after.status.message) == ("Stopped", "Cancelled", "stopped because spec.cancel was set")
+    assert after.actions == ()
+
+
+def test_the_deadline_counts_from_admission() -> None:
+    t = running(deadline=60)  # admitted 07:59:00
+    assert step(t, JobObserved("RUNNING"), T0 - dt.timedelta(seconds=1), SETTINGS).actions == ()
+    assert step(t, JobObserved("RUNNING"), T0, SETTINGS).actions == (StopJob(SID),)
+    late = step(t, JobObserved("STOPPED"), T0, SETTINGS)
+    assert (late.status.phase, late.status.reason, late.status.message) == ("Failed", "DeadlineExceeded", "stopped after activeDeadlineSeconds=60 from admission")
+
+
+def test_a_job_ray_forgot_is_lost_never_resubmitted() -> None:
+    d = step(running(), JobUnknown(), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason) == ("Failed", "RayJobLost")
+    assert "does not resubmit" in d.status.message
+    assert not [a for a in d.actions if isinstance(a, Submit)]
+
+
+def test_driver_on_the_head_is_a_placement_violation() -> None:
+    d = step(running(), JobObserved("RUNNING", driver_node_id="head", driver_on_worker=False), T0, SETTINGS)
+    assert PostEvent("Warning", "PlacementViolation", "the driver runs on node head, which lacks the 'worker_node' resource (the head?)") in d.actions
+    # once reported, the same node is not reported again
+    again = running(ray_job=RayJobStatus(submission_id=SID, status="RUNNING", driver_node_id="head"))
+    assert step(again, JobObserved("RUNNING", driver_node_id="head", driver_on_worker=False), T0, SETTINGS).actions == ()
+    assert step(running(), JobObserved("RUNNING", driver_node_id="w1", driver_on_worker=True), T0, SETTINGS).actions == ()
+
+
+def test_ray_unreachable_within_the_grace_only_says_so() -> None:
+    d = step(running(), RayUnreachable("ConnectionError: refused"), T0, SETTINGS)
+    assert d.status.phase == "Running" and d.status.ray_unreachable_since == "2026-12-03T08:00:00Z"
+    reach = next(c for c in d.status.conditions if c.type == "RayReachable")
+    assert (reach.status, reach.reason, reach.message, reach.last_transition_time) == ("False", "RayUnreachable", "ConnectionError: refused", "2026-12-03T08:00:00Z")
+
+
+def test_ray_unreachable_past_the_grace_fails_the_task() -> None:
+    t = running(ray_unreachable_since="2026-12-03T07:55:00Z")
+    d = step(t, RayUnreachable("timeout"), T0, SETTINGS)  # 300 s later
+    assert (d.status.phase, d.status.reason) == ("Failed", "RayUnreachable")
+    assert d.status.message == "Ray was unreachable for 300 s (grace 300 s): timeout"
+    just_before = step(t, RayUnreachable("timeout"), T0 - dt.timedelta(seconds=1), SETTINGS)
+    assert just_before.status.phase == "Running"
+
+
+def test_ray_answering_again_clears_the_outage() -> None:
+    t = running(ray_unreachable_since="2026-12-03T07:59:00Z",
+                conditions=[Condition(type="RayReachable", status="False", reason="RayUnreachable", message="x", last_transition_time="2026-12-03T07:59:00Z")])
+    d = step(t, JobObserved("RUNNING"), T0, SETTINGS)
+    assert d.status.ray_unreachable_since is None
+    assert conditions(d.status)["RayReachable"] == "True"
+
+
+def test_a_task_failed_for_an_outage_has_its_job_stopped_once_ray_answers() -> None:
+    """Closed without Ray's word (Failed/RayUnreachable): the job may still run on a
+    partitioned cluster, holding GPUs. When Ray answers again, it is stopped."""
+    unreachable = [Condition(type="RayReachable", status="False", reason="RayUnreachable", message="x", last_transition_time="2026-12-03T07:50:00Z")]
+    t = task("Failed", reason="RayUnreachable", finalizer=True, conditions=unreachable,
+             ray_job=RayJobStatus(submission_id=SID, status="RUNNING"))
+    assert needs_ray(t)
+    d = step(t, JobObserved("RUNNING"), T0, SETTINGS)
+    assert d.actions == (StopJob(SID),) and d.status.phase == "Failed"
+    assert conditions(d.status)["RayReachable"] == "True"
+    assert not needs_ray(lc.TaskState(**{**t.__dict__, "status": d.status}))
+    gone = step(t, JobUnknown(), T0, SETTINGS)
+    assert gone.actions == () and conditions(gone.status)["RayReachable"] == "True"
+
+
+@pytest.mark.parametrize("phase,reason", [("Succeeded", "RayJobSucceeded"), ("Stopped", "Cancelled"), ("Rejected", "InvalidSpec"),
+                                          ("Failed", "RayJobLost"), ("Failed", "RaySubmitFailed")])
+def test_closed_tasks_need_no_ray_read(phase: str, reason: str) -> None:
+    assert not needs_ray(task(phase, reason=reason, finalizer=True))
+
+
+# --------------------------------------------------------------------------- deletion
+
+@pytest.mark.parametrize("phase", [None, "Queued", "Submitted", "Running", "Succeeded", "Failed", "Stopped"])
+def test_deleting_a_task_that_may_have_a_job_asks_ray_first(phase: str | None) -> None:
+    """Whatever the phase: the finalizer means Argus may have submitted, so Ray is asked
+    about the submission id and what exists is stopped (issue 18: also for ended phases)."""
+    t = task(phase, finalizer=True, deleting=T0)
+    assert needs_ray(t)
+    assert step(t, JobObserved("RUNNING"), T0, SETTINGS).actions == (StopJob(SID),)
+    assert step(t, JobObserved("STOPPED"), T0, SETTINGS).actions == (ReleaseFinalizer(),)
+    assert step(t, JobUnknown(), T0, SETTINGS).actions == (ReleaseFinalizer(),)
+
+
+def test_deleting_a_task_without_finalizer_needs_nothing() -> None:
+    t = task("Queued", deleting=T0)
+    assert not needs_ray(t)
+    assert step(t, Reconcile(), T0, SETTINGS).actions == ()
+
+
+def test_delete_grace_releases_the_finalizer_when_ray_stays_unreachable() -> None:
+    t = running(deleting=T0 - dt.timedelta(seconds=119))
+    assert step(t, RayUnreachable("refused"), T0, SETTINGS).actions == ()
+    later = step(t, RayUnreachable("refused"), T0 + dt.timedelta(seconds=1), SETTINGS)
+    assert later.actions == (
+        PostEvent("Warning", "FinalizerReleased", "Ray unreachable for 120 s (delete grace 120 s); released without stopping argus-ns-t-0a1b2c3d: refused"),
+        ReleaseFinalizer(),
+    )
+
+
+def test_a_deleted_task_keeps_its_status() -> None:
+    t = running(deleting=T0)
+    assert step(t, JobObserved("SUCCEEDED"), T0, SETTINGS).status == t.status
+
+
+# --------------------------------------------------------------------------- conditions
+
+def test_last_transition_time_moves_only_when_the_condition_changes() -> None:
+    c = lc.set_condition(None, "Running", True, "RayJobRunning", "m", now="t1", generation=1)
+    c = lc.set_condition(c, "Running", True, "RayJobRunning", "m2", now="t2", generation=1)
+    assert (c[0].last_transition_time, c[0].message) == ("t1", "m2")
+    c = lc.set_condition(c, "Running", False, "RayJobSucceeded", "done", now="t3", generation=2)
+    assert (c[0].last_transition_time, c[0].status, c[0].observed_generation) == ("t3", "False", 2)
+
+
+def test_conditions_for_each_terminal_phase() -> None:
+    succeeded = lc.conditions_for_phase(None, Phase.Succeeded, "RayJobSucceeded", "ok", now="t", generation=1)
+    assert {x.type: x.status for x in succeeded} == {"Admitted": "True", "Running": "False", "Complete": "True", "Failed": "False"}
+    rejected = lc.conditions_for_phase(None, Phase.Rejected, "InvalidSpec", "bad", now="t", generation=1)
+    assert {x.type: x.status for x in rejected} == {"Admitted": "False", "Running": "False", "Complete": "False", "Failed": "True"}
+
+
+def test_a_pending_read_after_the_submission_writes_nothing_new() -> None:
+    """Ray stamps a job's start time while it is still PENDING; the submission already
+    said PENDING, so that read changes nothing (the start time comes with RUNNING)."""
+    submitted = step(task("Queued"), SubmitResult("submitted", SID), T0, SETTINGS).status
+    t = TaskState(**{**task("Queued").__dict__, "status": submitted, "holds_finalizer": True})
+    d = step(t, JobObserved("PENDING", start_time_ms=1_796_284_800_000), T0, SETTINGS)
+    assert d.status == submitted and d.actions == ()
+    running = step(t, JobObserved("RUNNING", start_time_ms=1_796_284_800_000, driver_node_id="w1"), T0, SETTINGS)
+    assert running.status.ray_job.start_time == "2026-12-03T08:00:00Z"
