@@ -352,14 +352,14 @@ class Testbed:
 
     def start_operator(self, name: str, *, ray_address: str | None = None, namespaces: list[str] = (), max_running: int = 4,
                        poll_interval: float = 2.0, extra_args: list[str] = (), metrics_port: int | None = None,
-                       extra_env: dict[str, str] | None = None) -> OperatorProcess:
+                       extra_env: dict[str, str] | None = None, crash_after_submit: float | None = None) -> OperatorProcess:
         args = list(extra_args)
         if metrics_port is not None:
             args += ["--metrics-port", str(metrics_port)]
         assert ray_address or self.ray
         op = OperatorProcess.start(self.work / "operator", kubeconfig=self.cp.kubeconfig, ray_address=ray_address or self.ray.dashboard_url,
                                    root=self.root, namespaces=list(namespaces), max_running=max_running, poll_interval=poll_interval,
-                                   extra_args=args, extra_env=extra_env, name=name)
+                                   extra_args=args, extra_env=extra_env, name=name, crash_after_submit=crash_after_submit)
         op.metrics_port = metrics_port  # type: ignore[attr-defined]
         self.operators.append(op)
         return op
@@ -434,11 +434,16 @@ def ray_jobs(dashboard_url: str) -> list[Any]:
 
 
 def jobs_by_task(jobs: list[Any], ns: str) -> dict[str, list[Any]]:
+    """Ray's jobs for the namespace's tasks, by task name, found by the submission id the
+    operator gives them (argus-<namespace>-<name>-<uid8>[-a<attempt>]), not by the metadata it
+    writes (which a bug could leave out): a job submitted without it still counts."""
+    import re
+    pattern = re.compile(rf"^argus-{re.escape(ns)}-(?P<name>.+)-[0-9a-f]{{8}}(?:-a\d+)?$")
     out: dict[str, list[Any]] = {}
     for j in jobs:
-        meta = j.metadata or {}
-        if meta.get("argus.io/namespace") == ns:
-            out.setdefault(meta.get("argus.io/name", "?"), []).append(j)
+        m = pattern.match(j.submission_id or "")
+        if m:
+            out.setdefault(m.group("name"), []).append(j)
     return out
 
 

@@ -71,9 +71,11 @@ class Verdict:
         return [str(p) for p in self.warnings]
 
 
-def submission_id_for(namespace: str, name: str, uid: str) -> str:
-    """Deterministic from the object's UID, and readable in ``ray job list``."""
-    return f"argus-{namespace}-{name}-{uid.replace('-', '')[:8]}"
+def submission_id_for(namespace: str, name: str, uid: str, attempt: int = 1) -> str:
+    """Deterministic from the object's UID and the attempt, and readable in ``ray job list``.
+    A restart is a new id (``-a2``, ...): Ray never reuses one, even after ``delete_job``."""
+    base = f"argus-{namespace}-{name}-{uid.replace('-', '')[:8]}"
+    return base if attempt <= 1 else f"{base}-a{attempt}"
 
 
 def _pydantic_problems(exc: ValidationError) -> list[Problem]:
