@@ -90,12 +90,13 @@ class ArgusTaskSpec(_CamelModel):
     command: Optional[str] = Field(
         None, max_length=MAX_COMMAND_BYTES,
         description="advanced only: the shell command that runs verl, e.g. 'python3 -m verl.trainer.main_ppo data.train_files=$HOME/datasets/x.parquet ...'. "
-        "Multi-line allowed, at most 64 KiB. $HOME expands to your home, $HOME/common/datasets and $HOME/common/hf to the shared read-only data.",
+        "Multi-line allowed, at most 64 KiB. $HOME expands to your home, $HOME/common/datasets and $HOME/common/hf to the shared read-only data. "
+        "Written in Argus's command language (set, NAME=value, export, one entrypoint, | tee); the command that runs is generated from it.",
     )
-    model_id: Optional[PathField] = Field(None, description="basic only: Hugging Face model id (e.g. Qwen/Qwen2.5-0.5B-Instruct) or a path under $HOME/models, $HOME/common/hf or /private/common/models.")
+    model_id: Optional[PathField] = Field(None, description="basic only: Hugging Face model id (e.g. Qwen/Qwen2.5-0.5B-Instruct), or a path in your home ($HOME/...), under $HOME/common/hf (also /private/common/hf) or /private/common/models.")
     train_file: Optional[PathField] = Field(None, description="basic only: training data file (parquet), under $HOME/datasets or $HOME/common/datasets.")
     val_file: Optional[PathField] = Field(None, description="basic only: validation data file (parquet), under $HOME/datasets or $HOME/common/datasets.")
-    code_path: Optional[PathField] = Field(None, description="basic only: verl code snapshot to run, under /private/common/ (default: the platform's snapshot).")
+    code_path: Optional[PathField] = Field(None, description="basic only: verl code snapshot to run, one folder under /private/common/ (no ':'; default: the platform's snapshot).")
     total_epochs: Optional[int] = Field(None, ge=1, le=100000, description="basic only: trainer.total_epochs (default 1).")
     save_freq: Optional[int] = Field(None, ge=-1, le=1000000, description="basic only: trainer.save_freq, checkpoint every N steps (-1: never).")
     test_freq: Optional[int] = Field(None, ge=-1, le=1000000, description="basic only: trainer.test_freq, validate every N steps (-1: never).")
