@@ -47,7 +47,7 @@ def main() -> int:
                                extra_env={"HOME": str(login_home(work / "ray-home")), "VERL_STANDIN_STEP_SECONDS": "0.3"})
         say(f"Ray head {ray.dashboard_url} (no worker_node resource) + 1 worker with 4 GPUs, ready in {time.monotonic() - t0:.1f} s")
         cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
-        cp.kubectl("wait", "--for=condition=Established", "crd/argustasks.argus.io", "--timeout=60s")
+        cp.wait_established("argustasks.argus.io")
         cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace",
                                                         "metadata": {"name": "alice", "labels": {"argus.io/user": "alice"}}}))
         root = make_private_tree(work / "private")

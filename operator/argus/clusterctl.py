@@ -56,17 +56,56 @@ def get_task(name: str, namespace: str, kubeconfig: str | None, context: str | N
         raise ClusterError(f"cannot read ArgusTask {namespace}/{name}: {exc.reason}") from None
 
 
+def _attempt_of(status: dict[str, Any], wanted: int | None) -> tuple[int, str | None]:
+    """(attempt, its Ray submission id) for ``--attempt`` (default: the current one)."""
+    current = int(status.get("attempt") or 1)
+    attempt = wanted or current
+    if attempt < 1 or attempt > current:
+        raise ClusterError(f"--attempt {attempt}: the task has had {current} attempt(s)")
+    for record in status.get("attempts") or []:
+        if record.get("attempt") == attempt:
+            return attempt, record.get("submissionId")
+    ray_job = status.get("rayJob") or {}
+    return attempt, ray_job.get("submissionId") if attempt == current else None
+
+
+def _log_file(status: dict[str, Any], attempt: int) -> tuple[str, str] | None:
+    """(as the user sees it, as the job sees it) of the attempt's log file."""
+    job_dir = status.get("jobDir") or {}
+    if not job_dir.get("jobPath"):
+        return None
+    name = f"attempt-{attempt}.log"
+    return f"{job_dir.get('userPath', job_dir['jobPath'])}/{name}", f"{job_dir['jobPath']}/{name}"
+
+
+def _from_file(paths: tuple[str, str] | None, why: str, tail: int | None) -> None:
+    """The log from the job folder, when this machine sees the shared tree; else where it is."""
+    if paths is None:
+        raise ClusterError(f"{why}; the task's status names no job folder")
+    user_path, job_path = paths
+    try:
+        text = open(job_path, encoding="utf-8", errors="replace").read()
+    except OSError:
+        raise ClusterError(f"{why}; the log is in the job folder: {user_path} (on the workers: {job_path})") from None
+    print(f"argus logs: {why}; reading {user_path}", file=sys.stderr)
+    _print_tail(text, tail)
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     namespace = args.namespace or _current_namespace(args.kubeconfig, args.context)
     try:
         task = get_task(args.task, namespace, args.kubeconfig, args.context)
         status = task.get("status") or {}
-        ray_job = status.get("rayJob") or {}
-        sid, address = ray_job.get("submissionId"), args.ray_address or ray_job.get("dashboardUrl")
+        attempt, sid = _attempt_of(status, args.attempt)
+        address = args.ray_address or (status.get("rayJob") or {}).get("dashboardUrl")
+        paths = _log_file(status, attempt)
         if not sid:
             phase = status.get("phase") or "new"
             why = f": {status.get('message')}" if phase == "Rejected" else ""
             raise ClusterError(f"ArgusTask {namespace}/{args.task} has not been submitted to Ray yet (phase {phase}){why}")
+        if status.get("rayJobsRemoved"):
+            _from_file(paths, f"Ray's job history no longer holds {sid} (removed after the task ended)", args.tail)
+            return EXIT_OK
         if not address:
             raise ClusterError("the task's status names no Ray dashboard; pass --ray-address")
         from .adapters.ray import RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
@@ -77,7 +116,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             else:
                 _print_tail(asyncio.run(ray.logs(sid)), args.tail)
         except RayJobUnknown:
-            raise ClusterError(f"Ray no longer has job {sid} (the head restarted?); its logs are gone") from None
+            _from_file(paths, f"Ray no longer has job {sid} (the head restarted, or the job left its history)", args.tail)
         except RayUnreachable as exc:
             raise ClusterError(f"cannot reach the Ray dashboard at {address}: {exc}") from None
         except RayRefused as exc:
@@ -234,6 +273,7 @@ def register_cluster_commands(sub: Any) -> None:
     p.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
     p.add_argument("-f", "--follow", action="store_true", help="follow the log until the job ends")
     p.add_argument("--tail", type=int, default=None, help="only the last N lines")
+    p.add_argument("--attempt", type=int, default=None, help="the log of this attempt (default: the current one)")
     p.add_argument("--kubeconfig")
     p.add_argument("--context")
     p.add_argument("--ray-address", help="Ray dashboard to read from (default: the one in the task's status)")

@@ -124,7 +124,8 @@ def ensure_namespace(cp: KubeCluster, name: str, labels: dict[str, str] | None =
 def chart_crds(control_plane: KubeCluster) -> None:
     """The chart's crds/ (helm install applies them too; the dry-runs need them first)."""
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
-    control_plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    names = [d["metadata"]["name"] for f in sorted((CHART / "crds").glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+    control_plane.wait_established(*names)
 
 
 @pytest.fixture(scope="module")

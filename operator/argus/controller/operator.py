@@ -56,7 +56,9 @@ class Operator:
 
     async def start(self) -> None:
         """The cache lists and watches in its threads; the loop's first tick waits for the LIST."""
+        from ..core.command.hydra import warm_up  # noqa: PLC0415
         self.cache.start()
+        await asyncio.to_thread(warm_up)  # Hydra's override parser, before the first task needs it
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
         if self.leader:
             self.background.append(asyncio.create_task(self.leader.run(), name="argus leader election"))
