@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from collections.abc import AsyncIterator
 from typing import Any
 
-from argus.adapters.ray import RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from argus.adapters.ray import PlacementGroup, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from argus.core.patch import apply_merge_patch
 from argus.core.plan import SubmissionPlan
 from argus.core.times import format_time
@@ -62,9 +62,10 @@ class FakeRay:
         self.clock = clock
         self.jobs: dict[str, FakeJob] = {}
         self.nodes_: list[RayNode] = [
-            RayNode("head", {"CPU": 0.0}, is_head=True),
-            RayNode("w1", {"CPU": 1.0, "GPU": worker_gpus, worker_resource: 100.0}),
+            RayNode("head", {"CPU": 0.0}, is_head=True, gpus_used=0.0),
+            RayNode("w1", {"CPU": 1.0, "GPU": worker_gpus, worker_resource: 100.0}, gpus_used=0.0),
         ]
+        self.groups: list[PlacementGroup] = []  # placement groups holding GPUs (verl's workers)
         self.reachable = True
         self.refuse_submissions: str | None = None
         self.calls: list[tuple[str, str]] = []
@@ -94,7 +95,8 @@ class FakeRay:
         job = self.jobs.get(submission_id)
         if job is None:
             raise RayJobUnknown(f"Job {submission_id} does not exist.")
-        return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms)
+        return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms,
+                      job_id=f"job-{submission_id}" if job.status != "PENDING" else None)
 
     async def stop(self, submission_id: str) -> bool:
         self._check("stop", submission_id)
@@ -137,6 +139,18 @@ class FakeRay:
     async def nodes(self) -> list[RayNode]:
         self._check("nodes")
         return list(self.nodes_)
+
+    async def placement_groups(self) -> list[PlacementGroup]:
+        self._check("nodes")
+        return list(self.groups)
+
+    def add_worker(self, node_id: str, gpus: float, used: float = 0.0, worker_resource: str = "worker_node") -> None:
+        self.nodes_.append(RayNode(node_id, {"CPU": 1.0, "GPU": gpus, worker_resource: 100.0}, gpus_used=used))
+
+    def use_gpus(self, node_id: str, gpus: float) -> None:
+        """Something (a job outside Argus, or placement groups) holds GPUs on the node."""
+        self.nodes_ = [RayNode(n.node_id, n.resources_total, n.is_head, (n.gpus_used or 0.0) + gpus) if n.node_id == node_id else n
+                       for n in self.nodes_]
 
     # -- what Ray does on its own -----------------------------------------------------
     def run(self, submission_id: str, driver: str = "w1") -> None:
@@ -190,6 +204,7 @@ class FakeCluster:
         self.namespaces: dict[str, dict[str, str]] = {}
         self.namespace_error: Exception | None = None
         self.namespace_reads = 0
+        self.quotas: dict[str, int] = {}  # namespace -> its argus.io/gpu-quota
         self.deletions: list[str] = []
         self.events: list[Event] = []
         self.writes = Writes()
@@ -295,6 +310,9 @@ class FakeCluster:
         self.deletions.append(name)
         self.delete((namespace, name))
         return True
+
+    async def user_namespaces(self) -> dict[str, tuple[str, int | None]]:
+        return {ns: (labels["argus.io/user"], self.quotas.get(ns)) for ns, labels in self.namespaces.items() if "argus.io/user" in labels}
 
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         self.namespace_reads += 1

@@ -15,6 +15,7 @@ from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
 from argus.controller.reconciler import Reconciler
 from argus.controller.settings import OperatorConfig
+from argus.adapters.ray import PlacementGroup
 from fakes import FakeClock, FakeCluster, FakeRay
 
 pytestmark = pytest.mark.unit
@@ -223,7 +224,8 @@ def test_a_task_bigger_than_the_cluster_is_unschedulable_and_blocks_nobody(world
     world.tick()
     status = world.cluster.status(big)
     assert (status["phase"], status["reason"]) == ("Queued", "Unschedulable")
-    assert status["message"].startswith("needs 8 GPUs")
+    assert status["message"] == ("needs 1 worker node(s) with 8 GPUs each, but the largest worker node has 4 GPUs and there is "
+                                 "1 worker node(s); it will run only if the cluster grows")
     assert world.phase(small) == "Submitted"
 
 
@@ -586,4 +588,65 @@ def test_ray_job_history_is_trimmed_after_the_retention() -> None:
     assert world.cluster.status(key)["rayJobsRemoved"] is True
     world.tick(200)
     assert world.ray.count("delete") == 1  # once
+    world.close()
+
+
+# --------------------------------------------------------------------------- scheduling (issue 14)
+
+def test_admission_counts_gpus_per_node_and_what_others_hold() -> None:
+    world = World(gpus=4)
+    world.ray.add_worker("w2", 2)
+    world.ray.use_gpus("w1", 2)  # a job outside Argus holds 2 of w1's 4 GPUs
+    four = world.cluster.create("four", spec(gpus=4))
+    two = world.cluster.create("two", spec(gpus=2, priority=-1))
+    world.tick()
+    status = world.cluster.status(four)
+    assert (status["phase"], status["reason"]) == ("Queued", "Queued")
+    assert "1 worker node(s) with 4 free GPUs each (free now: 2, 2 GPUs on 2 worker node(s))" in status["message"]
+    assert world.phase(two) == "Queued"  # behind the 4-GPU task: no backfill
+    world.ray.use_gpus("w1", -2)  # the outside job ended
+    world.tick(2.1)
+    assert world.phase(four) == "Submitted"
+    world.tick(0.3)
+    assert world.phase(two) == "Submitted"  # on w2: the 4-GPU task's claim holds w1
+    world.close()
+
+
+def test_an_admitted_tasks_gpus_are_held_until_ray_shows_them_and_then_counted_once() -> None:
+    world = World(gpus=16, max_running=3)
+    first = world.cluster.create("first", spec(gpus=8))
+    second = world.cluster.create("second", spec(gpus=8))
+    third = world.cluster.create("third", spec(gpus=4))
+    world.tick()
+    assert [world.phase(k) for k in (first, second, third)] == ["Submitted", "Submitted", "Queued"]  # 8 + 8 claimed of 16
+    world.ray.run(world.sid(first))
+    world.tick(0.2)
+    world.ray.groups = [PlacementGroup(creator_job_id=f"job-{world.sid(first)}", gpus=8)]  # first's verl workers hold 8 in Ray
+    world.ray.use_gpus("w1", 8)
+    world.tick(2.1)
+    assert world.phase(third) == "Queued"  # 8 used (first, seen by Ray) + 8 claimed (second, not yet): no room
+    world.ray.finish(world.sid(second))
+    world.tick(0.5)
+    world.tick(0.1)
+    assert world.phase(third) == "Submitted"  # first counted once: 16 - 8 = 8 free
+    world.close()
+
+
+def test_a_user_over_quota_waits_and_others_go_on() -> None:
+    world = World(gpus=8)
+    world.cluster.onboard("team-b", "bob")
+    world.cluster.quotas[NS] = 2
+    a1 = world.cluster.create("a1", spec(gpus=2))
+    a2 = world.cluster.create("a2", spec(gpus=2))
+    b1 = world.cluster.create("b1", spec(gpus=2), namespace="team-b")
+    world.tick()
+    world.tick(0.1)
+    assert world.phase(a1) == "Submitted" and world.phase(b1) == "Submitted"
+    status = world.cluster.status(a2)
+    assert (status["phase"], status["reason"]) == ("Queued", "QuotaExceeded")
+    assert status["message"] == "waiting: user alice holds 2 of the 2 GPUs of its quota and this task needs 2"
+    world.ray.finish(world.sid(a1))
+    world.tick(0.5)
+    world.tick(0.1)
+    assert world.phase(a2) == "Submitted"
     world.close()

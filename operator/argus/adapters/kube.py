@@ -131,6 +131,13 @@ class KubeTaskStore:
                 return False
             raise
 
+    async def user_namespaces(self) -> dict[str, tuple[str, int | None]]:
+        """Every namespace labelled with a user: namespace -> (user, its GPU quota or None)."""
+        from ..core.user import GPU_QUOTA_ANNOTATION, USER_LABEL, quota_from_annotation
+        found = await self._run(self.core.list_namespace, label_selector=USER_LABEL, _request_timeout=REQUEST_TIMEOUT)
+        return {ns.metadata.name: (ns.metadata.labels[USER_LABEL], quota_from_annotation((ns.metadata.annotations or {}).get(GPU_QUOTA_ANNOTATION)))
+                for ns in found.items}
+
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         """The namespace's labels, read live; None when there is no such namespace.
         Raises ApiException otherwise (e.g. 403)."""

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from ..adapters.ray import RayJob, RayNode
+from ..adapters.ray import PlacementGroup, RayJob, RayNode
 from ..core.plan import SubmissionPlan
 from .view import Key, TaskView
 
@@ -23,6 +23,7 @@ class RayJobs(Protocol):
     async def delete(self, submission_id: str) -> bool: ...  # from Ray's job history (an ended job)
     def tail_logs(self, submission_id: str) -> AsyncIterator[str]: ...
     async def nodes(self) -> list[RayNode]: ...
+    async def placement_groups(self) -> list[PlacementGroup]: ...
 
 
 class TaskStore(Protocol):
@@ -34,6 +35,7 @@ class TaskStore(Protocol):
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None: ...
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None: ...
     async def delete_task(self, namespace: str, name: str) -> bool: ...
+    async def user_namespaces(self) -> dict[str, tuple[str, int | None]]: ...  # namespace -> (user, GPU quota)
 
 
 class TaskSource(Protocol):

@@ -31,6 +31,10 @@ class OperatorConfig:
     progress_metrics: tuple[str, ...] = DEFAULT_PROGRESS_METRICS
     ray_job_retention_seconds: float | None = None  # ended tasks' Ray jobs leave Ray's history after this
     default_ttl_seconds: int | None = None          # ended tasks are deleted after this (spec.ttlSecondsAfterFinished wins)
+    queue_policy: str = "fifo"                      # fifo | fair
+    fair_share_half_life: float = 3600.0
+    fair_share_max_wait: float = 4 * 3600.0
+    default_gpu_quota: int | None = None            # GPUs per user unless a namespace says (argus.io/gpu-quota)
 
 
 def add_operator_flags(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +57,16 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ttl-seconds-after-finished", type=_optional_number, default=_optional_number(env("ARGUS_TTL_SECONDS_AFTER_FINISHED")),
                         help="delete ended tasks this many seconds after they ended, unless their spec.ttlSecondsAfterFinished says "
                              "otherwise (default: keep them; env ARGUS_TTL_SECONDS_AFTER_FINISHED)")
+    parser.add_argument("--queue-policy", choices=("fifo", "fair"), default=env("ARGUS_QUEUE_POLICY", "fifo"),
+                        help="order within a priority: fifo (creation time), or fair (the user with the least recent GPU usage "
+                             "first; docs/queue.md) (default fifo; env ARGUS_QUEUE_POLICY)")
+    parser.add_argument("--fair-share-half-life", type=float, default=float(env("ARGUS_FAIR_SHARE_HALF_LIFE", "3600")),
+                        help="fair: a user's past GPU-seconds count half after this many seconds (default 3600)")
+    parser.add_argument("--fair-share-max-wait", type=float, default=float(env("ARGUS_FAIR_SHARE_MAX_WAIT", str(4 * 3600))),
+                        help="fair: a task queued longer than this goes first in its priority band (default 14400 s)")
+    parser.add_argument("--default-gpu-quota", type=_optional_number, default=_optional_number(env("ARGUS_DEFAULT_GPU_QUOTA")),
+                        help="GPUs a user's running tasks may hold in all, unless the user's namespace says otherwise "
+                             "(annotation argus.io/gpu-quota, set by argus onboard --gpu-quota) (default: unlimited)")
     parser.add_argument("--namespace", "-n", action="append", dest="namespaces", default=[n for n in env("ARGUS_NAMESPACES", "").split(",") if n], help="namespace to watch, repeatable (default all; env ARGUS_NAMESPACES comma-separated)")
 
 
@@ -66,7 +80,13 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
     for flag, value in (("--ray-job-retention", args.ray_job_retention), ("--ttl-seconds-after-finished", args.ttl_seconds_after_finished)):
         if value is not None and value < 0:
             raise ValueError(f"{flag}: {value:g}: must not be negative")
+    if args.fair_share_half_life <= 0 or args.fair_share_max_wait <= 0:
+        raise ValueError("--fair-share-half-life and --fair-share-max-wait must be positive")
+    if args.default_gpu_quota is not None and (args.default_gpu_quota < 0 or args.default_gpu_quota != int(args.default_gpu_quota)):
+        raise ValueError(f"--default-gpu-quota: {args.default_gpu_quota:g}: must be a whole number of GPUs, 0 or more")
     return OperatorConfig(
+        queue_policy=args.queue_policy, fair_share_half_life=args.fair_share_half_life, fair_share_max_wait=args.fair_share_max_wait,
+        default_gpu_quota=int(args.default_gpu_quota) if args.default_gpu_quota is not None else None,
         progress_interval=args.progress_interval,
         progress_metrics=tuple(m.strip() for m in args.progress_metrics.split(",") if m.strip()),
         ray_job_retention_seconds=args.ray_job_retention,

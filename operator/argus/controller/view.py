@@ -97,8 +97,9 @@ class TaskView:
         return nnodes * per_node if type(nnodes) is int and type(per_node) is int else 0
 
     def as_queued(self) -> QueuedTask:
-        priority = self.spec.get("priority")
-        return QueuedTask(self.namespace, self.name, priority if type(priority) is int else 0, self.created, self.gpus)
+        priority, nnodes, per_node = self._int("priority"), self._int("nnodes"), self._int("nGpusPerNode")
+        return QueuedTask(self.namespace, self.name, priority or 0, self.created, gpus_per_node=per_node or 1, nnodes=nnodes or 1,
+                          user=self.status.get("user") or "")
 
     def _int(self, field: str) -> int | None:
         value = self.spec.get(field)
