@@ -203,9 +203,10 @@ class Reconciler:
         unvalidated = [v for v in views if v.phase is None and not v.deleting and not v.cancel and v.key not in drafts
                        and (now - (parse_time(v.created) or now)).total_seconds() < HOLD_PLACE_SECONDS]
         unvalidated += [d.view for d in drafts.values() if d.view.phase is None]
+        active = [v for v in views if v.phase in (Phase.Submitted.value, Phase.Running.value)]
         if queued:
-            active = [v for v in views if v.phase in (Phase.Submitted.value, Phase.Running.value)]
             await self._admit(queued, active, unvalidated, drafts)
+        metrics.observe_users(self._in_use(active), queued, self._user_quotas)
         await self._each(self._write_locked(d) for d in drafts.values())
         self.logs.follow({v.key: v.state.submission_id for v in self.views() if v.phase == Phase.Running.value and not v.deleting})
 
@@ -407,10 +408,7 @@ class Reconciler:
         started = time.perf_counter()
         capacity, ray_error = await self.nodes.capacity()
         quotas = await self._quotas()
-        in_use: dict[str, int] = {}
-        for v in active:
-            user = v.status.get("user") or ""
-            in_use[user] = in_use.get(user, 0) + v.gpus
+        in_use = self._in_use(active)
         now = self.now()
         usage = decayed_usage(self._usage_records(), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
         decision = decide([v.as_queued() for v in [*queued, *unvalidated]], running=len(active), capacity=capacity,
@@ -418,7 +416,6 @@ class Reconciler:
                           now=now, not_ready=frozenset(v.key for v in unvalidated))
         self.last_admission_seconds = time.perf_counter() - started
         metrics.ADMISSION_PASS.set(self.last_admission_seconds)
-        metrics.observe_users(in_use, queued, quotas)
         by_key = {v.key: v for v in queued}
         await self._each(self._start(drafts, by_key[t.key]) for t in decision.admit)
         moved: dict[Key, int] = {}
@@ -436,6 +433,15 @@ class Reconciler:
                 continue
             drafts.setdefault(key, Draft.of(view)).take(result)
         self._refresh_positions(moved)
+
+    @staticmethod
+    def _in_use(active: list[TaskView]) -> dict[str, int]:
+        """GPUs each user's admitted tasks hold."""
+        in_use: dict[str, int] = {}
+        for v in active:
+            user = v.status.get("user") or ""
+            in_use[user] = in_use.get(user, 0) + v.gpus
+        return in_use
 
     @property
     def queue_settings(self) -> QueueSettings:
