@@ -61,10 +61,14 @@ def test_gpus_held_outside_argus_count_as_used_and_the_wait_says_what_for() -> N
     capacity = nodes(4, 2, used=(2, 0))  # a job outside Argus holds 2 GPUs of the first node
     d = decide([t("four", per_node=4, created="2026-12-03T11:00:00Z"), t("two", per_node=2, created="2026-12-03T11:00:01Z")],
                running=0, capacity=capacity, settings=FIFO, now=NOW)
-    assert d.admit == []  # four waits (it fits an empty node), and two waits behind it: no backfill
+    # four waits: the 4-GPU node is kept for it as it drains; two starts on the other node.
+    assert names(d.admit) == ["two"]
     assert d.waiting[("a", "four")] == ("Queued", "waiting for 1 worker node(s) with 4 free GPUs each (free now: 2, 2 GPUs on 2 "
-                                                  "worker node(s)); the tasks behind it wait too")
-    assert d.waiting[("a", "two")] == ("Queued", "waiting behind tasks ahead in the queue")
+                                                  "worker node(s)); 1 node(s) are kept for it as they drain")
+    three = t("three", per_node=2, created="2026-12-03T11:00:02Z")
+    d = decide([t("four", per_node=4), three], running=0, capacity=nodes(4, 4, used=(2, 3)), settings=FIFO, now=NOW)
+    # the node closest to holding four (2 free) is kept for it; three cannot use it, and the other has 1 free
+    assert d.admit == [] and d.waiting[("a", "three")][1].startswith("waiting for 1 worker node(s) with 2 free GPUs each (free now: 1 GPUs")
 
 
 def test_what_argus_admitted_but_ray_does_not_show_yet_is_held_back() -> None:
@@ -142,3 +146,14 @@ def test_decayed_usage_halves_every_half_life() -> None:
     assert u["a"] == pytest.approx(2 * 3600 / 0.6931471805599453 * 0.5)
     assert u["b"] == pytest.approx(u["a"] / 2)
     assert u["c"] == pytest.approx(u["a"] / 2)
+
+
+def test_a_big_task_is_not_starved_by_small_ones() -> None:
+    """Small tasks keep arriving while the 8-GPU task waits: none starts on the node kept for
+    it, so that node only drains, and the big task runs as soon as it is empty."""
+    capacity = nodes(8, 8, used=(2, 8))
+    queue = [t("big", per_node=8, created="2026-12-03T11:00:00Z")] + [t(f"s{i}", per_node=1, created=f"2026-12-03T11:0{i}:00Z") for i in range(1, 6)]
+    d = decide(queue, running=2, capacity=capacity, settings=FIFO, now=NOW)
+    assert d.admit == []  # node 0 (6 free) is kept for big; node 1 is full
+    drained = decide(queue, running=1, capacity=nodes(8, 8, used=(0, 8)), settings=FIFO, now=NOW)
+    assert names(drained.admit) == ["big"]

@@ -33,7 +33,7 @@ class OperatorConfig:
     default_ttl_seconds: int | None = None          # ended tasks are deleted after this (spec.ttlSecondsAfterFinished wins)
     queue_policy: str = "fifo"                      # fifo | fair
     fair_share_half_life: float = 3600.0
-    fair_share_max_wait: float = 4 * 3600.0
+    fair_share_max_wait: float = 24 * 3600.0
     default_gpu_quota: int | None = None            # GPUs per user unless a namespace says (argus.io/gpu-quota)
 
 
@@ -62,8 +62,8 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
                              "first; docs/queue.md) (default fifo; env ARGUS_QUEUE_POLICY)")
     parser.add_argument("--fair-share-half-life", type=float, default=float(env("ARGUS_FAIR_SHARE_HALF_LIFE", "3600")),
                         help="fair: a user's past GPU-seconds count half after this many seconds (default 3600)")
-    parser.add_argument("--fair-share-max-wait", type=float, default=float(env("ARGUS_FAIR_SHARE_MAX_WAIT", str(4 * 3600))),
-                        help="fair: a task queued longer than this goes first in its priority band (default 14400 s)")
+    parser.add_argument("--fair-share-max-wait", type=float, default=float(env("ARGUS_FAIR_SHARE_MAX_WAIT", str(24 * 3600))),
+                        help="fair: a task queued longer than this goes first in its priority band, whatever its user's usage (default 86400 s)")
     parser.add_argument("--default-gpu-quota", type=_optional_number, default=_optional_number(env("ARGUS_DEFAULT_GPU_QUOTA")),
                         help="GPUs a user's running tasks may hold in all, unless the user's namespace says otherwise "
                              "(annotation argus.io/gpu-quota, set by argus onboard --gpu-quota) (default: unlimited)")

@@ -20,9 +20,11 @@ its priority band (oldest first), whatever its user's usage: fairness never star
   ``nnodes``) is ``Unschedulable`` and skipped: it blocks nobody.
 - A task that would take its user over their GPU quota waits (``QuotaExceeded``) and blocks
   nobody: other users' tasks behind it go on.
-- A task that fits the cluster but not yet (slots or free GPUs) *blocks the tasks behind it*
-  (no backfill): a big task is never starved by a stream of small ones. The price is idle
-  GPUs while it waits (docs/queue.md measures it).
+- A task that fits the cluster but not yet *free GPUs* gets the nodes closest to holding it
+  reserved (nothing new starts there, so they only drain); the tasks behind it may start on
+  the other nodes. A big task is never starved by a stream of small ones, and the GPUs of
+  the other nodes do not sit idle while it waits.
+- A task that waits for a *slot* (``max_running``) holds back every task behind it.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ class QueueSettings:
     max_running: int = 4
     policy: Policy = "fifo"
     half_life: float = 3600.0          # fair: usage halves this often (seconds)
-    max_wait: float = 4 * 3600.0       # fair: a task waiting longer goes first in its band
+    max_wait: float = 24 * 3600.0      # fair: a task waiting longer goes first in its band
     default_quota: int | None = None   # GPUs per user when their namespaces say nothing
 
 
@@ -254,10 +256,26 @@ def decide(
             message = "waiting behind tasks ahead in the queue"
         elif slots <= 0:
             message = f"waiting for a free slot ({settings.max_running} tasks may run at once)"
+            blocked = True  # no slot for anyone behind it either
         else:
-            message = (f"waiting for {task.nnodes} worker node(s) with {task.gpus_per_node} free GPUs each ({_free_text(free)}); "
-                       "the tasks behind it wait too")
+            # It fits the cluster, not yet: the nodes closest to holding it are reserved for it
+            # (nothing else starts there, so they only drain), and the tasks behind it may use
+            # the other nodes. It is never starved by smaller tasks.
+            text = _free_text([f for f in free if f >= 0])
+            reserved = _reserve(free, capacity, task)
+            message = (f"waiting for {task.nnodes} worker node(s) with {task.gpus_per_node} free GPUs each ({text}); "
+                       f"{len(reserved)} node(s) are kept for it as they drain")
         result.waiting[task.key] = ("Queued", message)
         result.positions[task.key] = position
-        blocked = True  # no backfill: the tasks behind it wait for it
     return result
+
+
+def _reserve(free: list[float], capacity: Capacity | None, task: QueuedTask) -> list[int]:
+    """Keep the nodes closest to holding ``task`` (big enough, most free) for it: marked
+    unusable for the tasks behind it in this pass."""
+    assert capacity is not None
+    big = sorted((i for i, w in enumerate(capacity.workers) if w.total_gpus >= task.gpus_per_node and free[i] >= 0),
+                 key=lambda i: (-free[i], i))[:task.nnodes]
+    for i in big:
+        free[i] = -1.0  # reserved
+    return big
