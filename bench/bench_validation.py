@@ -28,17 +28,13 @@ import sys
 import time
 from pathlib import Path
 
-try:
-    import argus  # noqa: F401
-except ImportError:  # run from a checkout without the package installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
-from argus.core.command import check_command  # noqa: E402
-from argus.core.command.hydra import date_sample, fast_override, hydra_override  # noqa: E402
-from argus.core.config import PlatformConfig  # noqa: E402
-from argus.core.expand import expand  # noqa: E402
-from argus.core.plan import validate_task  # noqa: E402
-from argus.core.policy import Findings, PathPolicy  # noqa: E402
-from argus.core.spec import MAX_COMMAND_BYTES  # noqa: E402
+from argus.core.command import check_command
+from argus.core.command.hydra import date_sample, fast_override, hydra_override
+from argus.core.config import PlatformConfig
+from argus.core.expand import expand
+from argus.core.plan import validate_task
+from argus.core.policy import Findings, PathPolicy
+from argus.core.spec import MAX_COMMAND_BYTES
 
 USER = "alice"
 

@@ -25,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from argus.core.times import parse_time
 from benchlib import Testbed, free_port, log, machine_info, parallel, ppo_command, ray_jobs, scrape, task_body, wait_metrics
 
 
@@ -39,7 +40,7 @@ def audit_writes(audit_log: Path, since: float, until: float, ns_prefix: str) ->
         ref = e.get("objectRef") or {}
         if not (ref.get("namespace") or "").startswith(ns_prefix) or not 200 <= (e.get("responseStatus") or {}).get("code", 0) < 300:
             continue
-        t = dt.datetime.fromisoformat(e["stageTimestamp"].replace("Z", "+00:00")).timestamp()
+        t = parse_time(e["stageTimestamp"]).timestamp()  # type: ignore[union-attr]
         if since <= t <= until:
             kind = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource") else "")
             counts[f"{e['verb']} {kind}"] += 1

@@ -42,6 +42,7 @@ class World:
         self.cluster.onboard(NS, "alice")
         # One event loop for the world's life: background work (log streams) goes on across ticks.
         self.loop = asyncio.new_event_loop()
+        OPEN_WORLDS.append(self)
 
     def tick(self, after: float = 0.0) -> None:
         self.clock.advance(after)
@@ -53,6 +54,8 @@ class World:
         self.loop.run_until_complete(go())
 
     def close(self) -> None:
+        if self.loop.is_closed():
+            return
         self.reconciler.logs.close()
         self.loop.run_until_complete(asyncio.sleep(0))
         self.loop.close()
@@ -76,11 +79,20 @@ class World:
         return verdict.plan
 
 
+OPEN_WORLDS: list[World] = []
+
+
+@pytest.fixture(autouse=True)
+def close_worlds() -> Iterator[None]:
+    """Every world a test made is closed after it (its background tasks with it)."""
+    yield
+    while OPEN_WORLDS:
+        OPEN_WORLDS.pop().close()
+
+
 @pytest.fixture
-def world() -> Iterator[World]:
-    w = World()
-    yield w
-    w.close()
+def world() -> World:
+    return World()
 
 
 def status_patches(world: World, key: tuple[str, str]) -> list[dict[str, Any]]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -36,12 +35,12 @@ from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.plan import validate_spec, validate_task
-from ..core.queue import Claim, QueueSettings, UsageRecord, decayed_usage, decide
 from ..core.patch import merge_patch
 from ..core.spec import API_VERSION, KIND, ArgusTaskStatus, Phase, TaskPath
 from ..core.times import parse_time, utcnow
-from ..core.user import USER_LABEL, quotas_by_user, user_from_label
+from ..core.user import USER_LABEL, user_from_label
 from . import metrics
+from .admission import AdmissionInputs, in_use
 from .jobsync import JobSync, NodeCache
 from .logfollow import LogFollowers
 from .ports import RayJobs, TaskSource, TaskStore
@@ -110,8 +109,7 @@ class Reconciler:
                                           default_ttl_seconds=config.default_ttl_seconds)
         self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, now, monotonic)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
-        self._user_quotas: dict[str, int | None] = {}
-        self._quota_read_at: float | None = None
+        self.admission = AdmissionInputs(config, self.nodes, self.jobs, store, monotonic)
         self._locks: dict[Key, asyncio.Lock] = {}
         self._retry_at: dict[Key, float] = {}
         self._positions_at = monotonic()
@@ -206,7 +204,7 @@ class Reconciler:
         active = [v for v in views if v.phase in (Phase.Submitted.value, Phase.Running.value)]
         if queued:
             await self._admit(queued, active, unvalidated, drafts)
-        metrics.observe_users(self._in_use(active), queued, self._user_quotas)
+        metrics.observe_users(in_use(active), queued, self.admission.quotas)
         await self._each(self._write_locked(d) for d in drafts.values())
         self.logs.follow({v.key: v.state.submission_id for v in self.views() if v.phase == Phase.Running.value and not v.deleting})
 
@@ -406,14 +404,7 @@ class Reconciler:
     # -- the queue --------------------------------------------------------------------
     async def _admit(self, queued: list[TaskView], active: list[TaskView], unvalidated: list[TaskView], drafts: dict[Key, Draft]) -> None:
         started = time.perf_counter()
-        capacity, ray_error = await self.nodes.capacity()
-        quotas = await self._quotas()
-        in_use = self._in_use(active)
-        now = self.now()
-        usage = decayed_usage(self._usage_records(), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
-        decision = decide([v.as_queued() for v in [*queued, *unvalidated]], running=len(active), capacity=capacity,
-                          settings=self.queue_settings, claims=self._claims(active), quotas=quotas, in_use=in_use, usage=usage,
-                          now=now, not_ready=frozenset(v.key for v in unvalidated))
+        decision, ray_error = await self.admission.decide(queued, active, unvalidated, self.tasks.views(), self.now())
         self.last_admission_seconds = time.perf_counter() - started
         metrics.ADMISSION_PASS.set(self.last_admission_seconds)
         by_key = {v.key: v for v in queued}
@@ -433,53 +424,6 @@ class Reconciler:
                 continue
             drafts.setdefault(key, Draft.of(view)).take(result)
         self._refresh_positions(moved)
-
-    @staticmethod
-    def _in_use(active: list[TaskView]) -> dict[str, int]:
-        """GPUs each user's admitted tasks hold."""
-        in_use: dict[str, int] = {}
-        for v in active:
-            user = v.status.get("user") or ""
-            in_use[user] = in_use.get(user, 0) + v.gpus
-        return in_use
-
-    @property
-    def queue_settings(self) -> QueueSettings:
-        c = self.config
-        return QueueSettings(max_running=c.max_running, policy="fair" if c.queue_policy == "fair" else "fifo",
-                             half_life=c.fair_share_half_life, max_wait=c.fair_share_max_wait, default_quota=c.default_gpu_quota)
-
-    def _claims(self, active: list[TaskView]) -> list[Claim]:
-        """GPUs of admitted tasks that Ray does not show in use yet (their verl workers'
-        placement groups do not exist yet): the queue holds them back."""
-        claims = []
-        for v in active:
-            per_node = max(1, int(v.spec.get("nGpusPerNode") or 1))
-            pending = v.gpus - self.nodes.placed_gpus(self.jobs.job_ids.get(v.key))
-            if pending > 0:
-                claims.append(Claim(bundles=math.ceil(pending / per_node), gpus_per_node=per_node))
-        return claims
-
-    async def _quotas(self) -> dict[str, int | None]:
-        """Each user's GPU quota from their namespaces (read at most once per poll interval)."""
-        if self._quota_read_at is None or self.monotonic() - self._quota_read_at >= self.config.poll_interval:
-            try:
-                self._user_quotas = quotas_by_user(await self.store.user_namespaces())
-                self._quota_read_at = self.monotonic()
-            except Exception as exc:  # noqa: BLE001 - keep the last quotas; say why
-                log.warning("cannot read the users' namespaces for their GPU quotas: %s; using the last ones read", api_error(exc))
-        return self._user_quotas
-
-    def _usage_records(self) -> list[UsageRecord]:
-        """Every attempt's GPU time, from the tasks' status (so it survives an operator restart)."""
-        records = []
-        for v in self.tasks.views():
-            user = v.status.get("user")
-            for attempt in v.status.get("attempts") or []:
-                start = parse_time(attempt.get("startTime"))
-                if user and start is not None:
-                    records.append(UsageRecord(user, v.gpus, start, parse_time(attempt.get("endTime"))))
-        return records
 
     async def _start(self, drafts: dict[Key, Draft], view: TaskView) -> None:
         """Submit an admitted task (under its lock: a cancel or delete may race it)."""
