@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # The Argus operator image: `argus-operator` in a virtual environment holding exactly the
-# locked dependencies (requirements/operator.txt: hashes required, wheels only), on a base
+# locked dependencies (requirements/operator.txt: hashes required), on a base
 # image pinned by digest, as a non-root user. The operator only talks to the Kubernetes API
 # and the Ray dashboard; the training runs on the Ray workers, not here.
 #
@@ -19,7 +19,7 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 COPY requirements/operator.txt requirements/image-prune.txt requirements/
 RUN python3 -m venv /opt/argus \
- && /opt/argus/bin/pip install --require-hashes --only-binary=:all: --no-deps -r requirements/operator.txt
+ && /opt/argus/bin/pip install --require-hashes --prefer-binary --no-deps -r requirements/operator.txt
 COPY pyproject.toml README.md ./
 COPY operator ./operator
 COPY hack/prune-venv.sh hack/

@@ -4,34 +4,37 @@
     python bench/bench_validation.py [--runs N] [--limit-ms 10]
 
 Measures ``validate_task`` (the whole path the operator, the webhook and ``argus
-validate`` share: parse, expand, shell-read, policy checks, resolved plan) on
+validate`` share: spec, $HOME expansion, the command parsed into a program, Hydra's
+reading of the overrides, the policy checks, the generated command, the resolved plan) on
 
-* a typical advanced PPO command (about 1 KiB, multi-line, custom reward), and
+* a typical advanced PPO command (about 1 KiB, multi-line, custom reward),
+* verl's GRPO math example script (lists built in variables, ``$(date ...)``), and
 * a command just under the 64 KiB limit (the typical one plus many override lines).
 
 Prints tasks/second for both and milliseconds per 64 KiB validation (median and best of N
-runs, time.perf_counter), and exits 1 when the 64 KiB median exceeds the limit. A
-benchmark, not a test: run it on a quiet machine.
+runs, time.perf_counter), and exits 1 when the 64 KiB median exceeds the limit. Then
+what Hydra's own override parser costs (issue 11): its import, its time per override,
+what the 64 KiB command would cost through it alone, and how many overrides of each
+command the fast path leaves to it. A benchmark, not a test: run it on a quiet machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import re
 import statistics
 import sys
 import time
 from pathlib import Path
 
-try:
-    from argus.core.config import PlatformConfig
-    from argus.core.plan import validate_task
-    from argus.core.spec import MAX_COMMAND_BYTES
-except ImportError:  # run from a checkout without the package installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
-    from argus.core.config import PlatformConfig
-    from argus.core.plan import validate_task
-    from argus.core.spec import MAX_COMMAND_BYTES
+from argus.core.command import check_command
+from argus.core.command.hydra import date_sample, fast_override, hydra_override
+from argus.core.config import PlatformConfig
+from argus.core.expand import expand
+from argus.core.plan import validate_task
+from argus.core.policy import Findings, PathPolicy
+from argus.core.spec import MAX_COMMAND_BYTES
 
 USER = "alice"
 
@@ -66,6 +69,42 @@ python3 -m verl.trainer.main_ppo \\
   trainer.test_freq=1 \\
   trainer.default_local_dir=$HOME/checkpoints/ppo-demo \\
   +ray_kwargs.ray_init.address=auto
+"""
+
+
+# verl's GRPO math example (examples/grpo_trainer/run_qwen2-7b_math.sh), data moved under
+# $HOME/datasets: Hydra lists built in variables, so some overrides need Hydra's parser.
+VERL_EXAMPLE = """\
+set -x
+gsm8k_train_path=$HOME/datasets/gsm8k/train.parquet
+gsm8k_test_path=$HOME/datasets/gsm8k/test.parquet
+math_train_path=$HOME/datasets/math/train.parquet
+math_test_path=$HOME/datasets/math/test.parquet
+train_files="['$gsm8k_train_path', '$math_train_path']"
+test_files="['$gsm8k_test_path', '$math_test_path']"
+python3 -m verl.trainer.main_ppo \\
+    algorithm.adv_estimator=grpo \\
+    data.train_files="$train_files" \\
+    data.val_files="$test_files" \\
+    data.train_batch_size=1024 \\
+    data.max_prompt_length=1024 \\
+    data.max_response_length=1024 \\
+    data.filter_overlong_prompts=True \\
+    data.truncation='error' \\
+    actor_rollout_ref.model.path=Qwen/Qwen2-7B-Instruct \\
+    actor_rollout_ref.actor.optim.lr=1e-6 \\
+    actor_rollout_ref.actor.ppo_mini_batch_size=256 \\
+    actor_rollout_ref.actor.use_kl_loss=True \\
+    actor_rollout_ref.actor.kl_loss_coef=0.001 \\
+    actor_rollout_ref.rollout.name=vllm \\
+    actor_rollout_ref.rollout.n=5 \\
+    trainer.logger=['console','wandb'] \\
+    trainer.project_name='verl_grpo_example_gsm8k_math' \\
+    trainer.experiment_name=qwen2_7b_$(date +%Y%m%d) \\
+    trainer.n_gpus_per_node=1 \\
+    trainer.nnodes=1 \\
+    +ray_kwargs.ray_init.address=auto \\
+    trainer.total_epochs=15 $@
 """
 
 
@@ -114,16 +153,49 @@ def measure(doc: dict, config: PlatformConfig, runs: int) -> list[float]:
     return times
 
 
+def hydra_import_ms() -> float:
+    """Import Hydra's override parser and build one (done once per process, on first use)."""
+    start = time.perf_counter()
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    OverridesParser.create()
+    return (time.perf_counter() - start) * 1e3
+
+
+def overrides_of(command: str, config: PlatformConfig) -> list[str]:
+    findings = Findings()
+    checked = check_command("spec.command", expand(command, USER, config), policy=PathPolicy(config, USER), nnodes=1,
+                            gpus_per_node=1, findings=findings)
+    assert checked is not None, findings.errors
+    # A $(date +FORMAT) is read by Hydra as a sample of its output, as the checks read it.
+    return [re.sub(r"\$\(date \+([^)]*)\)", lambda m: date_sample(m.group(1)), s.text) for s in checked.settings]
+
+
+def hydra_cost(texts: list[str], rounds: int = 3) -> float:
+    """Seconds per override through Hydra's parser alone (uncached), median of rounds."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    per_round = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for text in texts:
+            parser.parse_override(text)
+        per_round.append((time.perf_counter() - start) / len(texts))
+    return statistics.median(per_round)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200, help="timed runs per command (default 200)")
     parser.add_argument("--limit-ms", type=float, default=10.0, help="fail when the 64 KiB median exceeds this (default 10)")
     args = parser.parse_args(argv)
     config = PlatformConfig()
+    import_ms = hydra_import_ms() if "hydra" not in sys.modules else None
 
     big = big_command()
     results = {}
-    for label, command in (("typical", TYPICAL), ("64KiB", big)):
+    for label, command in (("typical", TYPICAL), ("verl-ex", VERL_EXAMPLE), ("64KiB", big)):
         times = measure(manifest(command), config, args.runs)
         results[label] = (len(command.encode()), statistics.median(times), min(times))
 
@@ -133,6 +205,21 @@ def main(argv: list[str] | None = None) -> int:
               f" {median * 1e3:.3f} ms / {best * 1e3:.3f} ms per validation")
     _, median, best = results["64KiB"]
     print(f"64 KiB command: {median * 1e3:.2f} ms per validation (median), {best * 1e3:.2f} ms best; limit {args.limit_ms:g} ms")
+
+    hydra_override.cache_clear()
+    start = time.perf_counter()
+    validate_task(manifest(VERL_EXAMPLE), USER, config)
+    cold = time.perf_counter() - start
+    print(f"verl-ex with Hydra's results not yet cached (the first validation of a task): {cold * 1e3:.2f} ms")
+    print("Hydra's override parser (hydra-core, ANTLR in pure Python):")
+    if import_ms is not None:
+        print(f"  import and create: {import_ms:.0f} ms, once per process (on the first override that needs it)")
+    for label, command in (("typical", TYPICAL), ("verl-ex", VERL_EXAMPLE), ("64KiB", big)):
+        texts = overrides_of(command, config)
+        slow = [t for t in texts if fast_override(t) is None]
+        per = hydra_cost(texts)
+        print(f"  {label:8s} {len(texts):5d} overrides: {per * 1e6:6.0f} us each through Hydra, {per * len(texts) * 1e3:7.2f} ms for all;"
+              f" the fast path leaves {len(slow)} to Hydra ({hydra_cost(slow) * len(slow) * 1e3 if slow else 0:.2f} ms uncached)")
     if median * 1e3 > args.limit_ms:
         print(f"FAIL: the 64 KiB median {median * 1e3:.2f} ms exceeds {args.limit_ms:g} ms")
         return 1

@@ -93,7 +93,7 @@ class Bench:
         self.settle = settle
         self.cp = ControlPlane.start(workdir / "control-plane")
         self.cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
-        self.cp.kubectl("wait", "--for=condition=Established", "crd/argustasks.argus.io", "--timeout=60s")
+        self.cp.wait_established("argustasks.argus.io")
         self.cp.kubectl("create", "namespace", NAMESPACE)
         self.cp.kubectl("label", "namespace", NAMESPACE, "argus.io/user=alice")
         self.root = make_private_tree(workdir / "private")

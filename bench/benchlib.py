@@ -334,7 +334,7 @@ class Testbed:
         self.cp = ControlPlane.start(work / "k8s", audit=audit)
         log(f"kube-apiserver + etcd ready at {self.cp.server} in {time.monotonic() - t0:.1f} s")
         self.cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
-        self.cp.kubectl("wait", "--for=condition=Established", "crd/argustasks.argus.io", "--timeout=60s")
+        self.cp.wait_established("argustasks.argus.io")
         self.root = make_private_tree(work / "private", users=users)
         self.home = login_home(work / "ray-home")
         self.kube = Kube(self.cp.kubeconfig)

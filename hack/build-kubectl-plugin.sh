@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the kubectl plugin archive for this machine's platform and Python:
 #   dist/kubectl-argus_v<version>_<os>_<arch>.tar.gz
-# holding `kubectl-argus` (a launcher) and lib/ (the argus package with pydantic, pyyaml and
-# the kubernetes client, no Ray and no operator dependencies). hack/krew-manifest.py turns a
+# holding `kubectl-argus` (a launcher) and lib/ (the argus package with pydantic, pyyaml,
+# hydra-core and the kubernetes client, no Ray and no operator dependencies). hack/krew-manifest.py turns a
 # release's archives into the krew manifest. The launcher runs the python3 on PATH, which
 # must be the minor version built for (pydantic-core is compiled for it).
 set -euo pipefail
@@ -17,7 +17,7 @@ trap 'rm -rf "$work"' EXIT
 # The CLI's own dependencies only (the lower bounds of pyproject.toml): no kopf, no Ray.
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-compile --target "$work/lib" --no-deps .
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-compile --target "$work/lib" \
-  'pydantic>=2.7' 'pyyaml>=6.0' 'kubernetes>=30.1'
+  'pydantic>=2.7' 'pyyaml>=6.0' 'hydra-core>=1.3' 'kubernetes>=30.1'
 rm -rf "$work/lib/bin" "$work/lib"/*.dist-info/RECORD
 cat > "$work/kubectl-argus" <<SH
 #!/bin/sh

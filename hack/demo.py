@@ -30,6 +30,12 @@ def say(text: str) -> None:
     print(f"\n\033[1m==> {text}\033[0m", flush=True)
 
 
+def done(status: dict) -> bool:
+    """Ended, and (for a task that ran) its last progress line is in the status."""
+    progress = status.get("progress") or {}
+    return status.get("phase") in TERMINAL and progress.get("step") == progress.get("totalSteps")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", action="store_true", help="leave the cluster, Ray and the operator running")
@@ -44,17 +50,17 @@ def main() -> int:
         say(f"kube-apiserver ready at {cp.server} in {time.monotonic() - t0:.1f} s")
         t0 = time.monotonic()
         ray = RayCluster.start(work / "ray", extra_path=[STANDIN / "bin"],
-                               extra_env={"HOME": str(login_home(work / "ray-home")), "VERL_STANDIN_STEP_SECONDS": "0.3"})
+                               extra_env={"HOME": str(login_home(work / "ray-home")), "VERL_STANDIN_STEP_SECONDS": "1.0"})
         say(f"Ray head {ray.dashboard_url} (no worker_node resource) + 1 worker with 4 GPUs, ready in {time.monotonic() - t0:.1f} s")
         cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
-        cp.kubectl("wait", "--for=condition=Established", "crd/argustasks.argus.io", "--timeout=60s")
+        cp.wait_established("argustasks.argus.io")
         cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace",
                                                         "metadata": {"name": "alice", "labels": {"argus.io/user": "alice"}}}))
         root = make_private_tree(work / "private")
         say(f"namespace alice onboarded (label argus.io/user=alice); /private tree at {root}")
         log = open(work / "operator.log", "wb")
         operator = subprocess.Popen([sys.executable, "-m", "argus", "--kubeconfig", str(cp.kubeconfig), "--ray-address", ray.dashboard_url,
-                                     "--root", str(root), "--verl-code-path", str(STANDIN), "--poll-interval", "1"],
+                                     "--root", str(root), "--verl-code-path", str(STANDIN), "--poll-interval", "1", "--progress-interval", "1"],
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         say(f"operator running (log: {work / 'operator.log'})")
         for name in EXAMPLES:
@@ -69,9 +75,9 @@ def main() -> int:
                 print(table, flush=True)
                 last = table
             items = json.loads(cp.kubectl("get", "argustasks", "-n", "alice", "-o", "json").stdout)["items"]
-            if items and all((i.get("status") or {}).get("phase") in TERMINAL for i in items):
+            if items and all(done(i.get("status") or {}) for i in items):
                 break
-            time.sleep(2)
+            time.sleep(1)
         say("the custom reward function, from the PPO job's log (argus logs ppo-custom-reward -n alice)")
         logs = subprocess.run([sys.executable, "-m", "argus.cli", "logs", "ppo-custom-reward", "-n", "alice", "--kubeconfig", str(cp.kubeconfig)],
                               capture_output=True, text=True)
@@ -80,6 +86,11 @@ def main() -> int:
         say("why the hostile task was rejected (kubectl get argustask hostile-other-user -o jsonpath='{.status.message}')")
         print(cp.kubectl("get", "argustask", "hostile-other-user", "-n", "alice", "-o", "jsonpath={.status.message}").stdout)
         items = json.loads(cp.kubectl("get", "argustasks", "-n", "alice", "-o", "json").stdout)["items"]
+        say("where each task's log is, as the file browser shows it and on disk (kubectl get argustask NAME -o jsonpath='{.status.logFile}')")
+        for i in items:
+            log_file = (i.get("status") or {}).get("logFile")
+            where = f"{log_file['userPath']}  ({log_file['jobPath']})" if log_file else "no log: it never ran"
+            print(f"{i['metadata']['name']}: {where}")
         phases = {i["metadata"]["name"]: (i.get("status") or {}).get("phase") for i in items}
         expected = {"ppo-custom-reward": "Succeeded", "grpo-basic": "Succeeded", "hostile-other-user": "Rejected"}
         ok = phases == expected

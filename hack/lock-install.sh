@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the lock (requirements/operator.txt, hashes required, wheels only) and the
+# Installs the lock (requirements/operator.txt, hashes required) and the
 # operator's own wheel into a new, empty virtual environment, then starts argus-operator
 # --help from it: what the image does, without an image. Prints the environment's folder on
 # its last line (kept until removed: tests use it). .ci/run calls it.
@@ -10,10 +10,14 @@ PYTHON="${PYTHON:-python3}"
 venv="${1:-$(mktemp -d)/venv}"
 t0=$SECONDS
 "$PYTHON" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: --no-deps \
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --prefer-binary --no-deps \
   -r requirements/operator.txt
 wheels=$(mktemp -d)
-"$venv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$wheels" .
+# Built from a copy, so that setuptools' build/ and egg-info stay out of the work tree.
+src=$(mktemp -d)
+cp -r pyproject.toml README.md operator "$src/"
+"$venv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$wheels" "$src"
+rm -rf "$src"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$wheels"/argus_operator-*.whl
 rm -rf "$wheels"
 "$venv/bin/python" -m pip check >&2

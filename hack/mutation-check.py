@@ -41,6 +41,15 @@ MUTATIONS = [
              "        with_finalizer = await self.writer.add_finalizer(draft.view)", "        with_finalizer = draft.view"),
     Mutation("failing a running task after the Ray grace period", "operator/argus/core/lifecycle.py",
              "        if elapsed >= settings.ray_grace_seconds:", "        if False:"),
+    Mutation("a new attempt gets a submission id of its own (Ray never reuses one)", "operator/argus/core/plan.py",
+             '    return base if attempt <= 1 else f"{base}-a{attempt}"', "    return base"),
+    Mutation("GPUs that jobs outside Argus hold count as used", "operator/argus/core/queue.py",
+             "        return max(0.0, self.total_gpus - self.used_gpus)", "        return self.total_gpus"),
+    Mutation("a task needs its GPUs on distinct nodes, not just in total", "operator/argus/core/queue.py",
+             "    fitting = sorted((f, i) for i, f in enumerate(free) if f >= per_node)",
+             "    fitting = sorted((f, i) for i, f in enumerate(free) if f > 0)"),
+    Mutation("a user's GPU quota", "operator/argus/core/queue.py",
+             "        if quota is not None and held + task.gpus > quota:", "        if False:"),
 ]
 
 

@@ -93,12 +93,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
     docs = _read_documents(args.filename)
     if len(docs) != 1:
         raise UsageError(f"{args.filename}: expected one v3.x TaskSpec, found {len(docs)} documents")
+    notes: list = []
     try:
-        manifest = convert_taskspec(docs[0], namespace=args.namespace, name=args.name)
+        manifest = convert_taskspec(docs[0], namespace=args.namespace, name=args.name, notes=notes)
     except ConversionError as exc:
         for p in exc.problems:
             print(f"error: {p}", file=sys.stderr)
         return EXIT_INVALID
+    for p in notes:
+        print(f"note: {p}", file=sys.stderr)
     yaml.safe_dump(manifest, sys.stdout, sort_keys=False, width=1000)
     return EXIT_OK
 

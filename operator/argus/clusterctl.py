@@ -56,17 +56,56 @@ def get_task(name: str, namespace: str, kubeconfig: str | None, context: str | N
         raise ClusterError(f"cannot read ArgusTask {namespace}/{name}: {exc.reason}") from None
 
 
+def _attempt_of(status: dict[str, Any], wanted: int | None) -> tuple[int, str | None]:
+    """(attempt, its Ray submission id) for ``--attempt`` (default: the current one)."""
+    current = int(status.get("attempt") or 1)
+    attempt = wanted or current
+    if attempt < 1 or attempt > current:
+        raise ClusterError(f"--attempt {attempt}: the task has had {current} attempt(s)")
+    for record in status.get("attempts") or []:
+        if record.get("attempt") == attempt:
+            return attempt, record.get("submissionId")
+    ray_job = status.get("rayJob") or {}
+    return attempt, ray_job.get("submissionId") if attempt == current else None
+
+
+def _log_file(status: dict[str, Any], attempt: int) -> tuple[str, str] | None:
+    """(as the user sees it, as the job sees it) of the attempt's log file."""
+    job_dir = status.get("jobDir") or {}
+    if not job_dir.get("jobPath"):
+        return None
+    name = f"attempt-{attempt}.log"
+    return f"{job_dir.get('userPath', job_dir['jobPath'])}/{name}", f"{job_dir['jobPath']}/{name}"
+
+
+def _from_file(paths: tuple[str, str] | None, why: str, tail: int | None) -> None:
+    """The log from the job folder, when this machine sees the shared tree; else where it is."""
+    if paths is None:
+        raise ClusterError(f"{why}; the task's status names no job folder")
+    user_path, job_path = paths
+    try:
+        text = open(job_path, encoding="utf-8", errors="replace").read()
+    except OSError:
+        raise ClusterError(f"{why}; the log is in the job folder: {user_path} (on the workers: {job_path})") from None
+    print(f"argus logs: {why}; reading {user_path}", file=sys.stderr)
+    _print_tail(text, tail)
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     namespace = args.namespace or _current_namespace(args.kubeconfig, args.context)
     try:
         task = get_task(args.task, namespace, args.kubeconfig, args.context)
         status = task.get("status") or {}
-        ray_job = status.get("rayJob") or {}
-        sid, address = ray_job.get("submissionId"), args.ray_address or ray_job.get("dashboardUrl")
+        attempt, sid = _attempt_of(status, args.attempt)
+        address = args.ray_address or (status.get("rayJob") or {}).get("dashboardUrl")
+        paths = _log_file(status, attempt)
         if not sid:
             phase = status.get("phase") or "new"
             why = f": {status.get('message')}" if phase == "Rejected" else ""
             raise ClusterError(f"ArgusTask {namespace}/{args.task} has not been submitted to Ray yet (phase {phase}){why}")
+        if status.get("rayJobsRemoved"):
+            _from_file(paths, f"Ray's job history no longer holds {sid} (removed after the task ended)", args.tail)
+            return EXIT_OK
         if not address:
             raise ClusterError("the task's status names no Ray dashboard; pass --ray-address")
         from .adapters.ray import RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
@@ -77,7 +116,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             else:
                 _print_tail(asyncio.run(ray.logs(sid)), args.tail)
         except RayJobUnknown:
-            raise ClusterError(f"Ray no longer has job {sid} (the head restarted?); its logs are gone") from None
+            _from_file(paths, f"Ray no longer has job {sid} (the head restarted, or the job left its history)", args.tail)
         except RayUnreachable as exc:
             raise ClusterError(f"cannot reach the Ray dashboard at {address}: {exc}") from None
         except RayRefused as exc:
@@ -119,10 +158,13 @@ EDIT_ROLE = "argus-edit"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-def onboard_objects(user: str, namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The namespace (labelled with its user) and the RoleBinding of ``argus-edit`` to the user."""
-    from .core.user import USER_LABEL
-    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {USER_LABEL: user}}}
+def onboard_objects(user: str, namespace: str, gpu_quota: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The namespace (labelled with its user, annotated with the user's GPU quota if given)
+    and the RoleBinding of ``argus-edit`` to the user."""
+    from .core.user import GPU_QUOTA_ANNOTATION, USER_LABEL
+    ns: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {USER_LABEL: user}}}
+    if gpu_quota is not None:
+        ns["metadata"]["annotations"] = {GPU_QUOTA_ANNOTATION: str(gpu_quota)}
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": f"{EDIT_ROLE}-{user}", "namespace": namespace, "labels": {USER_LABEL: user}},
@@ -145,14 +187,19 @@ def _onboard_namespace(core: Any, want: dict[str, Any], user: str) -> str:
         core.create_namespace(want)
         return f"namespace/{name} created ({USER_LABEL}={user})"
     label = (current.metadata.labels or {}).get(USER_LABEL)
+    annotations = want["metadata"].get("annotations") or {}
+    stale = {k: v for k, v in annotations.items() if (current.metadata.annotations or {}).get(k) != v}
     if label == user:
-        return f"namespace/{name} unchanged"
+        if not stale:
+            return f"namespace/{name} unchanged"
+        core.patch_namespace(name, {"metadata": {"annotations": stale}})
+        return f"namespace/{name} annotated " + ", ".join(f"{k}={v}" for k, v in stale.items())
     if label:
         raise ClusterError(f"namespace {name} is already onboarded for user {label!r} ({USER_LABEL}={label}); "
                            f"not handing it to {user!r}: pick another --namespace")
     if current.status and current.status.phase == "Terminating":
         raise ClusterError(f"namespace {name} is being deleted")
-    core.patch_namespace(name, {"metadata": {"labels": {USER_LABEL: user}}})
+    core.patch_namespace(name, {"metadata": {"labels": {USER_LABEL: user}, **({"annotations": stale} if stale else {})}})
     return f"namespace/{name} labelled {USER_LABEL}={user}"
 
 
@@ -191,7 +238,10 @@ def cmd_onboard(args: argparse.Namespace) -> int:
         hint = "" if args.namespace else " (the default is the user id): pass --namespace"
         print(f"{getattr(args, 'prog', 'argus')} onboard: namespace {namespace!r} is not a valid namespace name{hint}", file=sys.stderr)
         return EXIT_USAGE
-    ns, binding = onboard_objects(user, namespace)
+    if args.gpu_quota is not None and args.gpu_quota < 0:
+        print(f"argus onboard: --gpu-quota {args.gpu_quota}: must be 0 or more GPUs", file=sys.stderr)
+        return EXIT_USAGE
+    ns, binding = onboard_objects(user, namespace, args.gpu_quota)
     if args.dry_run:
         yaml.safe_dump_all([ns, binding], sys.stdout, sort_keys=False)
         return EXIT_OK
@@ -228,12 +278,115 @@ def _edit_role_warning(client: Any) -> list[str]:
     return []
 
 
+# --------------------------------------------------------------------------- queue
+
+def _age(created: str | None, now: Any) -> str:
+    from .core.times import parse_time
+    t = parse_time(created)
+    if t is None:
+        return "?"
+    seconds = int((now - t).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def queue_rows(tasks: list[dict[str, Any]], quotas: dict[str, int | None] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The waiting tasks in queue order, and per user: GPUs in use, quota, tasks queued."""
+    def gpus(t: dict[str, Any]) -> int:
+        spec = t.get("spec") or {}
+        return int(spec.get("nnodes") or 1) * int(spec.get("nGpusPerNode") or 1)
+
+    waiting, users = [], {}
+    for t in tasks:
+        status, meta = t.get("status") or {}, t.get("metadata") or {}
+        user = status.get("user") or "?"
+        row = users.setdefault(user, {"user": user, "gpusInUse": 0, "queued": 0,
+                                      "quota": (quotas or {}).get(user) if quotas is not None else "?"})
+        if status.get("phase") in ("Submitted", "Running"):
+            row["gpusInUse"] += gpus(t)
+        elif status.get("phase") == "Queued":
+            row["queued"] += 1
+            waiting.append({"position": status.get("queuePosition"), "user": user, "namespace": meta.get("namespace"),
+                            "name": meta.get("name"), "gpus": gpus(t), "priority": (t.get("spec") or {}).get("priority", 0),
+                            "waitingSince": meta.get("creationTimestamp"), "reason": status.get("reason"), "message": status.get("message")})
+    waiting.sort(key=lambda r: (r["position"] is None, r["position"] or 0, r["waitingSince"] or ""))
+    return waiting, sorted(users.values(), key=lambda r: r["user"])
+
+
+def cmd_queue(args: argparse.Namespace) -> int:
+    import datetime as dt
+    import json
+
+    from .core.spec import GROUP, PLURAL, VERSION
+    from .core.user import GPU_QUOTA_ANNOTATION, USER_LABEL, quota_from_annotation, quotas_by_user
+    try:
+        client = _load_kube(args.kubeconfig, args.context)
+        from kubernetes.client.exceptions import ApiException
+        custom = client.CustomObjectsApi()
+        scope = args.namespace
+        note = ""
+        try:
+            if scope:
+                tasks = custom.list_namespaced_custom_object(GROUP, VERSION, scope, PLURAL)["items"]
+            else:
+                tasks = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+        except ApiException as exc:
+            if exc.status != 403 or scope:
+                raise ClusterError(f"cannot list ArgusTasks{f' in namespace {scope}' if scope else ''}: {exc.reason}") from None
+            scope = _current_namespace(args.kubeconfig, args.context)
+            note = f"(you may not list ArgusTasks in every namespace: showing namespace {scope} only)"
+            tasks = custom.list_namespaced_custom_object(GROUP, VERSION, scope, PLURAL)["items"]
+        try:
+            found = client.CoreV1Api().list_namespace(label_selector=USER_LABEL).items
+            quotas: dict[str, int | None] | None = quotas_by_user({
+                n.metadata.name: (n.metadata.labels[USER_LABEL], quota_from_annotation((n.metadata.annotations or {}).get(GPU_QUOTA_ANNOTATION)))
+                for n in found})
+        except ApiException:
+            quotas = None  # namespaces are not the caller's to read: quotas unknown
+    except ClusterError as exc:
+        print(f"argus queue: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    waiting, users = queue_rows(tasks, quotas)
+    if args.output == "json":
+        print(json.dumps({"queue": waiting, "users": users}, indent=2))
+        return EXIT_OK
+    now = dt.datetime.now(dt.timezone.utc)
+    table = [("POSITION", "USER", "NAMESPACE/NAME", "GPUS", "PRIORITY", "WAITING", "REASON")]
+    for r in waiting:
+        reason = f"{r['reason']}: {r['message']}" if r["message"] else (r["reason"] or "")
+        table.append((str(r["position"] or "-"), r["user"], f"{r['namespace']}/{r['name']}", str(r["gpus"]), str(r["priority"]),
+                      _age(r["waitingSince"], now), reason[:100]))
+    _print_table(table)
+    print()
+    _print_table([("USER", "GPUS IN USE", "QUOTA", "QUEUED")] +
+                 [(u["user"], str(u["gpusInUse"]), "-" if u["quota"] is None else str(u["quota"]), str(u["queued"])) for u in users])
+    if note:
+        print(note, file=sys.stderr)
+    return EXIT_OK
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
 def register_cluster_commands(sub: Any) -> None:
+    p = sub.add_parser("queue", help="the tasks waiting in the queue, in order, and each user's GPUs in use and quota")
+    p.add_argument("-n", "--namespace", help="only this namespace (default: every namespace you may list)")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("--kubeconfig")
+    p.add_argument("--context")
+    p.set_defaults(func=cmd_queue)
+
     p = sub.add_parser("logs", help="print or follow the Ray job logs of an ArgusTask")
     p.add_argument("task", help="ArgusTask name")
     p.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
     p.add_argument("-f", "--follow", action="store_true", help="follow the log until the job ends")
     p.add_argument("--tail", type=int, default=None, help="only the last N lines")
+    p.add_argument("--attempt", type=int, default=None, help="the log of this attempt (default: the current one)")
     p.add_argument("--kubeconfig")
     p.add_argument("--context")
     p.add_argument("--ray-address", help="Ray dashboard to read from (default: the one in the task's status)")
@@ -242,6 +395,9 @@ def register_cluster_commands(sub: Any) -> None:
     p = sub.add_parser("onboard", help="let a user run tasks: label a namespace argus.io/user=USER and bind argus-edit there")
     p.add_argument("user", metavar="USER", help="user id (also the Kubernetes user name the RoleBinding names)")
     p.add_argument("-n", "--namespace", help="namespace to onboard (default: USER); created if missing")
+    p.add_argument("--gpu-quota", type=int, default=None,
+                   help="GPUs the user's running tasks may hold in all (namespace annotation argus.io/gpu-quota; "
+                        "with several namespaces, the smallest counts)")
     p.add_argument("--dry-run", action="store_true", help="print the objects as YAML and change nothing")
     p.add_argument("--kubeconfig")
     p.add_argument("--context")

@@ -36,7 +36,7 @@ def argus_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def crd_installed(control_plane: Any) -> None:
     control_plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
-    control_plane.kubectl("wait", "--for=condition=Established", "crd/argustasks.argus.io", "--timeout=60s")
+    control_plane.wait_established("argustasks.argus.io")
 
 
 @pytest.fixture

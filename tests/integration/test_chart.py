@@ -108,7 +108,7 @@ NOT_ON_TESTBED = {"cert-manager.io/v1"}
 NAMESPACES_GET = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}
 CRDS_WATCH = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]}
 TASK_RULES = [
-    {"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["list", "watch", "patch"]},
+    {"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["list", "watch", "patch", "delete"]},
     {"apiGroups": ["argus.io"], "resources": ["argustasks/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
@@ -203,7 +203,8 @@ def chart_crds(control_plane: KubeCluster) -> None:
     Prometheus Operator's ServiceMonitor and PodMonitor CRDs (for metrics.serviceMonitor/podMonitor)."""
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(find_monitoring_crds()))
-    control_plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    names = [d["metadata"]["name"] for f in sorted((CHART / "crds").glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+    control_plane.wait_established(*names, "servicemonitors.monitoring.coreos.com", "podmonitors.monitoring.coreos.com")
 
 
 @pytest.fixture(scope="module")
@@ -833,13 +834,15 @@ def _lease_exists(cp: KubeCluster, namespace: str) -> None:
 # "no-events": it runs, but kubectl describe shows nothing (the lifecycle test above asserts
 # events, so it would catch that); "runs": it works without it, loudly: kopf cannot follow CRD
 # changes (it warns), or, without `watch`, the task cache lists every second instead of
-# watching (a warning each time). The last field prepares the cluster first.
+# watching (a warning each time); "kept": it runs, but is not deleted when its
+# ttlSecondsAfterFinished (0 here) runs out. The last field prepares the cluster first.
 TRIMMED = {
     "argustasks/status patch": (_rule_for("argustasks/status"), None, "stuck", 'cannot patch resource "argustasks/status"', None),
-    "argustasks list/watch/patch": (_rule_for("argustasks"), None, "stuck", 'cannot list resource "argustasks"', None),
+    "argustasks list/watch/patch/delete": (_rule_for("argustasks"), None, "stuck", 'cannot list resource "argustasks"', None),
     "argustasks list (verb)": (_rule_for("argustasks"), "list", "stuck", 'cannot list resource "argustasks"', None),
     "argustasks watch (verb)": (_rule_for("argustasks"), "watch", "runs", 'cannot watch resource "argustasks"', None),
     "argustasks patch (verb)": (_rule_for("argustasks"), "patch", "queued", 'cannot patch resource "argustasks"', None),
+    "argustasks delete (verb)": (_rule_for("argustasks"), "delete", "kept", 'cannot delete resource "argustasks"', None),
     "namespaces get": (_rule_for("namespaces"), None, "stuck", 'cannot get resource "namespaces"', None),
     "events create": (_rule_for("events"), None, "no-events", 'cannot create resource "events"', None),
     "leases create": (_rule_for("leases", "create"), None, "stuck", 'cannot create resource "leases"', None),
@@ -888,7 +891,9 @@ def test_operator_without_one_rule_fails_loudly(case: str, helm: Any, installed:
     _, kubeconfig = _trimmed_identity(cp, roles, lease_ns)
     if prepare:
         prepare(cp, lease_ns)
-    apply_text(cp, ns, advanced_task("victim", ppo_command(steps=3)))
+    victim = json.loads(advanced_task("victim", ppo_command(steps=3)))
+    victim["spec"]["ttlSecondsAfterFinished"] = 0  # deleted as soon as it ends: the delete verb is used
+    apply_text(cp, ns, json.dumps(victim))
     flags = [f"--leader-election-namespace={lease_ns}" if f.startswith("--leader-election-namespace") else f for f in chart_flags(installed)]
     op = run_operator([ns], kubeconfig=kubeconfig, extra_args=flags)
     log = lambda: op.log_path.read_text(errors="replace").replace('\\"', '"')  # noqa: E731 - JSON bodies escape quotes
@@ -909,9 +914,22 @@ def test_operator_without_one_rule_fails_loudly(case: str, helm: Any, installed:
             status = get_task(cp, ns, "victim").get("status") or {}
             assert status.get("phase") == "Queued", status
             assert ray_jobs_for(ray_cluster.dashboard_url, ns) == []
-        else:
+        elif symptom == "kept":  # it ran, and it stays although its TTL ran out
             status = wait_phase(cp, ns, "victim", ("Succeeded", "Failed", "Rejected"), timeout=120, op=op)["status"]
             assert status["phase"] == "Succeeded", status
+            wait_for(lambda: log().count(complaint) >= 2, 60, f"the operator to retry and meet {complaint!r} again",
+                     on_timeout=lambda: op.log_tail(60))
+            assert get_task(cp, ns, "victim")["status"]["phase"] == "Succeeded"
+        else:
+            # It ran, and (its TTL being 0) it is deleted as soon as it ends: wait for either.
+            def ended() -> str | None:
+                out = cp.kubectl("get", "argustask", "victim", "-n", ns, "-o", "json", "--ignore-not-found").stdout
+                if not out.strip():
+                    return "deleted"
+                return (json.loads(out).get("status") or {}).get("phase") if (json.loads(out).get("status") or {}).get("phase") in (
+                    "Succeeded", "Failed", "Rejected") else None
+            outcome = wait_for(ended, 120, "the victim to end", on_timeout=lambda: op.log_tail(60))
+            assert outcome in ("Succeeded", "deleted"), outcome
             if symptom == "no-events":
                 assert events_for(cp, ns, "victim") == []
                 assert "could not post event" in log()

@@ -1,5 +1,5 @@
 """Issue 16: the image's dependency set, without an image. The lock
-(requirements/operator.txt: hashes required, wheels only) and the operator's wheel go into
+(requirements/operator.txt: hashes required) and the operator's wheel go into
 a new, empty virtual environment (hack/lock-install.sh), which is then pruned as the image
 is (hack/prune-venv.sh with requirements/image-prune.txt: no Ray server binaries, jars or
 Ray libraries, no pip). From that environment, against the real Ray cluster: the operator's

@@ -119,7 +119,7 @@ def test_leader_dies_the_other_takes_over_and_the_webhook_keeps_answering(
               "--set", "rbac.userRoles=false", "--set", "metrics.enabled=true"]
     objs = rendered(*values)
     cp.kubectl("apply", "--server-side", "-f", str(CHART / "crds"))
-    cp.kubectl("wait", "--for=condition=Established", "crd/argustasks.argus.io", "--timeout=60s")
+    cp.wait_established("argustasks.argus.io")
     cp.kubectl("create", "namespace", NAMESPACE)
     cp.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(o) for o in objs))
     deployment = next(o for o in objs if o["kind"] == "Deployment")

@@ -121,7 +121,8 @@ def test_queue_runs_in_priority_order_and_skips_unschedulable(control_plane, ray
     assert jobs["high"].end_time <= jobs["mid"].start_time and jobs["mid"].end_time <= jobs["low"].start_time, \
         {n: (j.start_time, j.end_time) for n, j in jobs.items()}
     big = get_task(control_plane, ns, "too-big")["status"]
-    assert big["phase"] == "Queued" and big["reason"] == "Unschedulable" and "needs 8 GPUs" in big["message"], big
+    assert big["phase"] == "Queued" and big["reason"] == "Unschedulable", big
+    assert big["message"].startswith("needs 2 worker node(s) with 4 GPUs each, but the largest worker node has 4 GPUs and there is 1 worker node(s)")
     # A place that merely moved is refreshed within POSITION_REFRESH_SECONDS (plus a tick).
     wait_for(lambda: get_task(control_plane, ns, "too-big")["status"].get("queuePosition") == 1, POSITION_REFRESH_SECONDS + 5,
              "too-big to be first in the queue once the others ran")
@@ -143,8 +144,11 @@ def test_cancel_delete_and_deadline_stop_the_ray_job(control_plane, ray_cluster,
     assert client.get_job_info(cancelled["rayJob"]["submissionId"]).status.value == "STOPPED"
 
     sid = get_task(control_plane, ns, "to-delete")["status"]["rayJob"]["submissionId"]
-    control_plane.kubectl("delete", "argustask", "to-delete", "-n", ns, "--timeout=60s")
-    wait_for(lambda: client.get_job_info(sid).status.value == "STOPPED", 20, f"Ray job {sid} to stop after the delete")
+    assert client.get_job_info(sid).status.value == "RUNNING"
+    control_plane.kubectl("delete", "argustask", "to-delete", "-n", ns, "--timeout=60s")  # returns once the finalizer is released
+    # The job was stopped, then removed from Ray's job history: Ray removes only ended jobs
+    # (delete_job refuses a running one), so its absence proves the stop.
+    assert sid not in [j.submission_id for j in client.list_jobs()]
 
     late = wait_phase(control_plane, ns, "with-deadline", ("Failed", "Stopped", "Succeeded"), timeout=60, op=op)["status"]
     assert (late["phase"], late["reason"]) == ("Failed", "DeadlineExceeded")
@@ -227,7 +231,9 @@ def test_delete_after_a_crash_stops_the_job_that_reached_ray(control_plane, ray_
     wait_for(lambda: client.get_job_info(sid).status.value == "RUNNING", 60, f"Ray job {sid} to run")
     control_plane.kubectl("delete", "argustask", "orphan", "-n", ns, "--wait=false")
     assert control_plane.kubectl("get", "argustask", "orphan", "-n", ns, check=False).returncode == 0  # held by the finalizer
+    assert client.get_job_info(sid).status.value == "RUNNING"  # no operator runs: the job still runs
     op.restart(without_faults=True)
     wait_for(lambda: control_plane.kubectl("get", "argustask", "orphan", "-n", ns, check=False).returncode != 0, 60,
              "the object to go once its job is stopped", on_timeout=lambda: op.log_tail())
-    assert client.get_job_info(sid).status.value == "STOPPED"
+    # Stopped, then removed from Ray's job history (Ray removes only ended jobs).
+    assert sid not in [j.submission_id for j in client.list_jobs()]

@@ -62,7 +62,7 @@ spec:
 def argustask_crd(control_plane: KubeCluster) -> str:
     assert CRD_PATH.is_file(), f"{CRD_PATH} is missing"
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
-    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    control_plane.wait_established(CRD_NAME)
     # Established can come a moment before the resource is served: wait until a list works.
     deadline = time.monotonic() + 30
     while True:

@@ -18,9 +18,10 @@ import copy
 import datetime as dt
 import itertools
 from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import Any
 
-from argus.adapters.ray import RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from argus.adapters.ray import PlacementGroup, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from argus.core.patch import apply_merge_patch
 from argus.core.plan import SubmissionPlan
 from argus.core.times import format_time
@@ -51,6 +52,7 @@ class FakeJob:
     driver_node_id: str | None = None
     start_time_ms: int | None = None
     end_time_ms: int | None = None
+    log: list[str] = field(default_factory=list)
 
 
 class FakeRay:
@@ -60,12 +62,14 @@ class FakeRay:
         self.clock = clock
         self.jobs: dict[str, FakeJob] = {}
         self.nodes_: list[RayNode] = [
-            RayNode("head", {"CPU": 0.0}, is_head=True),
-            RayNode("w1", {"CPU": 1.0, "GPU": worker_gpus, worker_resource: 100.0}),
+            RayNode("head", {"CPU": 0.0}, is_head=True, gpus_used=0.0),
+            RayNode("w1", {"CPU": 1.0, "GPU": worker_gpus, worker_resource: 100.0}, gpus_used=0.0),
         ]
+        self.groups: list[PlacementGroup] = []  # placement groups holding GPUs (verl's workers)
         self.reachable = True
         self.refuse_submissions: str | None = None
         self.calls: list[tuple[str, str]] = []
+        self.deleted: list[str] = []
 
     def _ms(self) -> int:
         return int(self.clock.now().timestamp() * 1000)
@@ -91,7 +95,8 @@ class FakeRay:
         job = self.jobs.get(submission_id)
         if job is None:
             raise RayJobUnknown(f"Job {submission_id} does not exist.")
-        return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms)
+        return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms,
+                      job_id=f"job-{submission_id}" if job.status != "PENDING" else None)
 
     async def stop(self, submission_id: str) -> bool:
         self._check("stop", submission_id)
@@ -103,9 +108,49 @@ class FakeRay:
         job.status, job.end_time_ms = "STOPPED", self._ms()
         return True
 
+    async def delete(self, submission_id: str) -> bool:
+        self._check("delete", submission_id)
+        job = self.jobs.get(submission_id)
+        if job is None:
+            raise RayJobUnknown(f"Job {submission_id} does not exist.")
+        if job.status in ("PENDING", "RUNNING"):
+            raise RayRefused(f"Job {submission_id} is not in a terminal state")
+        del self.jobs[submission_id]
+        self.deleted.append(submission_id)
+        return True
+
+    async def tail_logs(self, submission_id: str) -> AsyncIterator[str]:
+        """Ray's log stream: the log so far, then what the driver writes, until the job ends."""
+        self._check("logs", submission_id)
+        job = self.jobs.get(submission_id)
+        if job is None:
+            raise RayJobUnknown(f"Job {submission_id} does not exist.")
+        sent = 0
+        while True:
+            if not self.reachable:
+                raise RayUnreachable("the log stream broke")
+            while sent < len(job.log):
+                sent += 1
+                yield job.log[sent - 1]
+            if job.status not in ("PENDING", "RUNNING"):
+                return
+            await asyncio.sleep(0.001)
+
     async def nodes(self) -> list[RayNode]:
         self._check("nodes")
         return list(self.nodes_)
+
+    async def placement_groups(self) -> list[PlacementGroup]:
+        self._check("nodes")
+        return list(self.groups)
+
+    def add_worker(self, node_id: str, gpus: float, used: float = 0.0, worker_resource: str = "worker_node") -> None:
+        self.nodes_.append(RayNode(node_id, {"CPU": 1.0, "GPU": gpus, worker_resource: 100.0}, gpus_used=used))
+
+    def use_gpus(self, node_id: str, gpus: float) -> None:
+        """Something (a job outside Argus, or placement groups) holds GPUs on the node."""
+        self.nodes_ = [RayNode(n.node_id, n.resources_total, n.is_head, (n.gpus_used or 0.0) + gpus) if n.node_id == node_id else n
+                       for n in self.nodes_]
 
     # -- what Ray does on its own -----------------------------------------------------
     def run(self, submission_id: str, driver: str = "w1") -> None:
@@ -115,6 +160,10 @@ class FakeRay:
     def finish(self, submission_id: str, status: str = "SUCCEEDED", message: str = "") -> None:
         job = self.jobs[submission_id]
         job.status, job.message, job.end_time_ms = status, message, self._ms()
+
+    def say(self, submission_id: str, text: str) -> None:
+        """The driver prints ``text``."""
+        self.jobs[submission_id].log.append(text)
 
     def restart_head(self) -> None:
         """A stateless head forgets every job."""
@@ -155,6 +204,8 @@ class FakeCluster:
         self.namespaces: dict[str, dict[str, str]] = {}
         self.namespace_error: Exception | None = None
         self.namespace_reads = 0
+        self.quotas: dict[str, int] = {}  # namespace -> its argus.io/gpu-quota
+        self.deletions: list[str] = []
         self.events: list[Event] = []
         self.writes = Writes()
         self.synced = asyncio.Event()
@@ -252,6 +303,16 @@ class FakeCluster:
 
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         self.events.append(Event(namespace, name, type_, reason, message))
+
+    async def delete_task(self, namespace: str, name: str) -> bool:
+        if (namespace, name) not in self.objects:
+            return False
+        self.deletions.append(name)
+        self.delete((namespace, name))
+        return True
+
+    async def user_namespaces(self) -> dict[str, tuple[str, int | None]]:
+        return {ns: (labels["argus.io/user"], self.quotas.get(ns)) for ns, labels in self.namespaces.items() if "argus.io/user" in labels}
 
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         self.namespace_reads += 1

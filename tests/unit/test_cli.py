@@ -31,6 +31,7 @@ spec:
     python3 -m verl.trainer.main_ppo \\
       data.train_files=$HOME/common/datasets/gsm8k/train.parquet \\
       data.val_files=$HOME/datasets/gsm8k/test.parquet \\
+      trainer.nnodes=1 trainer.n_gpus_per_node=1 \\
       +ray_kwargs.ray_init.address=auto
 """
 BASIC = """\
@@ -210,7 +211,7 @@ def test_validate_root_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_validate_entrypoint_allowlist_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     custom = ADVANCED.replace("verl.trainer.main_ppo", "mylab.train")
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice")
-    assert code == 1 and "does not run an allowed entrypoint" in out
+    assert code == 1 and "'mylab.train': module mylab.train is not allowed for python3 (line 1): run an allowed module (verl.trainer.*)" in out
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice", "--allow-entrypoint", "python3 -m mylab.*")
     assert code == 0, out
     code, _, err = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice", "--allow-entrypoint", "python3 mylab")
@@ -291,6 +292,15 @@ def test_convert_keeps_an_explicit_kind(tmp_path: Path, capsys: pytest.CaptureFi
     old = "kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 1\ncommand: python3 -m verl.trainer.main_ppo\n"
     code, out, _ = run(capsys, "convert", "-f", write(tmp_path, old), "--namespace", "alice", "--name", "adv")
     assert code == 0 and yaml.safe_load(out)["spec"]["kind"] == "advanced"
+
+
+def test_convert_drops_a_v3_submission_id_with_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "convert", "-f", write(tmp_path, V3 + "submission_id: grpo-2024-01\n"), "--namespace", "alice", "--name", "x")
+    assert code == 0
+    assert err == ("note: submission_id: 'grpo-2024-01': dropped: Argus sets the Ray submission id itself "
+                   "(argus-<namespace>-<name>-<uid>, one job per task)\n")
+    assert "submission_id" not in out and "submissionId" not in out
+    assert yaml.safe_load(out)["spec"]["nGpusPerNode"] == 2
 
 
 def test_convert_unknown_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

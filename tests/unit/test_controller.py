@@ -6,7 +6,7 @@ Ray in tests/integration."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
 from argus.controller.reconciler import Reconciler
 from argus.controller.settings import OperatorConfig
+from argus.adapters.ray import PlacementGroup
 from fakes import FakeClock, FakeCluster, FakeRay
 
 pytestmark = pytest.mark.unit
@@ -39,14 +40,25 @@ class World:
                                      poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace)
         self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, now=self.clock.now, monotonic=self.clock.monotonic)
         self.cluster.onboard(NS, "alice")
+        # One event loop for the world's life: background work (log streams) goes on across ticks.
+        self.loop = asyncio.new_event_loop()
+        OPEN_WORLDS.append(self)
 
     def tick(self, after: float = 0.0) -> None:
         self.clock.advance(after)
 
         async def go() -> None:
+            await asyncio.sleep(0.01)  # background work (log streams) catches up first
             await self.reconciler.tick()
             await self.reconciler.idle()
-        asyncio.run(go())
+        self.loop.run_until_complete(go())
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.reconciler.logs.close()
+        self.loop.run_until_complete(asyncio.sleep(0))
+        self.loop.close()
 
     def settle(self, ticks: int = 3, every: float = 2.0) -> None:
         for _ in range(ticks):
@@ -65,6 +77,17 @@ class World:
         verdict = validate_task(obj, "alice", self.config.platform)
         assert verdict.plan is not None, verdict.error_lines()
         return verdict.plan
+
+
+OPEN_WORLDS: list[World] = []
+
+
+@pytest.fixture(autouse=True)
+def close_worlds() -> Iterator[None]:
+    """Every world a test made is closed after it (its background tasks with it)."""
+    yield
+    while OPEN_WORLDS:
+        OPEN_WORLDS.pop().close()
 
 
 @pytest.fixture
@@ -213,7 +236,8 @@ def test_a_task_bigger_than_the_cluster_is_unschedulable_and_blocks_nobody(world
     world.tick()
     status = world.cluster.status(big)
     assert (status["phase"], status["reason"]) == ("Queued", "Unschedulable")
-    assert status["message"].startswith("needs 8 GPUs")
+    assert status["message"] == ("needs 1 worker node(s) with 8 GPUs each, but the largest worker node has 4 GPUs and there is "
+                                 "1 worker node(s); it will run only if the cluster grows")
     assert world.phase(small) == "Submitted"
 
 
@@ -469,3 +493,171 @@ def test_state_kept_per_task_is_dropped_with_the_task(world: World) -> None:
     assert world.cluster.objects == {}
     rec = world.reconciler
     assert rec._locks == {} and rec.jobs.followed() == [] and rec._retry_at == {}
+
+
+# --------------------------------------------------------------------------- progress (issue 13)
+
+def test_progress_comes_from_the_jobs_log_and_its_writes_are_bounded() -> None:
+    world = World()
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.run(sid)
+    world.ray.say(sid, "verl stand-in main_ppo\nTotal training steps: 300\nTraining from scratch\n")
+    world.tick(0.2)
+    patches = len(status_patches(world, key))
+    for i in range(1, 61):  # a step every half second for 30 s
+        world.ray.say(sid, f"step:{i} - critic/score/mean:{i / 100:.2f} - timing_s/step:0.5\n")
+        world.tick(0.5)
+    progress = world.cluster.status(key)["progress"]
+    assert progress["totalSteps"] == 300 and progress["summary"] == f"{progress['step']}/300" and progress["step"] >= 30
+    assert progress["metrics"]["critic/score/mean"] == pytest.approx(progress["step"] / 100)
+    assert len(status_patches(world, key)) - patches <= 3  # 30 s at one progress write per 15 s (config default)
+    world.ray.say(sid, "step:61 - critic/score/mean:0.61\nFinal validation metrics: {}\n")
+    world.ray.finish(sid)
+    world.settle()
+    status = world.cluster.status(key)
+    assert status["phase"] == "Succeeded" and status["progress"]["step"] == 61  # the last line counts, even after the end
+    assert status["attempts"][0]["lastStep"] == 61
+    world.close()
+
+
+# --------------------------------------------------------------------------- restarts (issue 13)
+
+def test_a_lost_job_runs_again_as_attempt_two_and_succeeds() -> None:
+    world = World()
+    key = world.cluster.create("t", spec(restartPolicy="OnRayJobLost"))
+    world.tick()
+    first = world.sid(key)
+    world.ray.run(first)
+    world.ray.say(first, "Total training steps: 10\nstep:4 - a:1\n")
+    world.tick(0.2)
+    world.ray.restart_head()
+    world.tick(0.5)
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"], status["attempt"]) in {("Queued", "Retrying", 2), ("Submitted", "Admitted", 2)}
+    world.tick(0.1)
+    second = world.sid(key)
+    assert second == first + "-a2" and world.phase(key) == "Submitted"
+    assert "Retrying" in world.cluster.reasons(key)
+    world.ray.run(second)
+    world.ray.finish(second)
+    world.settle()
+    status = world.cluster.status(key)
+    assert (status["phase"], status["attempt"]) == ("Succeeded", 2)
+    assert [(a["attempt"], a["submissionId"], a["outcome"]) for a in status["attempts"]] == [
+        (1, first, "RayJobLost"), (2, second, "RayJobSucceeded")]
+    assert world.ray.count("submit") == 2
+    world.close()
+
+
+def test_restarts_stop_at_the_backoff_limit() -> None:
+    world = World()
+    key = world.cluster.create("t", spec(restartPolicy="OnFailure", backoffLimit=1))
+    for attempt in (1, 2):
+        world.tick(0.1)
+        world.tick(0.1)
+        sid = world.sid(key)
+        assert sid.endswith("-a2") == (attempt == 2)
+        world.ray.run(sid)
+        world.ray.finish(sid, "FAILED", "Job entrypoint command failed with exit code 1")
+        world.tick(0.5)
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"]) == ("Failed", "BackoffLimitExceeded")
+    assert [a["outcome"] for a in status["attempts"]] == ["RayJobFailed", "RayJobFailed"]
+    world.close()
+
+
+# --------------------------------------------------------------------------- cleanup (issue 13)
+
+def test_an_ended_task_is_deleted_after_its_ttl_with_its_ray_job(world: World) -> None:
+    key = world.cluster.create("t", spec(ttlSecondsAfterFinished=60))
+    world.tick()
+    sid = world.sid(key)
+    world.ray.finish(sid)
+    world.tick(0.2)
+    assert world.phase(key) == "Succeeded"
+    world.tick(30)
+    assert key in world.cluster.objects
+    world.tick(31)  # the TTL ran out: deleted; the finalizer removes the job from Ray's history first
+    world.tick(0.2)
+    assert key not in world.cluster.objects and world.cluster.deletions == ["t"]
+    assert world.ray.deleted == [sid] and sid not in world.ray.jobs
+
+
+def test_ray_job_history_is_trimmed_after_the_retention() -> None:
+    world = World()
+    world.reconciler.settings = world.reconciler.settings.__class__(**{**world.reconciler.settings.__dict__, "ray_job_retention_seconds": 120})
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.finish(sid)
+    world.tick(0.2)
+    world.tick(100)
+    assert sid in world.ray.jobs
+    world.tick(21)
+    assert world.ray.deleted == [sid]
+    assert world.cluster.status(key)["rayJobsRemoved"] is True
+    world.tick(200)
+    assert world.ray.count("delete") == 1  # once
+    world.close()
+
+
+# --------------------------------------------------------------------------- scheduling (issue 14)
+
+def test_admission_counts_gpus_per_node_and_what_others_hold() -> None:
+    world = World(gpus=4)
+    world.ray.add_worker("w2", 2)
+    world.ray.use_gpus("w1", 2)  # a job outside Argus holds 2 of w1's 4 GPUs
+    four = world.cluster.create("four", spec(gpus=4))
+    two = world.cluster.create("two", spec(gpus=2, priority=-1))
+    world.tick()
+    status = world.cluster.status(four)
+    assert (status["phase"], status["reason"]) == ("Queued", "Queued")
+    assert status["message"] == ("waiting for 1 worker node(s) with 4 free GPUs each (free now: 2, 2 GPUs on 2 worker node(s)); "
+                                 "1 node(s) are kept for it as they drain")
+    assert world.phase(two) == "Submitted"  # w1 is kept for the 4-GPU task; the 2-GPU one runs on w2
+    world.ray.use_gpus("w1", -2)  # the outside job ended
+    world.tick(2.1)
+    assert world.phase(four) == "Submitted"
+    world.close()
+
+
+def test_an_admitted_tasks_gpus_are_held_until_ray_shows_them_and_then_counted_once() -> None:
+    world = World(gpus=16, max_running=3)
+    first = world.cluster.create("first", spec(gpus=8))
+    second = world.cluster.create("second", spec(gpus=8))
+    third = world.cluster.create("third", spec(gpus=4))
+    world.tick()
+    assert [world.phase(k) for k in (first, second, third)] == ["Submitted", "Submitted", "Queued"]  # 8 + 8 claimed of 16
+    world.ray.run(world.sid(first))
+    world.tick(0.2)
+    world.ray.groups = [PlacementGroup(creator_job_id=f"job-{world.sid(first)}", gpus=8)]  # first's verl workers hold 8 in Ray
+    world.ray.use_gpus("w1", 8)
+    world.tick(2.1)
+    assert world.phase(third) == "Queued"  # 8 used (first, seen by Ray) + 8 claimed (second, not yet): no room
+    world.ray.finish(world.sid(second))
+    world.tick(0.5)
+    world.tick(0.1)
+    assert world.phase(third) == "Submitted"  # first counted once: 16 - 8 = 8 free
+    world.close()
+
+
+def test_a_user_over_quota_waits_and_others_go_on() -> None:
+    world = World(gpus=8)
+    world.cluster.onboard("team-b", "bob")
+    world.cluster.quotas[NS] = 2
+    a1 = world.cluster.create("a1", spec(gpus=2))
+    a2 = world.cluster.create("a2", spec(gpus=2))
+    b1 = world.cluster.create("b1", spec(gpus=2), namespace="team-b")
+    world.tick()
+    world.tick(0.1)
+    assert world.phase(a1) == "Submitted" and world.phase(b1) == "Submitted"
+    status = world.cluster.status(a2)
+    assert (status["phase"], status["reason"]) == ("Queued", "QuotaExceeded")
+    assert status["message"] == "waiting: user alice holds 2 of the 2 GPUs of its quota and this task needs 2"
+    world.ray.finish(world.sid(a1))
+    world.tick(0.5)
+    world.tick(0.1)
+    assert world.phase(a2) == "Submitted"
+    world.close()

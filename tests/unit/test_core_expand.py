@@ -68,6 +68,9 @@ P = PlatformConfig()  # root /private
         ("$HOME.bak", "$HOME.bak"),
         ("$HOME$USER", "$HOME$USER"),
         ("$HOME*", "$HOME*"),
+        # escaped: bash reads \$HOME as the text $HOME
+        ("\\$HOME/x", "\\$HOME/x"),
+        ("\\${HOME}/common/hf", "\\${HOME}/common/hf"),
     ],
 )
 def test_expansion_rules(text: str, expanded: str) -> None:

@@ -10,11 +10,12 @@ import pytest
 
 from argus.core import lifecycle as lc
 from argus.core.lifecycle import (
-    Admitted, JobObserved, JobUnknown, LifecycleSettings, PostEvent, RayUnreachable, Reconcile, ReleaseFinalizer, Refused,
-    StopJob, Submit, SubmitResult, TaskState, Validated, Waiting, needs_ray, phase_for_ray, step,
+    Admitted, DeleteTask, JobObserved, JobUnknown, LifecycleSettings, PostEvent, ProgressObserved, RayJobsRemoved, RayUnreachable,
+    Reconcile, ReleaseFinalizer, Refused, RemoveRayJobs, StopJob, Submit, SubmitResult, TaskState, Validated, Waiting, needs_ray,
+    phase_for_ray, step, timer_due,
 )
 from argus.core.plan import SubmissionPlan
-from argus.core.spec import ArgusTaskStatus, Condition, Phase, RayJobStatus
+from argus.core.spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, TaskProgress
 
 pytestmark = pytest.mark.unit
 
@@ -296,8 +297,9 @@ def test_deleting_a_task_that_may_have_a_job_asks_ray_first(phase: str | None) -
     t = task(phase, finalizer=True, deleting=T0)
     assert needs_ray(t)
     assert step(t, JobObserved("RUNNING"), T0, SETTINGS).actions == (StopJob(SID),)
-    assert step(t, JobObserved("STOPPED"), T0, SETTINGS).actions == (ReleaseFinalizer(),)
-    assert step(t, JobUnknown(), T0, SETTINGS).actions == (ReleaseFinalizer(),)
+    # Once it has stopped (or was never there), its job leaves Ray's history and the object goes.
+    assert step(t, JobObserved("STOPPED"), T0, SETTINGS).actions == (RemoveRayJobs((SID,)), ReleaseFinalizer())
+    assert step(t, JobUnknown(), T0, SETTINGS).actions == (RemoveRayJobs((SID,)), ReleaseFinalizer())
 
 
 def test_deleting_a_task_without_finalizer_needs_nothing() -> None:
@@ -347,3 +349,109 @@ def test_a_pending_read_after_the_submission_writes_nothing_new() -> None:
     assert d.status == submitted and d.actions == ()
     running = step(t, JobObserved("RUNNING", start_time_ms=1_796_284_800_000, driver_node_id="w1"), T0, SETTINGS)
     assert running.status.ray_job.start_time == "2026-12-03T08:00:00Z"
+
+
+# --------------------------------------------------------------------------- attempts
+
+def with_policy(t: TaskState, policy: str, limit: int = 3, **status: object) -> TaskState:
+    return TaskState(**{**t.__dict__, "restart_policy": policy, "backoff_limit": limit,
+                        "status": t.status.model_copy(update=status) if status else t.status})
+
+
+def test_never_keeps_a_lost_job_final() -> None:
+    d = step(with_policy(running(), "Never"), JobUnknown(), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason) == ("Failed", "RayJobLost")
+    assert "spec.restartPolicy: Never" in d.status.message
+    assert [(r.attempt, r.outcome) for r in d.status.attempts] == [(1, "RayJobLost")]
+
+
+def test_a_lost_attempt_is_queued_again_as_the_next_attempt() -> None:
+    t = with_policy(running(), "OnRayJobLost", progress=TaskProgress(step=40, total_steps=300))
+    d = step(t, JobUnknown(), T0, SETTINGS)
+    s = d.status
+    assert (s.phase, s.reason, s.attempt) == ("Queued", "Retrying", 2)
+    assert s.message == ("attempt 1 at step 40: Ray no longer knows job argus-ns-t-0a1b2c3d: the Ray head restarted (it keeps no job "
+                         "history) or the job was removed; attempt 2 waits in the queue (restart 1 of 3) and resumes from the newest "
+                         "checkpoint in the job folder")
+    assert [(r.attempt, r.submission_id, r.outcome, r.last_step) for r in s.attempts] == [(1, SID, "RayJobLost", 40)]
+    assert s.ray_job is None and s.admitted_at == "2026-12-03T07:59:00Z"  # the deadline still counts from the first admission
+    retried = TaskState(**{**t.__dict__, "status": s})
+    assert retried.submission_id == "argus-ns-t-0a1b2c3d-a2"  # Ray never reuses an id
+    assert retried.submission_ids() == [SID, "argus-ns-t-0a1b2c3d-a2"]
+    assert needs_ray(retried)  # it holds the finalizer: attempt 2 may reach Ray before its status says so
+    submitted = step(retried, SubmitResult("submitted", "argus-ns-t-0a1b2c3d-a2"), T0, SETTINGS).status
+    assert (submitted.phase, submitted.attempt, submitted.ray_job.submission_id) == ("Submitted", 2, "argus-ns-t-0a1b2c3d-a2")
+    assert [(r.attempt, r.outcome) for r in submitted.attempts] == [(1, "RayJobLost"), (2, None)]
+
+
+def test_on_ray_job_lost_does_not_retry_a_failed_job_but_on_failure_does() -> None:
+    failed = JobObserved("FAILED", "Job entrypoint command failed with exit code 1")
+    lost_only = step(with_policy(running(), "OnRayJobLost"), failed, T0, SETTINGS).status
+    assert (lost_only.phase, lost_only.reason) == ("Failed", "RayJobFailed")
+    on_failure = step(with_policy(running(), "OnFailure"), failed, T0, SETTINGS).status
+    assert (on_failure.phase, on_failure.reason, on_failure.attempt) == ("Queued", "Retrying", 2)
+    assert "job argus-ns-t-0a1b2c3d failed: Job entrypoint command failed with exit code 1" in on_failure.message
+
+
+def test_the_backoff_limit_ends_the_retries() -> None:
+    t = with_policy(running(), "OnFailure", limit=2, attempt=3)
+    d = step(t, JobObserved("FAILED", "exit code 1"), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason) == ("Failed", "BackoffLimitExceeded")
+    assert d.status.message == "attempt 3: job argus-ns-t-0a1b2c3d-a3 failed: exit code 1; no restart left (spec.backoffLimit 2)"
+    zero = step(with_policy(running(), "OnFailure", limit=0), JobObserved("FAILED"), T0, SETTINGS)
+    assert zero.status.reason == "BackoffLimitExceeded"
+
+
+def test_a_cancelled_or_late_job_is_never_retried() -> None:
+    cancelled = step(with_policy(running(cancel=True), "OnFailure"), JobObserved("STOPPED"), T0, SETTINGS)
+    assert (cancelled.status.phase, cancelled.status.reason) == ("Stopped", "Cancelled")
+    late = step(with_policy(running(deadline=30), "OnFailure"), JobObserved("FAILED"), T0, SETTINGS)
+    assert (late.status.phase, late.status.reason) == ("Failed", "DeadlineExceeded")
+
+
+def test_a_succeeded_attempt_is_recorded() -> None:
+    d = step(running(), JobObserved("SUCCEEDED", "ok", "w1", 1_796_284_800_000, 1_796_284_860_000), T0, SETTINGS)
+    assert [(r.attempt, r.outcome, r.start_time, r.end_time) for r in d.status.attempts] == [
+        (1, "RayJobSucceeded", "2026-12-03T08:00:00Z", "2026-12-03T08:01:00Z")]
+    assert d.status.finished_at == "2026-12-03T08:00:00Z"
+
+
+# --------------------------------------------------------------------------- progress
+
+def test_progress_is_recorded_for_a_task_that_ran() -> None:
+    p = TaskProgress(step=37, total_steps=300, summary="37/300")
+    assert step(running(), ProgressObserved(p), T0, SETTINGS).status.progress == p
+    # The job's last lines arrive a moment after its end: they still count, in the attempt too.
+    done = task("Succeeded", reason="RayJobSucceeded", attempts=[AttemptRecord(attempt=1, submission_id=SID, outcome="RayJobSucceeded", last_step=36)])
+    after = step(done, ProgressObserved(TaskProgress(step=300, total_steps=300)), T0, SETTINGS).status
+    assert after.progress.step == 300 and after.attempts[0].last_step == 300
+    assert step(task(), ProgressObserved(p), T0, SETTINGS).status.progress is None  # never ran
+
+
+# --------------------------------------------------------------------------- cleanup
+
+def ended(**kw: object) -> TaskState:
+    t = task("Succeeded", reason="RayJobSucceeded", finished_at="2026-12-03T07:00:00Z", finalizer=True,
+             attempts=[AttemptRecord(attempt=1, submission_id=SID, outcome="RayJobSucceeded")])
+    return TaskState(**{**t.__dict__, **kw})
+
+
+def test_an_ended_task_is_deleted_when_its_ttl_runs_out() -> None:
+    t = ended(ttl_seconds_after_finished=3600)  # ended 07:00
+    assert timer_due(t, SETTINGS) == (dt.datetime(2026, 12, 3, 8, 0, tzinfo=dt.timezone.utc), "ttl")
+    assert step(t, Reconcile(), T0 - dt.timedelta(seconds=1), SETTINGS).actions == ()
+    assert step(t, Reconcile(), T0, SETTINGS).actions == (DeleteTask(),)
+    assert timer_due(ended(), SETTINGS) is None  # no TTL: kept
+    assert timer_due(task("Running", reason="RayJobRunning"), SETTINGS) is None
+
+
+def test_an_ended_tasks_ray_jobs_leave_rays_history_after_the_retention() -> None:
+    settings = LifecycleSettings(ray_job_retention_seconds=1800)
+    t = ended()
+    assert timer_due(t, settings) == (dt.datetime(2026, 12, 3, 7, 30, tzinfo=dt.timezone.utc), "retention")
+    assert step(t, Reconcile(), T0, settings).actions == (RemoveRayJobs((SID,)),)
+    removed = step(t, RayJobsRemoved(), T0, settings).status
+    assert removed.ray_jobs_removed is True
+    assert timer_due(TaskState(**{**t.__dict__, "status": removed}), settings) is None
+    never_ran = task("Rejected", reason="InvalidSpec", finished_at="2026-12-03T07:00:00Z")
+    assert timer_due(never_ran, settings) is None

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from argus.core.config import PlatformConfig
 from argus.core.plan import SubmissionPlan, resolve_plan, submission_id_for, validate_spec, validate_task
-from argus.core.shell import parse_script
 from argus.core.spec import ArgusTaskSpec
+from argus.core.template import basic_command
 
 pytestmark = pytest.mark.unit
 
@@ -23,6 +23,7 @@ ADVANCED = (
     "python3 -m verl.trainer.main_ppo \\\n"
     "  data.train_files=$HOME/common/datasets/gsm8k/train.parquet \\\n"
     "  data.val_files=$HOME/datasets/gsm8k/test.parquet \\\n"
+    "  trainer.nnodes=1 trainer.n_gpus_per_node=1 \\\n"
     "  +ray_kwargs.ray_init.address=auto\n"
 )
 
@@ -55,8 +56,9 @@ def plan_of(doc: dict[str, Any], user: str = "alice", config: PlatformConfig = C
 
 
 def overrides(command: str) -> dict[str, str]:
-    """The key=value words of the command's one simple command."""
-    (words,) = parse_script(command).commands
+    """The key=value words of a one-line command, split by the standard library's shlex
+    (not by the code under test)."""
+    words = shlex.split(command)
     return dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
 
 
@@ -67,10 +69,12 @@ def test_entrypoint_is_bash_lc_of_the_expanded_command() -> None:
     plan = plan_of(task(advanced()))
     program, flag, script = shlex.split(plan.entrypoint)
     assert (program, flag) == ("bash", "-lc")
-    prologue, command = script.split("\n", 1)
-    assert command == plan.command
-    assert "$HOME" not in command and "/private/datasets/gsm8k/train.parquet" in command
-    assert prologue == f"mkdir -p {plan.job_dir} && cd {plan.job_dir} || exit 1"
+    assert script == (
+        "set -o pipefail\n"
+        "mkdir -p /private/users/alice/jobs/team-a-t1-0b8f0a36 && cd /private/users/alice/jobs/team-a-t1-0b8f0a36 || exit 1\n"
+        "{\n" + plan.command + "\n} 2>&1 | tee -a /private/users/alice/jobs/team-a-t1-0b8f0a36/attempt-1.log"
+    )
+    assert "$HOME" not in plan.command and "/private/datasets/gsm8k/train.parquet" in plan.command
 
 
 def test_entrypoint_shell_is_configurable() -> None:
@@ -91,7 +95,7 @@ def test_entrypoint_quoting_round_trips(tail: str) -> None:
     plan = resolve_plan(spec, command, "alice", CONFIG, namespace="ns", name="n", uid=UID)
     words = shlex.split(plan.entrypoint)
     assert words[:2] == ["bash", "-lc"] and len(words) == 3
-    assert words[2].endswith("\n" + command)
+    assert words[2].endswith("\n{\n" + command + "\n} 2>&1 | tee -a /private/users/alice/jobs/ns-n-0b8f0a36/attempt-1.log")
 
 
 # --- resources, runtime env, job directory, metadata --------------------------------------
@@ -127,10 +131,11 @@ def test_job_directory_is_per_task_under_the_home() -> None:
 
 
 def test_metadata_names_the_object_and_the_user() -> None:
-    plan = plan_of(task(advanced(nnodes=2, nGpusPerNode=4, command=ADVANCED + " trainer.nnodes=2")))
+    command = ADVANCED.replace("trainer.nnodes=1 trainer.n_gpus_per_node=1", "trainer.nnodes=2 trainer.n_gpus_per_node=4")
+    plan = plan_of(task(advanced(nnodes=2, nGpusPerNode=4, command=command)))
     assert plan.metadata == {
         "argus.io/user": "alice", "argus.io/workload": "ppo", "argus.io/gpus": "8",
-        "argus.io/namespace": "team-a", "argus.io/name": "t1", "argus.io/uid": UID,
+        "argus.io/namespace": "team-a", "argus.io/name": "t1", "argus.io/uid": UID, "argus.io/attempt": "1",
     }
     assert all(isinstance(v, str) for v in plan.metadata.values())
     assert plan.gpus == 8 and plan.user == "alice"
@@ -138,8 +143,8 @@ def test_metadata_names_the_object_and_the_user() -> None:
 
 def test_submission_id_is_deterministic() -> None:
     assert submission_id_for("team-a", "t1", UID) == "argus-team-a-t1-0b8f0a36"
-    assert submission_id_for("team-a", "t1", UID) == submission_id_for("team-a", "t1", UID)
-    assert submission_id_for("team-a", "t1", UID) != submission_id_for("team-a", "t1", "1" + UID[1:])
+    assert submission_id_for("team-a", "t1", "1" + UID[1:]) == "argus-team-a-t1-1b8f0a36"
+    assert submission_id_for("ns", "x", "ffffffff-0000-0000-0000-000000000000") == "argus-ns-x-ffffffff"
     assert plan_of(task(advanced())).submission_id == "argus-team-a-t1-0b8f0a36"
     assert plan_of(task(advanced(), uid=None)).submission_id is None  # offline: no object yet
 
@@ -193,7 +198,7 @@ def test_basic_grpo() -> None:
 
 def test_basic_sft() -> None:
     plan = plan_of(task(basic(workload="sft", nGpusPerNode=2, learningRate=2e-5)))
-    (words,) = parse_script(plan.command).commands
+    words = shlex.split(plan.command)
     assert words[:6] == ["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=2", "-m", "verl.trainer.fsdp_sft_trainer"]
     o = overrides(plan.command)
     assert o["model.partial_pretrain"] == "Qwen/Qwen2.5-0.5B-Instruct"
@@ -224,3 +229,17 @@ def test_basic_verdict_carries_the_expanded_spec() -> None:
     verdict = validate_task(task(basic()), "alice", CONFIG)
     assert verdict.spec is not None and verdict.spec.train_file == "/private/datasets/gsm8k/train.parquet"
     assert verdict.warnings == []
+
+
+@pytest.mark.parametrize("spec", [
+    basic(), basic(workload="grpo", customRewardPath="$HOME/code/reward.py", rolloutN=8, saveFreq=5, learningRate=3e-6),
+    basic(workload="sft", nGpusPerNode=2, learningRate=2e-5, projectName="p.q", experimentName="e-1"),
+], ids=["ppo", "grpo", "sft"])
+def test_the_template_runs_unchanged_through_the_language(spec: dict[str, Any]) -> None:
+    """The basic template's output is a program of the language, and the generated command
+    passes exactly the template's words (read back by shlex, not by the code under test)."""
+    verdict = validate_task(task(spec), "alice", CONFIG)
+    assert verdict.valid and verdict.warnings == [], verdict.error_lines() + verdict.warning_lines()
+    assert verdict.spec is not None and verdict.plan is not None
+    template = basic_command(verdict.spec, home="/private/users/alice", experiment="team-a-t1")
+    assert shlex.split(verdict.plan.command) == shlex.split(template)

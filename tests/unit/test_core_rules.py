@@ -9,7 +9,7 @@ from argus.core.rules import change_problems, kind_problems
 
 pytestmark = pytest.mark.unit
 
-HINT = ("an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true); "
+HINT = ("an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true, and spec.ttlSecondsAfterFinished may change); "
         "create a new task with a new name instead")
 
 
@@ -23,6 +23,9 @@ def test_only_cancel_may_change_and_only_to_true() -> None:
     gone = dict(old)
     del gone["nnodes"]
     assert change_problems(old, gone) == [f"spec.nnodes is immutable: {HINT}"]
+    # The time to live after the end may be set, moved or removed later (as on a Job).
+    assert change_problems(old, {**old, "ttlSecondsAfterFinished": 600}) == []
+    assert change_problems({**old, "ttlSecondsAfterFinished": 600}, old) == []
 
 
 @pytest.mark.parametrize("spec,expected", [

@@ -79,10 +79,12 @@ def test_printer_columns(version: dict[str, Any]) -> None:
         ("Kind", ".spec.kind", 0),
         ("Nodes", ".spec.nnodes", 0),
         ("GPUs/node", ".spec.nGpusPerNode", 0),
+        ("Progress", ".status.progress.summary", 0),
         ("Age", ".metadata.creationTimestamp", 0),
         ("User", ".status.user", 1),
         ("Ray job", ".status.rayJob.submissionId", 1),
         ("Reason", ".status.reason", 1),
+        ("Attempt", ".status.attempt", 1),
     ]
     types = {c["name"]: c["type"] for c in version["additionalPrinterColumns"]}
     assert types["Nodes"] == types["GPUs/node"] == "integer" and types["Age"] == "date"
@@ -110,11 +112,14 @@ def test_schema_is_structural(version: dict[str, Any]) -> None:
     nodes = [("", schema), *_walk(schema, "")]
     for path, node in nodes:
         assert "type" in node, f"{path} has no type"
-        for key in ("anyOf", "oneOf", "allOf", "$ref", "nullable", "additionalProperties", "title"):
+        for key in ("anyOf", "oneOf", "allOf", "$ref", "nullable", "title"):
             assert key not in node, f"{path} has {key}"
         if node["type"] == "array":
             assert "type" in node["items"]
-        if node["type"] == "object" and "properties" not in node:
+        if "additionalProperties" in node:  # a map: a schema for its values, never beside properties
+            assert isinstance(node["additionalProperties"], dict) and "type" in node["additionalProperties"], path
+            assert "properties" not in node, path
+        elif node["type"] == "object" and "properties" not in node:
             assert node.get("x-kubernetes-preserve-unknown-fields") or path == ".metadata", path
 
 
@@ -159,7 +164,8 @@ def _python(rule: str) -> str:
 
 
 def _defaults(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": "basic", "cancel": False, "priority": 0, **spec}  # as the API server defaults
+    # as the API server defaults
+    return {"kind": "basic", "cancel": False, "priority": 0, "restartPolicy": "Never", "backoffLimit": 3, **spec}
 
 
 def _failing(rules: list[dict[str, str]], new: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
@@ -190,11 +196,13 @@ def test_unchanged_spec_passes_every_rule(spec_schema: dict[str, Any], spec: dic
     assert _failing(rules, spec, dict(spec)) == []
 
 
-def test_every_field_but_cancel_is_immutable(spec_schema: dict[str, Any]) -> None:
+def test_every_field_but_cancel_and_the_ttl_is_immutable(spec_schema: dict[str, Any]) -> None:
     rules = spec_schema["x-kubernetes-validations"]
     changed_values = {"kind": "basic", "workload": "sft", "command": "python3 -m verl.trainer.other", "cancel": True}
+    mutable = {"cancel", "ttlSecondsAfterFinished"}  # cancel one-way; the time to live may be set or moved, as on a Job
+    assert not [r for r in rules if "oldSelf.ttlSecondsAfterFinished" in r["rule"]]
     for field, prop in spec_schema["properties"].items():
-        if field == "cancel":
+        if field in mutable:
             continue
         rule = [r for r in rules if f"oldSelf.{field}" in r["rule"]]
         assert len(rule) == 1, f"no immutability rule for spec.{field}"

@@ -100,13 +100,15 @@ def test_importing_the_core_loads_no_io_package() -> None:
         "import argus.core\n"
         "names = sorted('argus.core.' + m.name for m in pkgutil.iter_modules(argus.core.__path__))\n"
         "for name in names: importlib.import_module(name)\n"
+        "from argus.core.command.hydra import hydra_override\n"
+        "assert hydra_override('a=[1]')[3] == [1]  # Hydra's parser loaded and used\n"
         f"bad = sorted(m for m in sys.modules if any(m == p or m.startswith(p + '.') for p in {IO_PACKAGES!r}))\n"
         "print(json.dumps({'modules': names, 'bad': bad}))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert {"argus.core.plan", "argus.core.policy", "argus.core.expand", "argus.core.shell"} <= set(report["modules"])
+    assert {"argus.core.plan", "argus.core.policy", "argus.core.expand", "argus.core.command"} <= set(report["modules"])
     assert report["bad"] == [], "the pure core pulled in I/O packages"
 
 

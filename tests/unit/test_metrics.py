@@ -35,6 +35,10 @@ EXPECTED = {
     "argus_leader": ("gauge", ()),
     "argus_build_info": ("gauge", ("version", "python")),
     "argus_task_watch_age_seconds": ("gauge", ()),
+    "argus_user_gpus_in_use": ("gauge", ("user",)),
+    "argus_user_tasks_queued": ("gauge", ("user",)),
+    "argus_user_gpu_quota": ("gauge", ("user",)),
+    "argus_user_gpu_seconds_total": ("counter", ("user",)),
 }
 
 
@@ -67,7 +71,7 @@ def test_series_that_exist_before_anything_happens() -> None:
     info = [s for s in families["argus_build_info"].samples]
     assert [(s.labels["version"], s.value) for s in info] == [(__version__, 1.0)]
     calls = {s.labels["operation"] for s in families["argus_ray_api_calls"].samples if s.name.endswith("_total")}
-    assert calls == {"submit", "status", "stop", "logs", "nodes"}
+    assert calls == {"submit", "status", "stop", "delete", "logs", "nodes"}
     errors = {s.labels["operation"] for s in families["argus_ray_api_errors"].samples if s.name.endswith("_total")}
     assert errors == calls
 

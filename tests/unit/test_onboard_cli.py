@@ -72,3 +72,27 @@ def test_logs_is_still_there(capsys: pytest.CaptureFixture[str]) -> None:
         cli.main(["logs", "--help"])
     assert exc.value.code == 0
     assert "argus logs" in capsys.readouterr().out
+
+
+def test_onboard_with_a_gpu_quota_annotates_the_namespace() -> None:
+    from argus.clusterctl import onboard_objects
+    ns, _ = onboard_objects("alice", "team-a", gpu_quota=8)
+    assert ns["metadata"] == {"name": "team-a", "labels": {"argus.io/user": "alice"}, "annotations": {"argus.io/gpu-quota": "8"}}
+    plain, _ = onboard_objects("alice", "team-a")
+    assert "annotations" not in plain["metadata"]
+
+
+def test_queue_rows_in_order_with_users_in_use_and_quota() -> None:
+    from argus.clusterctl import queue_rows
+
+    def task(name: str, phase: str, user: str, gpus: int, position: int | None = None) -> dict:
+        return {"metadata": {"namespace": "ns", "name": name, "creationTimestamp": "2026-12-03T08:00:00Z"},
+                "spec": {"nnodes": 1, "nGpusPerNode": gpus, "priority": 0},
+                "status": {"phase": phase, "user": user, "queuePosition": position, "reason": "Queued", "message": "m"}}
+    tasks = [task("second", "Queued", "bob", 2, 2), task("first", "Queued", "alice", 8, 1), task("run", "Running", "alice", 4),
+             task("done", "Succeeded", "bob", 4)]
+    waiting, users = queue_rows(tasks, {"alice": 8})
+    assert [(r["position"], r["name"], r["user"], r["gpus"]) for r in waiting] == [(1, "first", "alice", 8), (2, "second", "bob", 2)]
+    assert users == [{"user": "alice", "gpusInUse": 4, "queued": 1, "quota": 8}, {"user": "bob", "gpusInUse": 0, "queued": 1, "quota": None}]
+    _, unknown = queue_rows(tasks, None)
+    assert {u["quota"] for u in unknown} == {"?"}

@@ -331,3 +331,21 @@ def test_torchrun_standin_flags(work: Path) -> None:
     assert r.returncode != 0 and "unrecognized argument --bogus" in r.stderr
     assert os.access(TORCHRUN, os.X_OK)
     assert TORCHRUN.read_text().startswith("#!/usr/bin/env python3\n")
+
+
+def test_resumes_from_the_newest_checkpoint_as_verl_does(work: Path) -> None:
+    """trainer.resume_mode=auto (verl's default): a second run in the same folder finds
+    latest_checkpointed_iteration.txt under the default checkpoint folder (relative to the
+    working directory) and goes on from there, printing what verl prints."""
+    args = ["data.train_files=[train.jsonl]", "trainer.total_training_steps=6", "trainer.save_freq=2",
+            "trainer.project_name=p", "trainer.experiment_name=e"]
+    first = run(args, work, env={"VERL_STANDIN_EXIT_AFTER_STEP": "3"})  # dies after step 3: checkpoint at 2
+    assert "Training from scratch" in first.stdout
+    ckpt = work / "checkpoints" / "p" / "e"
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "2"
+    second = run(args, work)
+    assert second.returncode == 0, second.stderr
+    assert f"Load from checkpoint folder: {ckpt}/global_step_2\nSetting global step to 2\nResuming from {ckpt}/global_step_2" in second.stdout
+    assert [int(n) for n, _ in STEP_RE.findall(second.stdout)] == [3, 4, 5, 6]
+    disabled = run([*args, "trainer.resume_mode=disable"], work)
+    assert [int(n) for n, _ in STEP_RE.findall(disabled.stdout)] == [1, 2, 3, 4, 5, 6]

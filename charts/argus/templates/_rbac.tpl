@@ -1,10 +1,11 @@
 {{/* The operator's RBAC rules, used by rbac.yaml. */}}
 {{- define "argus.taskRules" -}}
 # The ArgusTasks: the task cache lists and watches them; patch puts the finalizer
-# argus.io/stop-ray-job on (before a task reaches Ray) and takes it off.
+# argus.io/stop-ray-job on (before a task reaches Ray) and takes it off; delete removes an
+# ended task whose ttlSecondsAfterFinished (or --ttl-seconds-after-finished) ran out.
 - apiGroups: [argus.io]
   resources: [argustasks]
-  verbs: [list, watch, patch]
+  verbs: [list, watch, patch, delete]
 # Their status: phase, conditions, Ray job (the status writer's merge patches).
 - apiGroups: [argus.io]
   resources: [argustasks/status]

@@ -119,6 +119,25 @@ class KubeTaskStore:
                 return False
             raise
 
+    async def delete_task(self, namespace: str, name: str) -> bool:
+        """Delete the ArgusTask (its finalizer, if any, still runs). False when already gone."""
+        from kubernetes.client.exceptions import ApiException
+        try:
+            await self._run(self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+                            _request_timeout=REQUEST_TIMEOUT)
+            return True
+        except ApiException as exc:
+            if self._gone(exc):
+                return False
+            raise
+
+    async def user_namespaces(self) -> dict[str, tuple[str, int | None]]:
+        """Every namespace labelled with a user: namespace -> (user, its GPU quota or None)."""
+        from ..core.user import GPU_QUOTA_ANNOTATION, USER_LABEL, quota_from_annotation
+        found = await self._run(self.core.list_namespace, label_selector=USER_LABEL, _request_timeout=REQUEST_TIMEOUT)
+        return {ns.metadata.name: (ns.metadata.labels[USER_LABEL], quota_from_annotation((ns.metadata.annotations or {}).get(GPU_QUOTA_ANNOTATION)))
+                for ns in found.items}
+
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         """The namespace's labels, read live; None when there is no such namespace.
         Raises ApiException otherwise (e.g. 403)."""

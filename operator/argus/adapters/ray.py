@@ -49,15 +49,26 @@ class RayJob:
     driver_node_id: str | None
     start_time_ms: int | None
     end_time_ms: int | None
+    job_id: str | None = None  # Ray's own id of the driver (placement groups name their creator by it)
 
 
 @dataclass(frozen=True)
 class RayNode:
-    """An alive Ray node and its resources (total and, where Ray reports it, available)."""
+    """An alive Ray node: its resources, and the GPUs in use on it (by anyone; None when
+    this Ray does not report use per node)."""
 
     node_id: str
     resources_total: dict[str, float] = field(default_factory=dict)
     is_head: bool = False
+    gpus_used: float | None = None
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    """A created placement group: the job that made it, and the GPUs of its bundles."""
+
+    creator_job_id: str
+    gpus: float
 
 
 def classify(exc: Exception) -> Exception:
@@ -89,6 +100,18 @@ def _timed_client_class(timeout: float) -> type:
         def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
             kwargs.setdefault("timeout", timeout)
             return super()._do_request(method, endpoint, **kwargs)
+
+        def gpus_used_by_node(self) -> dict[str, float] | None:
+            """GPUs in use per node id, from the dashboard's cluster status (what `ray status`
+            shows); None when this Ray does not report use per node."""
+            r = self._do_request("GET", "/api/cluster_status?format=0")
+            if r.status_code != 200:
+                self._raise_error(r)
+            report = (((r.json().get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {})
+            by_node = report.get("usageByNode")
+            if not isinstance(by_node, dict):
+                return None
+            return {node: float((usage.get("GPU") or [0.0, 0.0])[0]) for node, usage in by_node.items() if isinstance(usage, dict)}
 
     return TimedJobSubmissionClient
 
@@ -162,18 +185,26 @@ class RayJobsClient:
         return RayJob(
             submission_id=submission_id, status=str(status), message=info.message or "",
             driver_node_id=info.driver_node_id, start_time_ms=info.start_time, end_time_ms=info.end_time,
+            job_id=getattr(info, "job_id", None),
         )
 
     async def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop the job; False if it had already ended. Raises RayJobUnknown."""
         return bool(await self._run(self._jobs, "stop", "stop_job", submission_id))
 
+    async def delete(self, submission_id: str) -> bool:
+        """Remove an ended job from Ray's job history (its log files stay on the nodes).
+        Raises RayJobUnknown; RayRefused for a job that has not ended."""
+        return bool(await self._run(self._jobs, "delete", "delete_job", submission_id))
+
     async def logs(self, submission_id: str) -> str:
         return str(await self._run(self._jobs, "logs", "get_job_logs", submission_id))
 
     async def tail_logs(self, submission_id: str) -> AsyncIterator[str]:
-        client = await self._run(self._get_client)
+        """The job's log from its beginning, then as the driver writes it, until it ends."""
         try:
+            client = await self._run(self._get_client)
+            self._on_call("logs", "ok")
             async for chunk in client.tail_job_logs(submission_id):
                 yield chunk
         except Exception as exc:  # noqa: BLE001
@@ -181,11 +212,27 @@ class RayJobsClient:
 
     # -- nodes ------------------------------------------------------------------------
     async def nodes(self) -> list[RayNode]:
-        """The alive nodes and their total resources."""
+        """The alive nodes, their total resources and the GPUs in use on each."""
         def read() -> list[RayNode]:
             from ray.util.state import list_nodes
             found = list_nodes(address=self.address, filters=[("state", "=", "ALIVE")], timeout=int(self.timeout),
                                raise_on_missing_output=False)
+            used = self._get_client().gpus_used_by_node()
             return [RayNode(node_id=n.node_id, resources_total={k: float(v) for k, v in (n.resources_total or {}).items()},
-                            is_head=bool(getattr(n, "is_head_node", False))) for n in found]
+                            is_head=bool(getattr(n, "is_head_node", False)),
+                            gpus_used=None if used is None else used.get(n.node_id, 0.0)) for n in found]
+        return await self._run(self._call, "nodes", read)
+
+    async def placement_groups(self) -> list[PlacementGroup]:
+        """Created placement groups holding GPUs (verl's workers live in them)."""
+        def read() -> list[PlacementGroup]:
+            from ray.util.state import list_placement_groups
+            found = list_placement_groups(address=self.address, filters=[("state", "=", "CREATED")], detail=True,
+                                          timeout=int(self.timeout), raise_on_missing_output=False, limit=10000)
+            out = []
+            for pg in found:
+                gpus = sum(float((b.get("unit_resources") or {}).get("GPU", 0.0)) for b in (pg.bundles or []) if isinstance(b, dict))
+                if gpus and pg.creator_job_id:
+                    out.append(PlacementGroup(creator_job_id=str(pg.creator_job_id), gpus=gpus))
+            return out
         return await self._run(self._call, "nodes", read)

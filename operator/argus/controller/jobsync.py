@@ -9,11 +9,11 @@ import datetime as dt
 import logging
 from typing import Callable
 
-from ..adapters.ray import RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from ..adapters.ray import PlacementGroup, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
 from ..core.polling import FASTEST_POLL_SECONDS, poll_delay
-from ..core.queue import Capacity
+from ..core.queue import Capacity, WorkerNode
 from ..core.times import parse_time
 from .ports import RayJobs
 from .view import Key, TaskView
@@ -32,7 +32,9 @@ class NodeCache:
         self.monotonic = monotonic
         self._read_at: float | None = None
         self._nodes: list[RayNode] | None = None
+        self._groups: list[PlacementGroup] = []
         self._error: str | None = None
+        self._warned_no_usage = False
 
     async def read(self, *, fresh: bool = False) -> tuple[list[RayNode] | None, str | None]:
         now = self.monotonic()
@@ -40,6 +42,7 @@ class NodeCache:
             self._read_at = now
             try:
                 self._nodes, self._error = await self.ray.nodes(), None
+                self._groups = await self.ray.placement_groups()
             except (RayUnreachable, RayRefused) as exc:
                 self._nodes, self._error = None, str(exc)
         return self._nodes, self._error
@@ -48,12 +51,21 @@ class NodeCache:
         return [n for n in nodes if self.worker_resource in n.resources_total]
 
     async def capacity(self) -> tuple[Capacity | None, str | None]:
-        """GPUs on the alive worker nodes (those carrying the worker resource)."""
+        """The alive worker nodes (those carrying the worker resource): their GPUs and how
+        many are in use, as Ray reports them."""
         nodes, error = await self.read()
         if nodes is None:
             return None, error
-        total = sum(n.resources_total.get("GPU", 0.0) for n in self.workers(nodes))
-        return Capacity(total_gpus=total, available_gpus=total), None
+        workers = self.workers(nodes)
+        if any(n.gpus_used is None for n in workers) and not self._warned_no_usage:
+            self._warned_no_usage = True
+            log.warning("this Ray reports no GPU use per node: free GPUs are counted as the workers' totals minus what Argus "
+                        "admitted (GPUs held by jobs outside Argus are not seen)")
+        return Capacity(tuple(WorkerNode(n.node_id, n.resources_total.get("GPU", 0.0), n.gpus_used or 0.0) for n in workers)), None
+
+    def placed_gpus(self, job_id: str | None) -> float:
+        """GPUs Ray shows in use for a job (its created placement groups)."""
+        return sum(g.gpus for g in self._groups if job_id and g.creator_job_id == job_id)
 
     async def on_worker(self, node_id: str) -> bool | None:
         """Whether ``node_id`` carries the worker resource (None: Ray's nodes cannot be read)."""
@@ -77,11 +89,13 @@ class JobSync:
         self._read_at: dict[Key, float] = {}       # monotonic time of each followed task's last read
         self._submitted_at: dict[Key, float] = {}  # monotonic time this process submitted it
         self._known_drivers: dict[Key, str] = {}
+        self.job_ids: dict[Key, str] = {}  # Ray's own job id of each followed task's driver
 
     def forget(self, key: Key) -> None:
         self._read_at.pop(key, None)
         self._submitted_at.pop(key, None)
         self._known_drivers.pop(key, None)
+        self.job_ids.pop(key, None)
 
     def forget_all(self) -> None:
         """Another replica leads: read every job afresh if this one leads again."""
@@ -120,6 +134,8 @@ class JobSync:
             return lifecycle.JobUnknown()
         except (RayUnreachable, RayRefused) as exc:
             return lifecycle.RayUnreachable(str(exc))
+        if job.job_id:
+            self.job_ids[key] = job.job_id
         on_worker: bool | None = None
         if job.driver_node_id and self._known_drivers.get(key) != job.driver_node_id:
             on_worker = await self.nodes.on_worker(job.driver_node_id)

@@ -4,6 +4,7 @@ types and labels). Served by ``--metrics-port``."""
 from __future__ import annotations
 
 import platform
+import time
 from collections import Counter as _Count
 from typing import Iterable
 
@@ -40,9 +41,16 @@ BUILD_INFO = Gauge("argus_build_info", "Always 1; the labels say which build run
 WATCH_AGE = Gauge("argus_task_watch_age_seconds", "Seconds since the task cache's list/watch last heard from the API server "
                   "(an event, a bookmark or a new watch), the largest over its scopes")
 
+USER_GPUS = Gauge("argus_user_gpus_in_use", "GPUs held by a user's running tasks (Submitted or Running)", ["user"])
+USER_QUEUED = Gauge("argus_user_tasks_queued", "A user's tasks waiting in the queue", ["user"])
+USER_QUOTA = Gauge("argus_user_gpu_quota", "A user's GPU quota (absent: none)", ["user"])
+USER_GPU_SECONDS = Counter("argus_user_gpu_seconds_total", "GPU-seconds a user's tasks have held (summed at each admission pass)", ["user"])
+_last_usage: dict[str, float] = {}  # monotonic time of the last GPU-seconds count, per user
+_known_users: set[str] = set()      # users seen by an admission pass (their gauges go to 0, not away)
+
 # Every operation is exported from the start (at 0), so that rate()/increase() alerts see a
 # series before the first call or error.
-RAY_OPERATIONS = ("submit", "status", "stop", "logs", "nodes")
+RAY_OPERATIONS = ("submit", "status", "stop", "delete", "logs", "nodes")
 for _operation in RAY_OPERATIONS:
     RAY_CALLS.labels(_operation)
     RAY_ERRORS.labels(_operation)
@@ -87,3 +95,21 @@ def observe_phase_change(old: str | None, new: str | None, reason: str | None) -
         JOBS_LOST.inc()
     if new in END_PHASES and old not in END_PHASES:
         TASKS_FINISHED.labels(new, reason or "").inc()
+
+
+def observe_users(in_use: dict[str, int], queued: Iterable[object], quotas: dict[str, int | None]) -> None:
+    """Per-user gauges and the GPU-seconds counter, at each admission pass."""
+    now = time.monotonic()
+    waiting = _Count((getattr(v, "status", None) or {}).get("user") or "" for v in queued)
+    _known_users.update(u for u in (*in_use, *waiting) if u)
+    for user in _known_users:
+        held = in_use.get(user, 0)
+        USER_GPUS.labels(user).set(held)
+        USER_QUEUED.labels(user).set(waiting.get(user, 0))
+        last = _last_usage.get(user)
+        if last is not None and held:
+            USER_GPU_SECONDS.labels(user).inc(held * (now - last))
+        _last_usage[user] = now
+    for user, quota in quotas.items():
+        if quota is not None:
+            USER_QUOTA.labels(user).set(quota)

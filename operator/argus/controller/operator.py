@@ -69,10 +69,12 @@ class Operator:
 
     async def start(self) -> None:
         """The cache lists and watches in its threads; the loop's first tick waits for the LIST."""
+        from ..core.command.hydra import warm_up  # noqa: PLC0415
         if self.config.health_port is not None:
             self.health = HealthServer(self.checks(), self.config.health_host, self.config.health_port)
             await self.health.start()
         self.cache.start()
+        await asyncio.to_thread(warm_up)  # Hydra's override parser, before the first task needs it
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
         if self.leader:
             self.background.append(asyncio.create_task(self.leader.run(), name="argus leader election"))
@@ -80,6 +82,7 @@ class Operator:
     async def stop(self) -> None:
         for task in self.background:
             task.cancel()
+        self.reconciler.logs.close()
         self.cache.stop()
         if self.leader:
             await asyncio.to_thread(self.leader.release)

@@ -5,9 +5,10 @@ the unit tests pass in-memory fakes of the same shape (tests/unit/fakes.py)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from ..adapters.ray import RayJob, RayNode
+from ..adapters.ray import PlacementGroup, RayJob, RayNode
 from ..core.plan import SubmissionPlan
 from .view import Key, TaskView
 
@@ -19,7 +20,10 @@ class RayJobs(Protocol):
     async def submit(self, plan: SubmissionPlan) -> bool: ...  # False: Ray already had the id (adopted)
     async def job(self, submission_id: str) -> RayJob: ...
     async def stop(self, submission_id: str) -> bool: ...
+    async def delete(self, submission_id: str) -> bool: ...  # from Ray's job history (an ended job)
+    def tail_logs(self, submission_id: str) -> AsyncIterator[str]: ...
     async def nodes(self) -> list[RayNode]: ...
+    async def placement_groups(self) -> list[PlacementGroup]: ...
 
 
 class TaskStore(Protocol):
@@ -30,6 +34,8 @@ class TaskStore(Protocol):
     async def remove_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool: ...
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None: ...
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None: ...
+    async def delete_task(self, namespace: str, name: str) -> bool: ...
+    async def user_namespaces(self) -> dict[str, tuple[str, int | None]]: ...  # namespace -> (user, GPU quota)
 
 
 class TaskSource(Protocol):

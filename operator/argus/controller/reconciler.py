@@ -35,13 +35,14 @@ from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.plan import validate_spec, validate_task
-from ..core.queue import decide
 from ..core.patch import merge_patch
-from ..core.spec import API_VERSION, KIND, ArgusTaskStatus, Phase
+from ..core.spec import API_VERSION, KIND, ArgusTaskStatus, Phase, TaskPath
 from ..core.times import parse_time, utcnow
 from ..core.user import USER_LABEL, user_from_label
 from . import metrics
+from .admission import AdmissionInputs, in_use
 from .jobsync import JobSync, NodeCache
+from .logfollow import LogFollowers
 from .ports import RayJobs, TaskSource, TaskStore
 from .settings import OperatorConfig
 from .view import Key, TaskView
@@ -103,7 +104,12 @@ class Reconciler:
         self.nodes = NodeCache(ray, config.platform.worker_resource, config.poll_interval, monotonic)
         self.jobs = JobSync(ray, self.nodes, config.poll_interval, monotonic)
         self.settings = LifecycleSettings(ray_grace_seconds=config.ray_grace_seconds, delete_grace_seconds=config.delete_grace_seconds,
-                                          dashboard_url=config.ray_address, worker_resource=config.platform.worker_resource)
+                                          dashboard_url=config.ray_address, worker_resource=config.platform.worker_resource,
+                                          ray_job_retention_seconds=config.ray_job_retention_seconds,
+                                          default_ttl_seconds=config.default_ttl_seconds)
+        self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, now, monotonic)
+        self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
+        self.admission = AdmissionInputs(config, self.nodes, self.jobs, store, monotonic)
         self._locks: dict[Key, asyncio.Lock] = {}
         self._retry_at: dict[Key, float] = {}
         self._positions_at = monotonic()
@@ -126,6 +132,7 @@ class Reconciler:
                     log.exception("reconcile tick failed; retrying next tick")
             else:
                 self.jobs.forget_all()
+                self.logs.close()
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
             except asyncio.TimeoutError:
@@ -155,6 +162,8 @@ class Reconciler:
         now = self.now()
         followed = [v for v in (self.view(k) for k in self.jobs.followed()) if v and lifecycle.needs_ray(v.state)]
         waits = [self.jobs.due_in(v, now, len(followed)) for v in followed]
+        if self._next_timer is not None:
+            waits.append((self._next_timer - now).total_seconds())
         return max(0.05, min([self.config.poll_interval, *waits]))
 
     async def tick(self) -> None:
@@ -174,20 +183,30 @@ class Reconciler:
                 drafts[v.key] = Draft.of(v)
         labels = await self._namespace_labels({d.view.namespace for d in drafts.values()})
         await self._each(self._validate(d, labels) for d in drafts.values() if d.view.namespace in labels)
+        timers, looks = [], []
         for v in views:
-            if v.key not in drafts and v.phase == Phase.Queued.value and v.cancel and not v.holds_finalizer and not v.deleting:
-                drafts[v.key] = Draft.of(v)
-                drafts[v.key].take(self._step(v, lifecycle.Reconcile()))
+            if v.key in drafts or v.deleting:
+                continue
+            due = lifecycle.timer_due(v.state, self.settings)
+            if due is not None:
+                timers.append(due[0])
+            if (v.phase == Phase.Queued.value and v.cancel and not v.holds_finalizer) or (due is not None and due[0] <= now):
+                looks.append(v.key)
+        await self._each(self._reconcile(key) for key in looks)
+        self._next_timer = min((t for t in timers if t > now), default=None)
+        await self._each(self._final_progress(key) for key in self.logs.finished())
         # 4. The queue.
         queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel]
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.deleting]
         unvalidated = [v for v in views if v.phase is None and not v.deleting and not v.cancel and v.key not in drafts
                        and (now - (parse_time(v.created) or now)).total_seconds() < HOLD_PLACE_SECONDS]
         unvalidated += [d.view for d in drafts.values() if d.view.phase is None]
+        active = [v for v in views if v.phase in (Phase.Submitted.value, Phase.Running.value)]
         if queued:
-            active = [v for v in views if v.phase in (Phase.Submitted.value, Phase.Running.value)]
             await self._admit(queued, active, unvalidated, drafts)
+        metrics.observe_users(in_use(active), queued, self.admission.quotas)
         await self._each(self._write_locked(d) for d in drafts.values())
+        self.logs.follow({v.key: v.state.submission_id for v in self.views() if v.phase == Phase.Running.value and not v.deleting})
 
     async def _each(self, coros: Iterable[Awaitable[Any]]) -> None:
         """Await with at most WRITES_IN_FLIGHT at once (a few thousand writes one after the
@@ -239,6 +258,12 @@ class Reconciler:
             elif isinstance(action, lifecycle.ReleaseFinalizer):
                 if await self.writer.remove_finalizer(draft.view):
                     log.info("released %s/%s", draft.view.namespace, draft.view.name)
+            elif isinstance(action, lifecycle.RemoveRayJobs):
+                if await self._remove_ray_jobs(action.submission_ids) and not draft.view.deleting:
+                    pending += draft.take(self._step(draft.view, lifecycle.RayJobsRemoved()))
+            elif isinstance(action, lifecycle.DeleteTask):
+                if await self.store.delete_task(draft.view.namespace, draft.view.name):
+                    log.info("deleted %s/%s: its ttlSecondsAfterFinished ran out", draft.view.namespace, draft.view.name)
 
     async def _write(self, draft: Draft) -> None:
         """Write what was decided for the task (the caller holds its lock)."""
@@ -262,7 +287,34 @@ class Reconciler:
                 return
             seen = await self.jobs.observe(view.state)
             draft = Draft.of(view)
-            await self._carry_out(draft, self._step(view, seen))
+            ended = isinstance(seen, (lifecycle.JobUnknown,)) or (isinstance(seen, lifecycle.JobObserved) and not seen.active)
+            progress = self.logs.progress_due(key, view.state.status.progress, final=ended)
+            if progress is not None:
+                draft.take(self._step(view, lifecycle.ProgressObserved(progress)))
+            await self._carry_out(draft, self._step(draft.view, seen))
+            await self._write(draft)
+
+    async def _reconcile(self, key: Key) -> None:
+        """A task that needs a look without anything new from Ray (cancelled while it never
+        reached Ray; its time to live or its Ray jobs' retention ran out)."""
+        async with self.lock(key):
+            view = self.view(key)
+            if view is None:
+                return
+            draft = Draft.of(view)
+            await self._carry_out(draft, self._step(view, lifecycle.Reconcile()))
+            await self._write(draft)
+
+    async def _final_progress(self, key: Key) -> None:
+        """The last lines of an ended job's log: its final progress."""
+        async with self.lock(key):
+            view = self.view(key)
+            progress = self.logs.progress_due(key, view.state.status.progress, final=True) if view else None
+            self.logs.drop(key)
+            if view is None or progress is None or view.deleting:
+                return
+            draft = Draft.of(view)
+            await self._carry_out(draft, self._step(view, lifecycle.ProgressObserved(progress)))
             await self._write(draft)
 
     async def _namespace_labels(self, namespaces: set[str]) -> dict[str, dict[str, str] | None]:
@@ -321,7 +373,25 @@ class Reconciler:
         log.info("%s %s/%s as Ray job %s (%.0f ms)", "submitted" if fresh else "adopted", draft.view.namespace, draft.view.name,
                  plan.submission_id, 1000 * (self.monotonic() - started))
         metrics.observe_submit_latency(draft.view.created)
-        return lifecycle.SubmitResult("submitted" if fresh else "adopted", plan.submission_id)
+        return lifecycle.SubmitResult("submitted" if fresh else "adopted", plan.submission_id,
+                                      job_dir=TaskPath(user_path=plan.for_user(plan.job_dir), job_path=plan.job_dir),
+                                      log_file=TaskPath(user_path=plan.for_user(plan.log_file), job_path=plan.log_file))
+
+    async def _remove_ray_jobs(self, submission_ids: tuple[str, ...]) -> bool:
+        """Remove ended jobs from Ray's job history (their logs stay in the job folder).
+        True when none is left there; Ray unreachable: False (tried again later)."""
+        done = True
+        for sid in submission_ids:
+            try:
+                await self.ray.delete(sid)
+            except RayJobUnknown:
+                pass
+            except RayUnreachable as exc:
+                log.warning("could not remove Ray job %s from Ray's history: %s; trying again later", sid, exc)
+                done = False
+            except RayRefused as exc:  # not ended (it should have been): leave it
+                log.warning("Ray refused to remove job %s from its history: %s", sid, exc)
+        return done
 
     async def _stop(self, submission_id: str) -> None:
         try:
@@ -334,10 +404,7 @@ class Reconciler:
     # -- the queue --------------------------------------------------------------------
     async def _admit(self, queued: list[TaskView], active: list[TaskView], unvalidated: list[TaskView], drafts: dict[Key, Draft]) -> None:
         started = time.perf_counter()
-        capacity, ray_error = await self.nodes.capacity()
-        decision = decide([v.as_queued() for v in [*queued, *unvalidated]], running=len(active),
-                          reserved_gpus=sum(v.gpus for v in active), max_running=self.config.max_running, capacity=capacity,
-                          not_ready=frozenset(v.key for v in unvalidated))
+        decision, ray_error = await self.admission.decide(queued, active, unvalidated, self.tasks.views(), self.now())
         self.last_admission_seconds = time.perf_counter() - started
         metrics.observe_admission_pass(self.last_admission_seconds)
         by_key = {v.key: v for v in queued}
@@ -347,12 +414,9 @@ class Reconciler:
             if key not in by_key:
                 continue
             view = by_key[key]
-            if key in decision.unschedulable:
-                reason, message = "Unschedulable", decision.unschedulable[key]
-            elif ray_error:
+            reason, message = decision.waiting[key]
+            if ray_error:
                 reason, message = "RayUnreachable", f"waiting: cannot read the Ray cluster's capacity ({ray_error[:200]})"
-            else:
-                reason, message = "Queued", decision.waiting.get(key) or "waiting behind tasks ahead in the queue"
             result = self._step(view, lifecycle.Waiting(position, reason, message, ray_error))
             if key not in drafts and view.status.get("queuePosition") is not None and \
                     merge_patch(view.status, status_document(result.status)).keys() <= {"queuePosition"}:
@@ -371,7 +435,7 @@ class Reconciler:
                     return
                 draft = drafts[view.key] = Draft.of(current)
             verdict = validate_spec(draft.view.spec, draft.view.status.get("user") or "", self.config.platform,
-                                    namespace=view.namespace, name=view.name, uid=view.uid)
+                                    namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt)
             if not verdict.valid or verdict.plan is None:
                 seen: Observation = lifecycle.Refused("InvalidSpec", "\n".join(verdict.error_lines()), draft.view.status.get("user"))
             else:

@@ -16,6 +16,13 @@ def read_slack(watch_seconds: float) -> float:
     return max(5.0, min(30.0, watch_seconds / 2))
 
 
+DEFAULT_PROGRESS_METRICS = ("critic/score/mean",)
+
+
+def _optional_number(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     platform: PlatformConfig
@@ -32,6 +39,14 @@ class OperatorConfig:
     health_port: int | None = None        # /healthz and /readyz (controller/health.py)
     watch_seconds: int = 120              # each task watch request lasts this long (then a new one)
     watch_stale_seconds: float = 300.0    # liveness fails when the watch heard nothing for this long
+    progress_interval: float = 15.0       # at most one progress write per task this often
+    progress_metrics: tuple[str, ...] = DEFAULT_PROGRESS_METRICS
+    ray_job_retention_seconds: float | None = None  # ended tasks' Ray jobs leave Ray's history after this
+    default_ttl_seconds: int | None = None          # ended tasks are deleted after this (spec.ttlSecondsAfterFinished wins)
+    queue_policy: str = "fifo"                      # fifo | fair
+    fair_share_half_life: float = 3600.0
+    fair_share_max_wait: float = 24 * 3600.0
+    default_gpu_quota: int | None = None            # GPUs per user unless a namespace says (argus.io/gpu-quota)
 
 
 def add_operator_flags(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +64,26 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--health-host", default=env("ARGUS_HEALTH_HOST", "0.0.0.0"), help="address of the probes' server (default 0.0.0.0)")
     parser.add_argument("--watch-timeout", type=int, default=int(env("ARGUS_WATCH_TIMEOUT_SECONDS", "120")), help="seconds each ArgusTask watch request lasts before a new one is opened; a watch silent for longer (half as long again, 5-30 s) is dropped and the tasks listed again (default 120)")
     parser.add_argument("--watch-stale-seconds", type=float, default=float(env("ARGUS_WATCH_STALE_SECONDS", "300")), help="liveness (/healthz) fails when the task list/watch has not heard from the API server for this long; 0: never (default 300)")
+    parser.add_argument("--progress-interval", type=float, default=float(env("ARGUS_PROGRESS_INTERVAL", "15")),
+                        help="at most one progress write per running task this often, in seconds (default 15; env ARGUS_PROGRESS_INTERVAL)")
+    parser.add_argument("--progress-metrics", default=env("ARGUS_PROGRESS_METRICS", ",".join(DEFAULT_PROGRESS_METRICS)),
+                        help="verl metrics shown in status.progress.metrics, comma-separated (default critic/score/mean; env ARGUS_PROGRESS_METRICS)")
+    parser.add_argument("--ray-job-retention", type=_optional_number, default=_optional_number(env("ARGUS_RAY_JOB_RETENTION_SECONDS")),
+                        help="seconds after a task ends until its Ray jobs are removed from Ray's job history (default: only when the "
+                             "task is deleted; env ARGUS_RAY_JOB_RETENTION_SECONDS)")
+    parser.add_argument("--ttl-seconds-after-finished", type=_optional_number, default=_optional_number(env("ARGUS_TTL_SECONDS_AFTER_FINISHED")),
+                        help="delete ended tasks this many seconds after they ended, unless their spec.ttlSecondsAfterFinished says "
+                             "otherwise (default: keep them; env ARGUS_TTL_SECONDS_AFTER_FINISHED)")
+    parser.add_argument("--queue-policy", choices=("fifo", "fair"), default=env("ARGUS_QUEUE_POLICY", "fifo"),
+                        help="order within a priority: fifo (creation time), or fair (the user with the least recent GPU usage "
+                             "first; docs/queue.md) (default fifo; env ARGUS_QUEUE_POLICY)")
+    parser.add_argument("--fair-share-half-life", type=float, default=float(env("ARGUS_FAIR_SHARE_HALF_LIFE", "3600")),
+                        help="fair: a user's past GPU-seconds count half after this many seconds (default 3600)")
+    parser.add_argument("--fair-share-max-wait", type=float, default=float(env("ARGUS_FAIR_SHARE_MAX_WAIT", str(24 * 3600))),
+                        help="fair: a task queued longer than this goes first in its priority band, whatever its user's usage (default 86400 s)")
+    parser.add_argument("--default-gpu-quota", type=_optional_number, default=_optional_number(env("ARGUS_DEFAULT_GPU_QUOTA")),
+                        help="GPUs a user's running tasks may hold in all, unless the user's namespace says otherwise "
+                             "(annotation argus.io/gpu-quota, set by argus onboard --gpu-quota) (default: unlimited)")
     parser.add_argument("--namespace", "-n", action="append", dest="namespaces", default=[n for n in env("ARGUS_NAMESPACES", "").split(",") if n], help="namespace to watch, repeatable (default all; env ARGUS_NAMESPACES comma-separated)")
 
 
@@ -65,7 +100,22 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
                          "read slack), or a quiet but healthy watch would fail liveness")
     if args.leader_lease_seconds < 2:
         raise ValueError(f"--leader-lease-seconds: {args.leader_lease_seconds}: must be at least 2")
+    if args.progress_interval < 0:
+        raise ValueError(f"--progress-interval: {args.progress_interval}: must not be negative")
+    for flag, value in (("--ray-job-retention", args.ray_job_retention), ("--ttl-seconds-after-finished", args.ttl_seconds_after_finished)):
+        if value is not None and value < 0:
+            raise ValueError(f"{flag}: {value:g}: must not be negative")
+    if args.fair_share_half_life <= 0 or args.fair_share_max_wait <= 0:
+        raise ValueError("--fair-share-half-life and --fair-share-max-wait must be positive")
+    if args.default_gpu_quota is not None and (args.default_gpu_quota < 0 or args.default_gpu_quota != int(args.default_gpu_quota)):
+        raise ValueError(f"--default-gpu-quota: {args.default_gpu_quota:g}: must be a whole number of GPUs, 0 or more")
     return OperatorConfig(
+        queue_policy=args.queue_policy, fair_share_half_life=args.fair_share_half_life, fair_share_max_wait=args.fair_share_max_wait,
+        default_gpu_quota=int(args.default_gpu_quota) if args.default_gpu_quota is not None else None,
+        progress_interval=args.progress_interval,
+        progress_metrics=tuple(m.strip() for m in args.progress_metrics.split(",") if m.strip()),
+        ray_job_retention_seconds=args.ray_job_retention,
+        default_ttl_seconds=int(args.ttl_seconds_after_finished) if args.ttl_seconds_after_finished is not None else None,
         platform=platform, ray_address=args.ray_address.rstrip("/"), max_running=args.max_running,
         poll_interval=args.poll_interval, ray_grace_seconds=args.ray_grace, delete_grace_seconds=args.delete_grace,
         namespaces=tuple(args.namespaces),

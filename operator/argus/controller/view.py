@@ -12,11 +12,12 @@ from pydantic import ValidationError
 
 from ..core.lifecycle import FINALIZER, TaskState
 from ..core.queue import QueuedTask
-from ..core.spec import ArgusTaskStatus
+from ..core.spec import ArgusTaskStatus, RestartPolicy
 from ..core.times import parse_time
 
 Key = tuple[str, str]
 STATUS_FIELDS = frozenset(f.alias or name for name, f in ArgusTaskStatus.model_fields.items())
+RESTART_POLICIES = frozenset(p.value for p in RestartPolicy)
 
 
 def _plain(value: Any) -> Any:
@@ -96,16 +97,25 @@ class TaskView:
         return nnodes * per_node if type(nnodes) is int and type(per_node) is int else 0
 
     def as_queued(self) -> QueuedTask:
-        priority = self.spec.get("priority")
-        return QueuedTask(self.namespace, self.name, priority if type(priority) is int else 0, self.created, self.gpus)
+        priority, nnodes, per_node = self._int("priority"), self._int("nnodes"), self._int("nGpusPerNode")
+        return QueuedTask(self.namespace, self.name, priority or 0, self.created, gpus_per_node=per_node or 1, nnodes=nnodes or 1,
+                          user=self.status.get("user") or "")
+
+    def _int(self, field: str) -> int | None:
+        value = self.spec.get(field)
+        return value if type(value) is int else None
 
     @cached_property
     def state(self) -> TaskState:
-        deadline = self.spec.get("activeDeadlineSeconds")
+        policy = self.spec.get("restartPolicy")
+        backoff = self._int("backoffLimit")
         return TaskState(
             namespace=self.namespace, name=self.name, uid=self.uid, generation=self.generation,
             status=parse_status(self.status), cancel=self.cancel,
-            active_deadline_seconds=deadline if type(deadline) is int else None,
+            active_deadline_seconds=self._int("activeDeadlineSeconds"),
             deleting_since=parse_time(self.deletion_timestamp) if self.deletion_timestamp else None,
             holds_finalizer=self.holds_finalizer,
+            restart_policy=policy if policy in RESTART_POLICIES else RestartPolicy.Never.value,
+            backoff_limit=backoff if backoff is not None else 3,
+            ttl_seconds_after_finished=self._int("ttlSecondsAfterFinished"),
         )

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 DEFAULT_ROOT = "/private"
 DEFAULT_WORKER_RESOURCE = "worker_node"
 DEFAULT_ENTRYPOINT_SHELL = "bash -lc"
-# Each entry: "<program> -m <module glob>". Options between program and -m are allowed
-# (python3 -u, torchrun --nnodes=1 ...).
+# Each entry: "<program> -m <module glob>". The program is matched as written (looked up
+# on the worker's PATH); its options are read by argus.core.command.launchers.
 DEFAULT_ENTRYPOINT_ALLOWLIST = (
     "python3 -m verl.trainer.*",
     "torchrun -m verl.trainer.*",
@@ -35,7 +35,8 @@ class Entrypoint:
         return cls(program=words[0], module_glob=words[2])
 
     def allows(self, program: str, module: str) -> bool:
-        return posixpath.basename(program) == self.program and fnmatch.fnmatchcase(module, self.module_glob)
+        # The program as written, not its basename: /home/x/bin/python3 is another program.
+        return program == self.program and fnmatch.fnmatchcase(module, self.module_glob)
 
     def __str__(self) -> str:
         return f"{self.program} -m {self.module_glob}"

@@ -22,7 +22,9 @@ class ConversionError(ValueError):
         self.problems = problems
 
 
-def convert_taskspec(old: Any, *, namespace: str, name: str) -> dict[str, Any]:
+def convert_taskspec(old: Any, *, namespace: str, name: str, notes: list[Problem] | None = None) -> dict[str, Any]:
+    """The ArgusTask manifest for a v3.x TaskSpec. Fields that Argus now sets itself are
+    dropped, each with a line in ``notes``; fields it does not know raise ``ConversionError``."""
     if not isinstance(old, Mapping):
         raise ConversionError([Problem("document", old, "must be a v3.x TaskSpec mapping")])
     spec: dict[str, Any] = {}
@@ -30,6 +32,11 @@ def convert_taskspec(old: Any, *, namespace: str, name: str) -> dict[str, Any]:
     for key, value in old.items():
         if key in ("name", "namespace", "user", "user_id"):
             continue  # identity now comes from the object's metadata and namespace label
+        if key == "submission_id":
+            if notes is not None:
+                notes.append(Problem(key, value, "dropped: Argus sets the Ray submission id itself "
+                                     "(argus-<namespace>-<name>-<uid>, one job per task)"))
+            continue
         new = _RENAMED.get(key) or (key if key in _SPEC_FIELDS else to_camel(key))
         if new not in _SPEC_FIELDS:
             problems.append(Problem(str(key), value, "is not a v3.x TaskSpec field that ArgusTask knows"))

@@ -31,8 +31,11 @@ def _openapi(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         kind = schema.get("type")
         if kind == "object":
             node["type"] = "object"
-            props = schema.get("properties", {})
-            node["properties"] = {name: _openapi(sub, defs) for name, sub in props.items()}
+            if isinstance(schema.get("additionalProperties"), dict):  # a map (dict[str, X])
+                node["additionalProperties"] = _openapi(schema["additionalProperties"], defs)
+            else:
+                props = schema.get("properties", {})
+                node["properties"] = {name: _openapi(sub, defs) for name, sub in props.items()}
             if schema.get("required"):
                 node["required"] = list(schema["required"])
         elif kind == "array":
@@ -98,10 +101,12 @@ def argustask_crd() -> dict[str, Any]:
         {"name": "Kind", "type": "string", "jsonPath": ".spec.kind"},
         {"name": "Nodes", "type": "integer", "jsonPath": ".spec.nnodes"},
         {"name": "GPUs/node", "type": "integer", "jsonPath": ".spec.nGpusPerNode"},
+        {"name": "Progress", "type": "string", "jsonPath": ".status.progress.summary"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         {"name": "User", "type": "string", "jsonPath": ".status.user", "priority": 1},
         {"name": "Ray job", "type": "string", "jsonPath": ".status.rayJob.submissionId", "priority": 1},
         {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
+        {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt", "priority": 1},
     ]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

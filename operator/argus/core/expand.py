@@ -36,12 +36,24 @@ _MACRO_HOME = re.compile(_HOME + _SEGMENT_END)
 LEFTOVER_HOME = re.compile(_HOME)
 
 
+def _escaped(text: str, i: int) -> bool:
+    """True when the '$' at ``i`` is escaped (bash reads \\$HOME as the text $HOME). (A
+    check here, not a look-behind in the pattern: that would slow every search.)"""
+    return i > 0 and text[i - 1] == "\\"
+
+
 def expand(text: str, user: str, config: PlatformConfig) -> str:
     """Expand the $HOME macros of ``text`` for ``user`` (an already checked user id)."""
     if "$" in text:
         home = config.home(user)
-        text = _MACRO_SHARED.sub(lambda m: config.shared(m.group(1)), text)
-        text = _MACRO_HOME.sub(lambda m: home, text)
+        source = text
+
+        def shared(m: re.Match[str]) -> str:
+            return m.group() if _escaped(source, m.start()) else config.shared(m.group(1))
+
+        text = _MACRO_SHARED.sub(shared, text)
+        source = text
+        text = _MACRO_HOME.sub(lambda m: m.group() if _escaped(source, m.start()) else home, text)
     # The virtual form that the file browser shows, written out by hand or left by a
     # previous expansion.
     virtual = config.home(user) + "/common/"

@@ -28,7 +28,7 @@ from typing import Literal, Union
 
 from .plan import SubmissionPlan, submission_id_for
 from .problems import cap_lines
-from .spec import ArgusTaskStatus, Condition, Phase, RayJobStatus
+from .spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress
 from .times import format_time, from_epoch_ms, parse_time
 
 FINALIZER = "argus.io/stop-ray-job"
@@ -60,6 +60,9 @@ class TaskState:
     active_deadline_seconds: int | None = None
     deleting_since: dt.datetime | None = None
     holds_finalizer: bool = False
+    restart_policy: str = RestartPolicy.Never.value
+    backoff_limit: int = 3
+    ttl_seconds_after_finished: int | None = None  # the spec's (None: the operator's default)
 
     @property
     def phase(self) -> Phase | None:
@@ -70,9 +73,17 @@ class TaskState:
         return self.deleting_since is not None
 
     @property
+    def attempt(self) -> int:
+        return self.status.attempt or 1
+
+    @property
     def submission_id(self) -> str:
-        recorded = self.status.ray_job.submission_id if self.status.ray_job else None
-        return recorded or submission_id_for(self.namespace, self.name, self.uid)
+        """The current attempt's Ray job (derived, so it is known before any status says it)."""
+        return submission_id_for(self.namespace, self.name, self.uid, self.attempt)
+
+    def submission_ids(self) -> list[str]:
+        """Every attempt's Ray job, oldest first."""
+        return [submission_id_for(self.namespace, self.name, self.uid, n) for n in range(1, self.attempt + 1)]
 
     def deadline_passed(self, now: dt.datetime) -> bool:
         admitted = parse_time(self.status.admitted_at)
@@ -88,6 +99,11 @@ class LifecycleSettings:
     delete_grace_seconds: float = 300.0  # ... -> a deleted task's finalizer is released
     dashboard_url: str | None = None     # recorded in status.rayJob.dashboardUrl
     worker_resource: str = "worker_node"
+    # An ended task's Ray jobs leave Ray's job history this long after it ended (None: only
+    # when the task is deleted). Ray's dashboard slows down as its job history grows.
+    ray_job_retention_seconds: float | None = None
+    # Ended tasks without spec.ttlSecondsAfterFinished are deleted this long after (None: kept).
+    default_ttl_seconds: int | None = None
 
 
 # --------------------------------------------------------------------------- observations
@@ -135,6 +151,8 @@ class SubmitResult:
     outcome: Literal["submitted", "adopted", "unreachable", "refused"]
     submission_id: str
     detail: str = ""
+    job_dir: TaskPath | None = None   # where the job runs and writes its log
+    log_file: TaskPath | None = None
 
 
 @dataclass(frozen=True)
@@ -166,10 +184,23 @@ class RayUnreachable:
 
 @dataclass(frozen=True)
 class Reconcile:
-    """Nothing new from outside: re-evaluate the task as it is (cancel, deletion)."""
+    """Nothing new from outside: re-evaluate the task as it is (cancel, deletion, time)."""
 
 
-Observation = Union[Validated, Refused, Waiting, Admitted, SubmitResult, JobObserved, JobUnknown, RayUnreachable, Reconcile]
+@dataclass(frozen=True)
+class ProgressObserved:
+    """verl's progress lines, read from the running job's log."""
+
+    progress: TaskProgress
+
+
+@dataclass(frozen=True)
+class RayJobsRemoved:
+    """The task's Ray jobs were removed from Ray's job history."""
+
+
+Observation = Union[Validated, Refused, Waiting, Admitted, SubmitResult, JobObserved, JobUnknown, RayUnreachable, Reconcile,
+                    ProgressObserved, RayJobsRemoved]
 
 
 # --------------------------------------------------------------------------- actions
@@ -194,6 +225,19 @@ class ReleaseFinalizer:
 
 
 @dataclass(frozen=True)
+class RemoveRayJobs:
+    """Remove these jobs from Ray's job history (their logs stay in the job folder);
+    report RayJobsRemoved."""
+
+    submission_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeleteTask:
+    """Delete the ArgusTask (its time to live after it ended is over)."""
+
+
+@dataclass(frozen=True)
 class PostEvent:
     """An Event that is not a phase change (phase changes get theirs from the writer)."""
 
@@ -202,7 +246,7 @@ class PostEvent:
     message: str
 
 
-Action = Union[Submit, StopJob, ReleaseFinalizer, PostEvent]
+Action = Union[Submit, StopJob, ReleaseFinalizer, RemoveRayJobs, DeleteTask, PostEvent]
 
 
 @dataclass(frozen=True)
@@ -283,6 +327,8 @@ def _enter(task: TaskState, status: ArgusTaskStatus, phase: Phase, reason: str, 
               "observed_generation": task.generation, **changes}
     if phase is not Phase.Queued:
         update["queue_position"] = None
+    if phase.terminal:
+        update.setdefault("finished_at", status.finished_at or now)
     return status.model_copy(update=update)
 
 
@@ -340,6 +386,10 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
     if isinstance(seen, Reconcile):
         if phase is Phase.Queued and task.cancel and not task.holds_finalizer:
             return Decision(_enter(task, status, Phase.Stopped, "Cancelled", "cancelled while queued; it never reached Ray", stamp))
+        if phase is not None and phase.terminal:
+            due = timer_due(task, settings)
+            if due is not None and now >= due[0]:
+                return Decision(status, (DeleteTask(),) if due[1] == "ttl" else (RemoveRayJobs(tuple(task.submission_ids())),))
         return keep
 
     if isinstance(seen, Waiting):
@@ -353,6 +403,8 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
     if isinstance(seen, Admitted):
         if phase is not Phase.Queued or task.cancel:
             return keep
+        if seen.plan.submission_id != task.submission_id:  # each attempt has its own id: Ray never reuses one
+            raise ValueError(f"plan for {seen.plan.submission_id} admitted for attempt {task.attempt} ({task.submission_id})")
         return Decision(status, (Submit(seen.plan),))
 
     if isinstance(seen, SubmitResult):
@@ -371,7 +423,10 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
         ray_job = RayJobStatus(submission_id=seen.submission_id, status="PENDING" if fresh else None,
                                dashboard_url=settings.dashboard_url)
         status = _ray_reachable(task, status, True, "", stamp)  # Ray just answered
-        return Decision(_enter(task, status, Phase.Submitted, reason, message, stamp, admitted_at=stamp, ray_job=ray_job))
+        status = status.model_copy(update={"attempt": task.attempt, "attempts": _attempts(task, status),
+                                           "job_dir": seen.job_dir or status.job_dir, "log_file": seen.log_file or status.log_file})
+        return Decision(_enter(task, status, Phase.Submitted, reason, message, stamp,
+                               admitted_at=status.admitted_at or stamp, ray_job=ray_job))
 
     if isinstance(seen, JobObserved):
         return _job_observed(task, seen, now, settings)
@@ -385,10 +440,24 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
             return keep  # not submitted after all: the queue submits it in its turn
         status = _ray_reachable(task, status, True, "", stamp)
         if phase in ACTIVE:
-            message = (f"Ray no longer knows job {sid}: the Ray head restarted (it keeps no job history) or the job was removed. "
-                       "Argus does not resubmit on its own; create a new task to run it again")
-            return Decision(_enter(task, status, Phase.Failed, "RayJobLost", message, stamp))
+            what = f"Ray no longer knows job {sid}: the Ray head restarted (it keeps no job history) or the job was removed"
+            return _attempt_ended(task, status, "RayJobLost", what, stamp, retry=task.restart_policy != RestartPolicy.Never.value,
+                                  final=f"{what}. Argus does not resubmit on its own (spec.restartPolicy: Never); "
+                                        "create a new task to run it again")
         return Decision(status)  # a closed task: nothing of it is left in Ray
+
+    if isinstance(seen, ProgressObserved):
+        if phase is None or phase is Phase.Rejected:
+            return keep
+        # Also after the end: a job's last lines reach its log stream a moment after Ray
+        # reports it ended.
+        status = status.model_copy(update={"progress": seen.progress})
+        if status.attempts and phase.terminal and seen.progress.step is not None:
+            status = status.model_copy(update={"attempts": _attempts(task, status)})
+        return Decision(status)
+
+    if isinstance(seen, RayJobsRemoved):
+        return Decision(status.model_copy(update={"ray_jobs_removed": True}))
 
     if isinstance(seen, RayUnreachable):
         if phase not in ACTIVE:
@@ -446,6 +515,12 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         if previous is not None and previous.status == job.status:
             status = status.model_copy(update={"ray_job": previous})
         return Decision(status, tuple(actions))
+    if reason == "RayJobFailed":
+        what = f"job {sid} failed: {job.message or 'the command exited with an error'}"
+        decided = _attempt_ended(task, status, "RayJobFailed", what, stamp, retry=task.restart_policy == RestartPolicy.OnFailure.value,
+                                 final=job.message or reason)
+        return Decision(decided.status, tuple(actions) + decided.actions)
+    status = status.model_copy(update={"attempts": _attempts(task, status, outcome=reason if new_phase.terminal else None)})
     return Decision(_enter(task, status, new_phase, reason, message, stamp), tuple(actions))
 
 
@@ -454,10 +529,11 @@ def _deleting(task: TaskState, seen: Observation, now: dt.datetime, settings: Li
     keep = Decision(task.status)
     if not task.holds_finalizer:
         return keep
+    gone = (RemoveRayJobs(tuple(task.submission_ids())), ReleaseFinalizer())
     if isinstance(seen, JobObserved):
-        return Decision(task.status, (StopJob(task.submission_id),) if seen.active else (ReleaseFinalizer(),))
+        return Decision(task.status, (StopJob(task.submission_id),) if seen.active else gone)
     if isinstance(seen, JobUnknown):
-        return Decision(task.status, (ReleaseFinalizer(),))
+        return Decision(task.status, gone)
     if isinstance(seen, RayUnreachable):
         waited = (now - task.deleting_since).total_seconds() if task.deleting_since else 0.0
         if waited >= settings.delete_grace_seconds:
@@ -468,6 +544,60 @@ def _deleting(task: TaskState, seen: Observation, now: dt.datetime, settings: Li
                 ReleaseFinalizer(),
             ))
     return keep
+
+
+def _attempts(task: TaskState, status: ArgusTaskStatus, *, outcome: str | None = None) -> list[AttemptRecord]:
+    """The attempts with the current one's record made or brought up to date (its job's
+    times as Ray reports them, its last step, and its outcome once it has ended)."""
+    records = list(status.attempts or [])
+    current = next((r for r in records if r.attempt == task.attempt), None)
+    job = status.ray_job
+    fields = {
+        "submission_id": task.submission_id,
+        "start_time": (job.start_time if job else None) or (current.start_time if current else None),
+        "end_time": (job.end_time if job else None) or (current.end_time if current else None),
+        "outcome": outcome or (current.outcome if current else None),
+        "last_step": status.progress.step if status.progress and status.progress.step is not None else (current.last_step if current else None),
+    }
+    record = current.model_copy(update=fields) if current else AttemptRecord(attempt=task.attempt, **fields)
+    return [r for r in records if r.attempt != task.attempt] + [record]
+
+
+def _attempt_ended(task: TaskState, status: ArgusTaskStatus, outcome: str, what: str, stamp: str, *, retry: bool, final: str) -> Decision:
+    """An attempt that ended without success: another one, if spec.restartPolicy asks for it
+    and spec.backoffLimit allows; else the task ends Failed."""
+    if outcome == "RayJobLost":
+        status = status.model_copy(update={"ray_job": (status.ray_job or RayJobStatus()).model_copy(update={"end_time": stamp})})
+    attempts = _attempts(task, status, outcome=outcome)
+    status = status.model_copy(update={"attempts": attempts})
+    if not retry:
+        return Decision(_enter(task, status, Phase.Failed, outcome, final, stamp))
+    restarts = task.attempt - 1
+    if restarts >= task.backoff_limit:
+        message = f"attempt {task.attempt}: {what}; no restart left (spec.backoffLimit {task.backoff_limit})"
+        return Decision(_enter(task, status, Phase.Failed, "BackoffLimitExceeded", message, stamp))
+    step_text = f" at step {status.progress.step}" if status.progress and status.progress.step is not None else ""
+    message = (f"attempt {task.attempt}{step_text}: {what}; attempt {task.attempt + 1} waits in the queue "
+               f"(restart {restarts + 1} of {task.backoff_limit}) and resumes from the newest checkpoint in the job folder")
+    requeued = _enter(task, status, Phase.Queued, "Retrying", message, stamp, attempt=task.attempt + 1, ray_job=None,
+                      ray_unreachable_since=None)
+    return Decision(requeued)
+
+
+def timer_due(task: TaskState, settings: LifecycleSettings) -> tuple[dt.datetime, Literal["ttl", "retention"]] | None:
+    """When an ended task next needs the operator without anything happening: its time to
+    live runs out (delete it), or its Ray jobs' retention does (remove them from Ray)."""
+    phase = task.phase
+    finished = parse_time(task.status.finished_at)
+    if phase is None or not phase.terminal or finished is None or task.deleting:
+        return None
+    due: list[tuple[dt.datetime, Literal["ttl", "retention"]]] = []
+    ttl = task.ttl_seconds_after_finished if task.ttl_seconds_after_finished is not None else settings.default_ttl_seconds
+    if ttl is not None:
+        due.append((finished + dt.timedelta(seconds=ttl), "ttl"))
+    if settings.ray_job_retention_seconds is not None and not task.status.ray_jobs_removed and task.status.attempts:
+        due.append((finished + dt.timedelta(seconds=settings.ray_job_retention_seconds), "retention"))
+    return min(due, default=None, key=lambda d: d[0])
 
 
 def _with(task: TaskState, status: ArgusTaskStatus) -> TaskState:

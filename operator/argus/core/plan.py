@@ -18,9 +18,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from .command import check_command
 from .config import PlatformConfig
 from .expand import expand
-from .policy import Findings, PathPolicy, check_command, check_text
+from .policy import Findings, PathPolicy, check_text
 from .problems import Problem
 from .rules import kind_problems
 from .spec import API_VERSION, KIND, ArgusTaskSpec
@@ -42,6 +43,13 @@ class SubmissionPlan(BaseModel):
     metadata: dict[str, str]
     job_dir: str
     gpus: int
+    attempt: int = 1
+    log_file: str = ""  # the attempt's log in the job folder: everything the driver printed
+    home: str = ""      # the user's home as the job sees it (for paths as the user sees them)
+
+    def for_user(self, path: str) -> str:
+        """A path in the user's home as the file browser shows it: $HOME/..."""
+        return "$HOME" + path[len(self.home):] if self.home and (path == self.home or path.startswith(self.home + "/")) else path
 
 
 @dataclass
@@ -70,9 +78,11 @@ class Verdict:
         return [str(p) for p in self.warnings]
 
 
-def submission_id_for(namespace: str, name: str, uid: str) -> str:
-    """Deterministic from the object's UID, and readable in ``ray job list``."""
-    return f"argus-{namespace}-{name}-{uid.replace('-', '')[:8]}"
+def submission_id_for(namespace: str, name: str, uid: str, attempt: int = 1) -> str:
+    """Deterministic from the object's UID and the attempt, and readable in ``ray job list``.
+    A restart is a new id (``-a2``, ...): Ray never reuses one, even after ``delete_job``."""
+    base = f"argus-{namespace}-{name}-{uid.replace('-', '')[:8]}"
+    return base if attempt <= 1 else f"{base}-a{attempt}"
 
 
 def _pydantic_problems(exc: ValidationError) -> list[Problem]:
@@ -80,6 +90,8 @@ def _pydantic_problems(exc: ValidationError) -> list[Problem]:
     for err in exc.errors():
         loc = "spec." + ".".join(str(p) for p in err["loc"]) if err["loc"] else "spec"
         kind = err["type"]
+        if kind == "string_too_long" and err["loc"] == ("command",):
+            continue  # check_text reports the size, in bytes
         if kind == "extra_forbidden":
             problems.append(Problem(loc, err["input"], "is not a field of an ArgusTask spec (see: kubectl explain argustask.spec)"))
         elif kind == "missing":
@@ -89,8 +101,10 @@ def _pydantic_problems(exc: ValidationError) -> list[Problem]:
     return problems
 
 
-def _check_kind_fields(spec: Mapping[str, Any], findings: Findings) -> None:
+def _check_kind_fields(spec: Mapping[str, Any], findings: Findings, nulls: list[str]) -> None:
     for p in kind_problems(spec):
+        if p.value is None and p.field.removeprefix("spec.") in nulls:
+            continue  # given as null: reported once, as null
         findings.error(p.field, p.value, p.rule)
 
 
@@ -113,10 +127,14 @@ def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy:
         elif attr == "model_id":
             policy.check_model(f, value, findings)
         elif attr == "code_path":
-            policy.check_under(f, value, (policy.common_root,), "the code path", findings)
+            if ":" in value:
+                # It becomes one PYTHONPATH entry: a ':' would add another, anywhere.
+                findings.error(f, value, "must be one folder (no ':'): it becomes an entry of PYTHONPATH")
+            else:
+                policy.check_under(f, value, (policy.common_root,), "the code path", findings)
         else:
             policy.check_under(f, value, (policy.code_root,), "the reward function file", findings, suffix=".py")
-        policy.scan(f, value, findings)
+        policy.check_string(f, value, findings)
     if spec.workload == "sft":
         if spec.nnodes != 1:
             findings.error("spec.nnodes", spec.nnodes, "a basic sft task runs torchrun --standalone on one node: use nnodes: 1, or an advanced spec")
@@ -139,8 +157,10 @@ def validate_spec(
     name: str | None = None,
     uid: str | None = None,
     findings: Findings | None = None,
+    attempt: int = 1,
 ) -> Verdict:
-    """Check one spec for ``user`` and, when valid, resolve its submission plan."""
+    """Check one spec for ``user`` and, when valid, resolve its submission plan (for the
+    given attempt: each has its own Ray job and log file)."""
     findings = findings or Findings()
     verdict = Verdict(name=name, namespace=namespace)
     try:
@@ -154,7 +174,14 @@ def validate_spec(
         verdict.errors = findings.errors
         return verdict
 
-    _check_kind_fields(raw_spec, findings)
+    # A field given as null is neither absent nor a value: the API server's schema refuses
+    # it, and so does this check (rather than reading it as "not set").
+    nulls = [k for k, v in raw_spec.items() if v is None]
+    for key in nulls:
+        findings.error(f"spec.{key}", None, "must not be null: leave the field out, or give it a value")
+    raw_spec = {k: v for k, v in raw_spec.items() if v is not None}
+
+    _check_kind_fields(raw_spec, findings, nulls)
     spec: ArgusTaskSpec | None = None
     try:
         # Strict, as the API server's schema is: 'true' or "2" is not an integer, "yes" is not
@@ -169,25 +196,30 @@ def validate_spec(
     # Even when other fields are wrong, a command that is a string gets its checks, so the
     # user sees every problem at once.
     raw_command = raw_spec.get("command")
-    nnodes = raw_spec.get("nnodes") if type(raw_spec.get("nnodes")) is int else None
-    gpus = raw_spec.get("nGpusPerNode") if type(raw_spec.get("nGpusPerNode")) is int else None
+    # The counts the command must agree with, when the spec gives valid ones.
+    nnodes = raw_spec.get("nnodes") if type(raw_spec.get("nnodes")) is int and raw_spec["nnodes"] >= 1 else None
+    gpus = raw_spec.get("nGpusPerNode") if type(raw_spec.get("nGpusPerNode")) is int and raw_spec["nGpusPerNode"] >= 1 else None
     command: str | None = None
     if raw_spec.get("kind") == "advanced" and isinstance(raw_command, str):
         if check_text("spec.command", raw_command, findings):
-            command = expand(raw_command, user, config)
-            check_command("spec.command", command, policy=policy, nnodes=nnodes, gpus_per_node=gpus, findings=findings)
+            checked = check_command("spec.command", expand(raw_command, user, config), policy=policy, nnodes=nnodes,
+                                    gpus_per_node=gpus, findings=findings)
+            # What runs is the command generated from the checked program, not the text.
+            command = checked.text if checked else None
     elif spec is not None and spec.kind == "basic":
         # The template's inputs are checked even when the manifest has other problems, so
         # that every problem is reported at once; the command is built only from good ones.
         spec = _check_basic(spec, raw_spec, user, policy, findings)
         if not findings.errors:
             experiment = f"{namespace or 'default'}-{name or spec.workload}"
-            command = basic_command(spec, home=policy.home, experiment=experiment)
-            check_command("spec (generated command)", command, policy=policy, nnodes=spec.nnodes, gpus_per_node=spec.n_gpus_per_node, findings=findings)
+            checked = check_command("spec (generated command)", basic_command(spec, home=policy.home, experiment=experiment),
+                                    policy=policy, nnodes=spec.nnodes, gpus_per_node=spec.n_gpus_per_node, findings=findings)
+            command = checked.text if checked else None
 
     verdict.errors, verdict.warnings, verdict.spec = findings.errors, findings.warnings, spec
     if spec is not None and command is not None and not findings.errors:
-        verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path)
+        verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path,
+                                    attempt=attempt)
     return verdict
 
 
@@ -222,18 +254,24 @@ def resolve_plan(
     name: str | None,
     uid: str | None,
     code_path: str | None = None,
+    attempt: int = 1,
 ) -> SubmissionPlan:
     home = config.home(user)
     job_name = "-".join(p for p in (namespace, name, (uid or "").replace("-", "")[:8]) if p) or "task"
     job_dir = posixpath.join(home, "jobs", job_name)
-    # The job starts in its own folder; if that fails nothing of the user's command runs.
-    script = f"mkdir -p {shlex.quote(job_dir)} && cd {shlex.quote(job_dir)} || exit 1\n{command}"
+    log_file = posixpath.join(job_dir, f"attempt-{attempt}.log")
+    # The job starts in its own folder (if that fails, nothing of the user's command runs),
+    # and everything the driver prints, stdout and stderr in order, also goes to the attempt's
+    # log file there: it outlives Ray's job history and a head restart. pipefail: the
+    # command's exit code, not tee's, is the job's.
+    script = (f"set -o pipefail\nmkdir -p {shlex.quote(job_dir)} && cd {shlex.quote(job_dir)} || exit 1\n"
+              f"{{\n{command}\n}} 2>&1 | tee -a {shlex.quote(log_file)}")
     metadata = {"argus.io/user": user, "argus.io/workload": str(spec.workload), "argus.io/gpus": str(spec.nnodes * spec.n_gpus_per_node)}
     for key, value in (("namespace", namespace), ("name", name), ("uid", uid)):
         if value:
             metadata[f"argus.io/{key}"] = value
     return SubmissionPlan(
-        submission_id=submission_id_for(namespace, name, uid) if namespace and name and uid else None,
+        submission_id=submission_id_for(namespace, name, uid, attempt) if namespace and name and uid else None,
         user=user,
         command=command,
         entrypoint=f"{config.entrypoint_shell} {shlex.quote(script)}",
@@ -242,8 +280,13 @@ def resolve_plan(
             "PYTHONPATH": f"{code_path or config.verl_code()}:{posixpath.join(home, 'code')}",
             "ARGUS_USER": user,
             "ARGUS_JOB_DIR": job_dir,
+            "ARGUS_LOG_FILE": log_file,
+            "ARGUS_ATTEMPT": str(attempt),
         }},
-        metadata=metadata,
+        metadata={**metadata, "argus.io/attempt": str(attempt)},
         job_dir=job_dir,
         gpus=spec.nnodes * spec.n_gpus_per_node,
+        attempt=attempt,
+        log_file=log_file,
+        home=home,
     )

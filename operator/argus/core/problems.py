@@ -28,7 +28,9 @@ class Problem:
     rule: str
 
     def __str__(self) -> str:
-        return f"{self.field}: {shorten(self.value)}: {self.rule}"
+        # One line, whatever user text a rule quotes.
+        rule = self.rule.replace("\n", "\\n").replace("\r", "\\r") if "\n" in self.rule or "\r" in self.rule else self.rule
+        return f"{self.field}: {shorten(self.value)}: {rule}"
 
 
 # A hostile command can produce thousands of problems; .status.message, an Event and an

@@ -1,23 +1,45 @@
-"""The queue's admission decision: which queued tasks may start now.
+"""The queue's admission decision: which queued tasks may start now, and what every other
+one waits for. Pure: the controller gives it Ray's worker nodes, the tasks, the users'
+quotas and recent usage; it decides.
 
-One global queue across namespaces, ordered by priority (higher first), then creation
-time, then namespace/name. A task is admitted while fewer than ``max_running`` tasks run
-and the worker nodes have its ``nnodes * nGpusPerNode`` GPUs free.
+**What fits.** verl places one bundle of ``nGpusPerNode`` GPUs on each of ``nnodes``
+distinct nodes. A task fits when that many *worker* nodes (those with the worker resource)
+each have that many GPUs free. Free is what Ray reports (so GPUs that jobs outside Argus
+hold count as used), minus what Argus admitted that Ray does not show yet (a verl driver
+holds no GPU until its workers' placement groups exist: ``Claim``). Chosen nodes are the
+fullest that still fit (best fit), to keep whole nodes free for whole-node tasks.
 
-Policy for tasks that do not fit (docs/queue.md):
-- A task that needs more GPUs than the worker nodes have *in total* can never run: it is
-  marked Unschedulable and skipped, so it blocks nobody.
-- A task that could fit but not yet *blocks the tasks behind it* (no backfill): a big
-  task is never starved by a stream of small ones. The price is idle GPUs while it waits.
+**Order.** ``fifo``: priority (higher first), then creation time, then namespace/name.
+``fair``: priority, then the user's recent GPU usage (GPU-seconds, halving every
+``half_life`` seconds: Kueue's admission fair sharing and Volcano's fairshare are the
+anchors), then creation time. A task that has waited longer than ``max_wait`` goes first in
+its priority band (oldest first), whatever its user's usage: fairness never starves it.
 
-Free GPUs are the workers' total minus what running Argus tasks reserved (a verl driver
-holds no GPU itself until its workers start, so Ray's live "available" figure would
-over-admit), and never more than Ray reports available.
+**Waiting.**
+- A task that can never fit (fewer worker nodes with ``nGpusPerNode`` GPUs in total than
+  ``nnodes``) is ``Unschedulable`` and skipped: it blocks nobody.
+- A task that would take its user over their GPU quota waits (``QuotaExceeded``) and blocks
+  nobody: other users' tasks behind it go on.
+- A task that fits the cluster but not yet *free GPUs* gets the nodes closest to holding it
+  reserved (nothing new starts there, so they only drain); the tasks behind it may start on
+  the other nodes. A big task is never starved by a stream of small ones, and the GPUs of
+  the other nodes do not sit idle while it waits.
+- A task that waits for a *slot* (``max_running``) holds back every task behind it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
+
+from .times import parse_time
+
+Key = tuple[str, str]
+Policy = Literal["fifo", "fair"]
+MAX_FREE_LISTED = 8
 
 
 @dataclass(frozen=True)
@@ -26,79 +48,234 @@ class QueuedTask:
     name: str
     priority: int
     created: str  # RFC 3339, compares in time order
-    gpus: int
+    gpus_per_node: int = 1
+    nnodes: int = 1
+    user: str = ""
 
     @property
-    def key(self) -> tuple[str, str]:
+    def key(self) -> Key:
         return (self.namespace, self.name)
 
-    def order(self) -> tuple[int, str, str, str]:
-        return (-self.priority, self.created, self.namespace, self.name)
+    @property
+    def gpus(self) -> int:
+        return self.nnodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class WorkerNode:
+    """A Ray worker node: its GPUs, and how many Ray says are in use (by anyone)."""
+
+    node_id: str
+    total_gpus: float
+    used_gpus: float = 0.0
+
+    @property
+    def free_gpus(self) -> float:
+        return max(0.0, self.total_gpus - self.used_gpus)
 
 
 @dataclass(frozen=True)
 class Capacity:
-    """GPUs on the worker nodes (nodes carrying the worker resource) only."""
+    """The alive worker nodes, as Ray reports them."""
 
-    total_gpus: float
-    available_gpus: float
+    workers: tuple[WorkerNode, ...] = ()
+
+    @property
+    def total_gpus(self) -> float:
+        return sum(w.total_gpus for w in self.workers)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """GPUs Argus admitted that Ray does not show as used yet: ``bundles`` bundles of
+    ``gpus_per_node`` GPUs, each on a node of its own."""
+
+    bundles: int
+    gpus_per_node: int
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    max_running: int = 4
+    policy: Policy = "fifo"
+    half_life: float = 3600.0          # fair: usage halves this often (seconds)
+    max_wait: float = 24 * 3600.0      # fair: a task waiting longer goes first in its band
+    default_quota: int | None = None   # GPUs per user when their namespaces say nothing
 
 
 @dataclass
 class Admission:
     admit: list[QueuedTask] = field(default_factory=list)
     # key -> 1-based position in the queue, for every task still queued
-    positions: dict[tuple[str, str], int] = field(default_factory=dict)
-    # key -> why it can never run as things are
-    unschedulable: dict[tuple[str, str], str] = field(default_factory=dict)
-    # key -> why it waits (the first blocked task only; the rest wait behind it)
-    waiting: dict[tuple[str, str], str] = field(default_factory=dict)
+    positions: dict[Key, int] = field(default_factory=dict)
+    # key -> (reason, message) for every task still queued
+    waiting: dict[Key, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def unschedulable(self) -> dict[Key, str]:
+        return {k: m for k, (r, m) in self.waiting.items() if r == "Unschedulable"}
+
+
+# --------------------------------------------------------------------------- usage
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """A user's task held ``gpus`` GPUs from ``start`` until ``end`` (None: still)."""
+
+    user: str
+    gpus: int
+    start: dt.datetime
+    end: dt.datetime | None = None
+
+
+def decayed_usage(records: Iterable[UsageRecord], now: dt.datetime, half_life: float) -> dict[str, float]:
+    """GPU-seconds per user, each second weighted by 2^(-age/half_life): the integral of
+    gpus x 2^(-(now - t)/h) dt over [start, end]."""
+    rate = math.log(2) / half_life
+    out: dict[str, float] = {}
+    for r in records:
+        end = min(r.end or now, now)
+        if end <= r.start:
+            continue
+        a, b = (now - end).total_seconds(), (now - r.start).total_seconds()
+        out[r.user] = out.get(r.user, 0.0) + r.gpus * (math.exp(-rate * a) - math.exp(-rate * b)) / rate
+    return out
+
+
+# --------------------------------------------------------------------------- fitting
+
+def _place(free: list[float], nnodes: int, per_node: float) -> list[int] | None:
+    """The nodes a task's bundles go on (best fit: the fullest nodes that still fit), or None."""
+    fitting = sorted((f, i) for i, f in enumerate(free) if f >= per_node)
+    if len(fitting) < nnodes:
+        return None
+    return [i for _, i in fitting[:nnodes]]
+
+
+def free_per_node(capacity: Capacity, claims: Iterable[Claim]) -> list[float]:
+    """Ray's free GPUs per worker node, minus the claims Ray does not show yet, placed as
+    verl would (biggest first, best fit; a claim that fits nowhere takes from the freest)."""
+    free = [w.free_gpus for w in capacity.workers]
+    bundles = sorted((c.gpus_per_node for c in claims for _ in range(c.bundles)), reverse=True)
+    for per_node in bundles:
+        chosen = _place(free, 1, per_node)
+        i = chosen[0] if chosen else max(range(len(free)), key=free.__getitem__, default=None)
+        if i is not None:
+            free[i] = max(0.0, free[i] - per_node)
+    return free
+
+
+def _unschedulable(task: QueuedTask, capacity: Capacity) -> str | None:
+    big_enough = sum(1 for w in capacity.workers if w.total_gpus >= task.gpus_per_node)
+    if big_enough >= task.nnodes:
+        return None
+    largest = max((w.total_gpus for w in capacity.workers), default=0)
+    n = len(capacity.workers)
+    return (f"needs {task.nnodes} worker node(s) with {task.gpus_per_node} GPUs each, but the largest worker node has {largest:g} GPUs "
+            f"and there {'is' if n == 1 else 'are'} {n} worker node(s){f' ({big_enough} big enough)' if big_enough else ''}; "
+            "it will run only if the cluster grows")
+
+
+def _free_text(free: list[float]) -> str:
+    shown = sorted(free, reverse=True)
+    text = ", ".join(f"{f:g}" for f in shown[:MAX_FREE_LISTED])
+    if len(shown) > MAX_FREE_LISTED:
+        text += f", ... ({len(shown) - MAX_FREE_LISTED} more)"
+    return f"free now: {text or 'none'} GPUs on {len(free)} worker node(s)"
+
+
+# --------------------------------------------------------------------------- the decision
+
+def order(queued: Iterable[QueuedTask], settings: QueueSettings, usage: Mapping[str, float], now: dt.datetime) -> list[QueuedTask]:
+    """The queue's order under the policy."""
+    def fifo(t: QueuedTask) -> tuple[int, str, str, str]:
+        return (-t.priority, t.created, t.namespace, t.name)
+
+    if settings.policy == "fifo":
+        return sorted(queued, key=fifo)
+
+    def fair(t: QueuedTask) -> tuple[int, int, float, str, str, str]:
+        created = parse_time(t.created)
+        aged = created is not None and (now - created).total_seconds() >= settings.max_wait
+        return (-t.priority, 0 if aged else 1, 0.0 if aged else usage.get(t.user, 0.0), t.created, t.namespace, t.name)
+
+    return sorted(queued, key=fair)
 
 
 def decide(
     queued: list[QueuedTask],
     *,
     running: int,
-    reserved_gpus: int,
-    max_running: int,
     capacity: Capacity | None,
-    not_ready: frozenset[tuple[str, str]] = frozenset(),
+    settings: QueueSettings,
+    claims: Iterable[Claim] = (),
+    quotas: Mapping[str, int | None] | None = None,
+    in_use: Mapping[str, int] | None = None,
+    usage: Mapping[str, float] | None = None,
+    now: dt.datetime | None = None,
+    not_ready: frozenset[Key] = frozenset(),
 ) -> Admission:
     """Admit from the head of the queue. ``capacity`` None means Ray could not be read:
-    nothing is admitted, positions are still given. Tasks in ``not_ready`` (created but
-    not validated yet) hold their place: nothing behind them is admitted before they are
-    queued, so a task does not lose its turn to a validation that happened to run later."""
+    nothing is admitted, positions are still given. Tasks in ``not_ready`` (created but not
+    validated yet) hold their place: nothing behind them is admitted before they are queued.
+    ``quotas``: GPUs per user (a missing user: ``settings.default_quota``; None: unlimited);
+    ``in_use``: GPUs each user's tasks hold now; ``usage``: recent usage for ``fair``."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    quotas, in_use = quotas or {}, dict(in_use or {})
     result = Admission()
-    ordered = sorted(queued, key=QueuedTask.order)
-    slots = max_running - running
-    free = 0.0
-    if capacity is not None:
-        free = min(capacity.total_gpus - reserved_gpus, capacity.available_gpus)
+    slots = settings.max_running - running
+    free = free_per_node(capacity, claims) if capacity is not None else []
     blocked = capacity is None
     position = 0
-    for task in ordered:
+    for task in order(queued, settings, usage or {}, now):
         if task.key in not_ready:
             blocked = True
             continue
-        if capacity is not None and task.gpus > capacity.total_gpus:
-            result.unschedulable[task.key] = (
-                f"needs {task.gpus} GPUs (nnodes x nGpusPerNode) but the worker nodes have "
-                f"{capacity.total_gpus:g} in total; it will run only if the cluster grows"
-            )
-            position += 1
+        position += 1
+        if capacity is not None and (why := _unschedulable(task, capacity)):
+            result.waiting[task.key] = ("Unschedulable", why)
             result.positions[task.key] = position
             continue
-        if not blocked and slots > 0 and task.gpus <= free:
-            result.admit.append(task)
-            slots -= 1
-            free -= task.gpus
+        quota = quotas.get(task.user, settings.default_quota)
+        held = in_use.get(task.user, 0)
+        if quota is not None and held + task.gpus > quota:
+            result.waiting[task.key] = ("QuotaExceeded", f"waiting: user {task.user} holds {held} of the {quota} GPUs of its quota "
+                                                         f"and this task needs {task.gpus}")
+            result.positions[task.key] = position
             continue
-        if not blocked and capacity is not None:
-            result.waiting[task.key] = (
-                f"waiting for {task.gpus} free GPUs ({free:g} free)" if slots > 0
-                else f"waiting for a free slot ({max_running} tasks may run at once)"
-            )
-        blocked = True
-        position += 1
+        chosen = _place(free, task.nnodes, task.gpus_per_node) if not blocked and slots > 0 else None
+        if chosen is not None:
+            result.admit.append(task)
+            position -= 1
+            slots -= 1
+            for i in chosen:
+                free[i] -= task.gpus_per_node
+            in_use[task.user] = held + task.gpus
+            continue
+        if blocked:
+            message = "waiting behind tasks ahead in the queue"
+        elif slots <= 0:
+            message = f"waiting for a free slot ({settings.max_running} tasks may run at once)"
+            blocked = True  # no slot for anyone behind it either
+        else:
+            # It fits the cluster, not yet: the nodes closest to holding it are reserved for it
+            # (nothing else starts there, so they only drain), and the tasks behind it may use
+            # the other nodes. It is never starved by smaller tasks.
+            text = _free_text([f for f in free if f >= 0])
+            reserved = _reserve(free, capacity, task)
+            message = (f"waiting for {task.nnodes} worker node(s) with {task.gpus_per_node} free GPUs each ({text}); "
+                       f"{len(reserved)} node(s) are kept for it as they drain")
+        result.waiting[task.key] = ("Queued", message)
         result.positions[task.key] = position
     return result
+
+
+def _reserve(free: list[float], capacity: Capacity | None, task: QueuedTask) -> list[int]:
+    """Keep the nodes closest to holding ``task`` (big enough, most free) for it: marked
+    unusable for the tasks behind it in this pass."""
+    assert capacity is not None
+    big = sorted((i for i, w in enumerate(capacity.workers) if w.total_gpus >= task.gpus_per_node and free[i] >= 0),
+                 key=lambda i: (-free[i], i))[:task.nnodes]
+    for i in big:
+        free[i] = -1.0  # reserved
+    return big

@@ -34,6 +34,12 @@ class Workload(str, Enum):
     sft = "sft"
 
 
+class RestartPolicy(str, Enum):
+    Never = "Never"
+    OnRayJobLost = "OnRayJobLost"
+    OnFailure = "OnFailure"
+
+
 class Phase(str, Enum):
     Queued = "Queued"
     Submitted = "Submitted"
@@ -84,12 +90,13 @@ class ArgusTaskSpec(_CamelModel):
     command: Optional[str] = Field(
         None, max_length=MAX_COMMAND_BYTES,
         description="advanced only: the shell command that runs verl, e.g. 'python3 -m verl.trainer.main_ppo data.train_files=$HOME/datasets/x.parquet ...'. "
-        "Multi-line allowed, at most 64 KiB. $HOME expands to your home, $HOME/common/datasets and $HOME/common/hf to the shared read-only data.",
+        "Multi-line allowed, at most 64 KiB. $HOME expands to your home, $HOME/common/datasets and $HOME/common/hf to the shared read-only data. "
+        "Written in Argus's command language (set, NAME=value, export, one entrypoint, | tee); the command that runs is generated from it.",
     )
-    model_id: Optional[PathField] = Field(None, description="basic only: Hugging Face model id (e.g. Qwen/Qwen2.5-0.5B-Instruct) or a path under $HOME/models, $HOME/common/hf or /private/common/models.")
+    model_id: Optional[PathField] = Field(None, description="basic only: Hugging Face model id (e.g. Qwen/Qwen2.5-0.5B-Instruct), or a path in your home ($HOME/...), under $HOME/common/hf (also /private/common/hf) or /private/common/models.")
     train_file: Optional[PathField] = Field(None, description="basic only: training data file (parquet), under $HOME/datasets or $HOME/common/datasets.")
     val_file: Optional[PathField] = Field(None, description="basic only: validation data file (parquet), under $HOME/datasets or $HOME/common/datasets.")
-    code_path: Optional[PathField] = Field(None, description="basic only: verl code snapshot to run, under /private/common/ (default: the platform's snapshot).")
+    code_path: Optional[PathField] = Field(None, description="basic only: verl code snapshot to run, one folder under /private/common/ (no ':'; default: the platform's snapshot).")
     total_epochs: Optional[int] = Field(None, ge=1, le=100000, description="basic only: trainer.total_epochs (default 1).")
     save_freq: Optional[int] = Field(None, ge=-1, le=1000000, description="basic only: trainer.save_freq, checkpoint every N steps (-1: never).")
     test_freq: Optional[int] = Field(None, ge=-1, le=1000000, description="basic only: trainer.test_freq, validate every N steps (-1: never).")
@@ -105,6 +112,18 @@ class ArgusTaskSpec(_CamelModel):
     cancel: bool = Field(False, description="Set to true to stop the task (the only change allowed after creation, and only from false to true).")
     active_deadline_seconds: Optional[int] = Field(None, ge=1, le=31536000, description="Stop the task and mark it Failed (DeadlineExceeded) this many seconds after it was admitted.")
     priority: int = Field(0, ge=-1000000, le=1000000, description="Queue priority: higher runs first; ties go by creation time. Default 0.")
+    restart_policy: RestartPolicy = Field(
+        RestartPolicy.Never,
+        description="What happens when an attempt ends without success. Never (default): the task ends. OnRayJobLost: when the "
+        "stateless Ray head restarted and forgot the job, run a new attempt. OnFailure: also when the job failed. A new attempt "
+        "runs in the same job folder, so verl's trainer.resume_mode=auto resumes from the newest checkpoint.",
+    )
+    backoff_limit: int = Field(3, ge=0, le=100, description="How many new attempts restartPolicy may start before the task is Failed (BackoffLimitExceeded). Default 3.")
+    ttl_seconds_after_finished: Optional[int] = Field(
+        None, ge=0, le=31536000,
+        description="Delete the task this many seconds after it ended (Succeeded, Failed, Stopped or Rejected); its Ray jobs leave "
+        "Ray's job history with it. Unset: the operator's default (none unless set); 0: right away.",
+    )
 
 
 class RayJobStatus(_StatusModel):
@@ -133,6 +152,37 @@ class Condition(_StatusModel):
     message: Annotated[str, Field(max_length=32768)] = Field(description="Human-readable detail.")
 
 
+class TaskPath(_StatusModel):
+    """A file or folder of the task, as the user sees it in the file browser and as the job sees it."""
+
+    user_path: str = Field(description="As you see it ($HOME/jobs/...).")
+    job_path: str = Field(description="As the job on the Ray workers sees it (<root>/users/<you>/jobs/...).")
+
+
+class TaskProgress(_StatusModel):
+    """Training progress, read from verl's own lines in the job's log (Total training steps: N; step:N - key:value ...)."""
+
+    step: Optional[int] = Field(None, ge=0, description="The last training step verl reported.")
+    total_steps: Optional[int] = Field(None, ge=0, description="Total training steps, as verl announced them.")
+    percent: Optional[float] = Field(None, ge=0, le=100, description="step / totalSteps, in percent.")
+    summary: Optional[str] = Field(None, description="step/totalSteps, as the Progress column shows it.")
+    last_step_time: Optional[str] = Field(None, json_schema_extra={"format": "date-time"}, description="When the last step was reported.")
+    eta: Optional[str] = Field(None, json_schema_extra={"format": "date-time"}, description="When the run should end, from the recent step times.")
+    resumed_from_step: Optional[int] = Field(None, ge=0, description="The checkpointed step this attempt resumed from (verl's 'Resuming from ...').")
+    metrics: Optional[dict[str, float]] = Field(None, description="The latest values of the metrics the operator follows (for example critic/score/mean).")
+
+
+class AttemptRecord(_StatusModel):
+    """One run of the task on Ray."""
+
+    attempt: int = Field(ge=1, description="1 for the first run; each restart adds one.")
+    submission_id: str = Field(description="The Ray job of this attempt.")
+    start_time: Optional[str] = Field(None, json_schema_extra={"format": "date-time"}, description="When Ray started it.")
+    end_time: Optional[str] = Field(None, json_schema_extra={"format": "date-time"}, description="When it ended (or was found lost).")
+    outcome: Optional[str] = Field(None, description="How it ended: RayJobLost, RayJobFailed, ... (empty while it runs).")
+    last_step: Optional[int] = Field(None, ge=0, description="The last training step it reported.")
+
+
 class ArgusTaskStatus(_StatusModel):
     """Written by the operator only (users cannot write the status subresource)."""
 
@@ -148,3 +198,10 @@ class ArgusTaskStatus(_StatusModel):
     conditions: Optional[list[Condition]] = Field(None, description="Admitted, Running, Complete, Failed and RayReachable conditions.")
     observed_generation: Optional[int] = Field(None, description="The .metadata.generation the operator last acted on.")
     ray_unreachable_since: Optional[str] = Field(None, description="When the operator first failed to reach Ray for this task (grace period start); empty when reachable.")
+    attempt: Optional[int] = Field(None, ge=1, description="The current (or last) attempt: 1, or more after restarts (spec.restartPolicy).")
+    attempts: Optional[list[AttemptRecord]] = Field(None, description="Every attempt that ran, oldest first.")
+    progress: Optional[TaskProgress] = Field(None, description="Training progress of the current attempt, from verl's log lines.")
+    job_dir: Optional[TaskPath] = Field(None, description="The task's job folder: the driver's working directory, the log files, verl's default checkpoints.")
+    log_file: Optional[TaskPath] = Field(None, description="The current attempt's log: everything the driver printed (stdout and stderr, in order).")
+    finished_at: Optional[str] = Field(None, json_schema_extra={"format": "date-time"}, description="When the task ended (ttlSecondsAfterFinished counts from here).")
+    ray_jobs_removed: Optional[bool] = Field(None, description="True once the task's Ray jobs were removed from Ray's job history (their logs stay in the log files).")

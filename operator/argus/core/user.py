@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 USER_LABEL = "argus.io/user"
+GPU_QUOTA_ANNOTATION = "argus.io/gpu-quota"  # on a user's namespace: GPUs their running tasks may hold in all
 USER_ID_PATTERN = r"^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$"
 _USER_ID = re.compile(USER_ID_PATTERN)
 
@@ -32,3 +33,20 @@ def user_from_label(namespace: str, label: str | None) -> tuple[str | None, str,
         return check_user_id(label), "", ""
     except InvalidUserId as exc:
         return None, "InvalidUser", f"namespace label {USER_LABEL}={label!r} is not a valid user id: {exc}"
+
+
+def quota_from_annotation(value: object) -> int | None:
+    """A namespace's GPU quota annotation as a number of GPUs (None: absent or unreadable)."""
+    if not isinstance(value, str) or not value.strip().isdigit():
+        return None
+    return int(value.strip())
+
+
+def quotas_by_user(namespaces: dict[str, tuple[str, int | None]]) -> dict[str, int | None]:
+    """A user's quota: the smallest among their namespaces' (a user with several namespaces
+    gets no more by spreading tasks over them); users whose namespaces set none are absent."""
+    out: dict[str, int] = {}
+    for user, quota in namespaces.values():
+        if quota is not None:
+            out[user] = min(quota, out.get(user, quota))
+    return dict(out)

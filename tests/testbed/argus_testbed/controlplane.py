@@ -219,6 +219,25 @@ class KubeCluster:
             raise KubectlError(proc.returncode, argv, proc.stdout, proc.stderr)
         return proc
 
+    def wait_established(self, *crds: str, timeout: float = 60) -> None:
+        """Wait until each CRD (e.g. ``argustasks.argus.io``) is Established. Polled here:
+        ``kubectl wait --for=condition=Established`` fails outright on a CRD whose status has
+        no conditions yet (just created), instead of waiting."""
+        deadline = time.monotonic() + timeout
+        pending = list(crds)
+        while pending:
+            out = self.kubectl("get", "crd", *pending, "-o", "json", check=False)
+            doc = json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else {}
+            items = doc.get("items", [doc] if doc.get("kind") == "CustomResourceDefinition" else [])  # one name: the object itself
+            established = {i["metadata"]["name"] for i in items
+                           if any(c.get("type") == "Established" and c.get("status") == "True" for c in (i.get("status") or {}).get("conditions") or [])}
+            pending = [c for c in pending if c not in established]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRDs not Established after {timeout:.0f} s: {pending}")
+            time.sleep(0.1)
+
     def mint_user(self, name: str, groups: Iterable[str] = ()) -> Path:
         raise NotSupportedHere(f"{type(self).__name__} cannot mint client certificates")
 

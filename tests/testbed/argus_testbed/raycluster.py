@@ -122,6 +122,7 @@ class RayCluster:
         extra_env: Mapping[str, str] | None = None,
         extra_path: Iterable[str | os.PathLike[str]] = (),
         object_store_bytes: int = 128 * 1024 * 1024,
+        extra_workers: Iterable[int] = (),
     ) -> None:
         self.workdir = Path(workdir).resolve()
         self.worker_gpus = worker_gpus
@@ -133,6 +134,10 @@ class RayCluster:
         self.object_store_bytes = object_store_bytes
         self.head_ports = HeadPorts()
         self.worker_node_ports = NodePorts()
+        # More worker nodes, each with its own GPU count (declared) and ports.
+        self.extra_worker_gpus = list(extra_workers)
+        self.extra_node_ports = [NodePorts() for _ in self.extra_worker_gpus]
+        self.extra_temp_dirs = [Path(tempfile.mkdtemp(prefix="argus-rw-", dir="/tmp")) for _ in self.extra_worker_gpus]
         self.dashboard_url = f"http://127.0.0.1:{self.head_ports.dashboard}"
         self.gcs_address = f"127.0.0.1:{self.head_ports.gcs}"
         # Short on purpose: Ray puts unix sockets under it (107-byte limit on sun_path).
@@ -142,6 +147,7 @@ class RayCluster:
         self.start_seconds: float | None = None
         self._head: ManagedProcess | None = None
         self._worker: ManagedProcess | None = None
+        self._extra: list[ManagedProcess] = []
 
     # ---- lifecycle
 
@@ -158,6 +164,7 @@ class RayCluster:
         extra_path: Iterable[str | os.PathLike[str]] = (),
         object_store_bytes: int = 128 * 1024 * 1024,
         timeout: float = 120,
+        extra_workers: Iterable[int] = (),
     ) -> "RayCluster":
         """Start the head and the worker, and wait until the Jobs API answers and the worker
         has joined (its raylet and dashboard agent healthy)."""
@@ -165,7 +172,7 @@ class RayCluster:
             rc = cls(
                 workdir, worker_gpus=worker_gpus, worker_cpus=worker_cpus, worker_resource=worker_resource,
                 worker_resource_amount=worker_resource_amount, extra_env=extra_env, extra_path=extra_path,
-                object_store_bytes=object_store_bytes,
+                object_store_bytes=object_store_bytes, extra_workers=extra_workers,
             )
             rc.workdir.mkdir(parents=True, exist_ok=True)
             try:
@@ -242,6 +249,14 @@ class RayCluster:
         ]
         self._worker = ManagedProcess("ray-worker", worker_argv, self.workdir / "ray-worker.log", env=env, cwd=self.workdir)
         self._worker.start()
+        for i, (gpus, ports) in enumerate(zip(self.extra_worker_gpus, self.extra_node_ports), start=2):
+            # Several raylets on one machine: each needs a temp dir of its own (its sockets).
+            argv = [*self._ray(), "start", f"--address={self.gcs_address}", f"--num-cpus={self.worker_cpus}", f"--num-gpus={gpus}",
+                    f"--resources={json.dumps({self.worker_resource: self.worker_resource_amount})}", *ports.args(),
+                    f"--temp-dir={self.extra_temp_dirs[i - 2]}", *self._common_args()]
+            extra = ManagedProcess(f"ray-worker-{i}", argv, self.workdir / f"ray-worker-{i}.log", env=env, cwd=self.workdir)
+            extra.start()
+            self._extra.append(extra)
         try:
             self._wait(self._jobs_api_up, deadline, f"the Jobs API at {self.dashboard_url}")
             self._wait(self._worker_agent_up, deadline, "the worker's raylet and dashboard agent")
@@ -253,7 +268,7 @@ class RayCluster:
 
     def _wait(self, ok: Callable[[], bool], deadline: float, what: str) -> None:
         while True:
-            for p in (self._head, self._worker):
+            for p in (self._head, self._worker, *self._extra):
                 if p is not None and p.popen is not None and not p.running:
                     raise RuntimeError(f"{p.name} exited with {p.returncode()} while waiting for {what}:\n{self.log_tail(40)}")
             try:
@@ -273,9 +288,11 @@ class RayCluster:
         return status == 200
 
     def _worker_agent_up(self) -> bool:
-        port = self.worker_node_ports.dashboard_agent_listen
-        status, body = _http_get(f"http://127.0.0.1:{port}/api/local_raylet_healthz")
-        return status == 200 and b"success" in body
+        for ports in (self.worker_node_ports, *self.extra_node_ports):
+            status, body = _http_get(f"http://127.0.0.1:{ports.dashboard_agent_listen}/api/local_raylet_healthz")
+            if status != 200 or b"success" not in body:
+                return False
+        return True
 
     def nodes(self) -> list[dict[str, Any]]:
         """Ray's node list (state API, via the dashboard): dicts with node_id, state,
@@ -294,7 +311,7 @@ class RayCluster:
             n["node_id"] for n in alive
             if not n.get("is_head_node") and self.worker_resource in (n.get("resources_total") or {})
         ]
-        if len(heads) != 1 or not workers:
+        if len(heads) != 1 or len(workers) != 1 + len(self.extra_worker_gpus):
             return False
         self.head_node_id, self.worker_node_ids = heads[0], workers
         return True
@@ -302,13 +319,14 @@ class RayCluster:
     def _stop_nodes(self) -> None:
         # Ray is stateless here, so no need to be gentle: `ray start --block` and the GCS take
         # 10 s and more to honour SIGTERM, so they get SIGKILL after a second.
-        procs = [p for p in (self._worker, self._head) if p is not None]
+        procs = [p for p in (*self._extra, self._worker, self._head) if p is not None]
         threads = [threading.Thread(target=p.stop, kwargs={"grace": 1.0}) for p in procs]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         self._worker = self._head = None
+        self._extra = []
 
     def stop_head(self) -> None:
         """Take the head down, and with it the worker (a plain Ray worker dies with its head).
@@ -335,10 +353,12 @@ class RayCluster:
                 except OSError:
                     pass
             shutil.rmtree(self.temp_dir, ignore_errors=True)
+        for extra in self.extra_temp_dirs:
+            shutil.rmtree(extra, ignore_errors=True)
 
     @property
     def running(self) -> bool:
-        return bool(self._head and self._head.running and self._worker and self._worker.running)
+        return bool(self._head and self._head.running and self._worker and self._worker.running and all(p.running for p in self._extra))
 
     # ---- diagnostics
 
@@ -351,7 +371,7 @@ class RayCluster:
 
     def log_tail(self, n: int = 50) -> str:
         parts = []
-        for name in ("ray-head", "ray-worker"):
+        for name in ("ray-head", "ray-worker", *(f"ray-worker-{i}" for i in range(2, 2 + len(self.extra_worker_gpus)))):
             parts.append(f"----- {name} ({self.workdir / (name + '.log')}) -----")
             parts.append(tail(self.workdir / f"{name}.log", n))
         logs = self.ray_logs_dir()

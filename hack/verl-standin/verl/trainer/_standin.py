@@ -22,6 +22,9 @@ Environment knobs (all optional):
 * ``VERL_STANDIN_STEP_SECONDS`` -- seconds to sleep in each step (float, default 0).
 * ``VERL_STANDIN_EXIT_CODE`` -- when set to a non-zero integer, print an error and exit with
   that code right after startup (after ``Total training steps: N``), to imitate a failed task.
+* ``VERL_STANDIN_EXIT_AFTER_STEP`` -- exit 1 right after that step (and its checkpoint), to
+  imitate a run that crashed mid-way; a run started again in the same folder resumes from the
+  newest checkpoint (``trainer.resume_mode=auto``, verl's default), printing what verl prints.
 * ``VERL_STANDIN_INSTANT`` -- when ``1``/``true``/``yes``, print ``Total training steps: 0`` and
   exit 0 right after parsing the overrides, without loading the reward function or reading
   data (for benchmarks that start many tasks).
@@ -382,6 +385,7 @@ class Knobs:
     step_seconds: float
     exit_code: int
     instant: bool
+    exit_after_step: int = 0  # die (exit 1) right after this step, as a crashed run does
 
 
 def read_knobs() -> Knobs:
@@ -398,7 +402,22 @@ def read_knobs() -> Knobs:
     except ValueError:
         raise OverrideError(f"VERL_STANDIN_EXIT_CODE must be an integer, got {raw!r}") from None
     instant = os.environ.get("VERL_STANDIN_INSTANT", "").strip().lower() in ("1", "true", "yes")
-    return Knobs(step_seconds, exit_code, instant)
+    raw = os.environ.get("VERL_STANDIN_EXIT_AFTER_STEP", "").strip()
+    try:
+        exit_after_step = int(raw) if raw else 0
+    except ValueError:
+        raise OverrideError(f"VERL_STANDIN_EXIT_AFTER_STEP must be an integer, got {raw!r}") from None
+    return Knobs(step_seconds, exit_code, instant, exit_after_step)
+
+
+def crash_after(knobs: Knobs, step: int) -> int | None:
+    """The VERL_STANDIN_EXIT_AFTER_STEP knob: exit 1 after that step (its checkpoint, if
+    any, is written), as a run that crashed mid-way."""
+    if knobs.exit_after_step and step == knobs.exit_after_step:
+        sys.stdout.flush()
+        print(f"verl stand-in: crashing on purpose after step {step} (VERL_STANDIN_EXIT_AFTER_STEP)", file=sys.stderr, flush=True)
+        return 1
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -637,14 +656,57 @@ def total_steps(config: Config, n_rows: int) -> int:
     return max(MIN_STEPS, n_rows * epochs)
 
 
-def maybe_checkpoint(config: Config, step: int, total: int, metrics: dict[str, Any]) -> None:
+def checkpoint_dir(config: Config) -> str:
+    """Where checkpoints go: trainer.default_local_dir, by default (as in verl)
+    checkpoints/<project>/<experiment>, relative to the working directory (the job folder)."""
     out_dir = config.get("trainer.default_local_dir")
+    if not out_dir:
+        project = config.get("trainer.project_name") or "verl_examples"
+        experiment = config.get("trainer.experiment_name") or "gsm8k"
+        out_dir = os.path.join("checkpoints", str(project), str(experiment))
+    out_dir = os.path.expanduser(str(out_dir))
+    return out_dir if os.path.isabs(out_dir) else os.path.join(os.getcwd(), out_dir)
+
+
+def resume_step(config: Config) -> int:
+    """The step training starts after, as verl's trainer.resume_mode decides: ``auto`` (the
+    default) resumes from the newest checkpoint that latest_checkpointed_iteration.txt names,
+    ``resume_path`` from trainer.resume_from_path, ``disable`` from scratch. Prints what verl
+    prints."""
+    mode = config.get("trainer.resume_mode", "auto")
+    if mode == "disable":
+        return 0
+    folder: str | None = None
+    if mode == "resume_path":
+        folder = str(config.get("trainer.resume_from_path") or "")
+        if "global_step_" not in folder:
+            raise known(ValueError("resume ckpt must specify the global_steps"))
+    else:
+        out_dir = checkpoint_dir(config)
+        try:
+            with open(os.path.join(out_dir, "latest_checkpointed_iteration.txt"), encoding="utf-8") as fh:
+                latest = int(fh.read().strip())
+        except (OSError, ValueError):
+            latest = None
+        candidate = os.path.join(out_dir, f"global_step_{latest}") if latest is not None else None
+        folder = candidate if candidate and os.path.isdir(candidate) else None
+        if folder is None:
+            say("Training from scratch")
+            return 0
+    say(f"Load from checkpoint folder: {folder}")
+    step = int(folder.rstrip("/").split("global_step_")[-1])
+    say(f"Setting global step to {step}")
+    say(f"Resuming from {folder}")
+    return step
+
+
+def maybe_checkpoint(config: Config, step: int, total: int, metrics: dict[str, Any]) -> None:
     save_freq = config.get("trainer.save_freq", -1)
-    if not out_dir or not isinstance(save_freq, int) or save_freq <= 0:
+    if not isinstance(save_freq, int) or save_freq <= 0:
         return
     if step % save_freq != 0 and step != total:
         return
-    out_dir = os.path.expanduser(str(out_dir))
+    out_dir = checkpoint_dir(config)
     folder = os.path.join(out_dir, f"global_step_{step}")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "standin_checkpoint.json"), "w", encoding="utf-8") as fh:

@@ -64,7 +64,8 @@ def _task(config: s.Config, knobs: s.Knobs) -> int:
     if code is not None:
         return code
 
-    for step in range(1, total + 1):
+    start = s.resume_step(config)
+    for step in range(start + 1, total + 1):
         t0 = time.monotonic()
         s.timed_sleep(knobs.step_seconds)
         metrics = {
@@ -74,6 +75,9 @@ def _task(config: s.Config, knobs: s.Knobs) -> int:
         }
         s.say(s.step_line(step, metrics))
         s.maybe_checkpoint(config, step, total, metrics)
+        code = s.crash_after(knobs, step)
+        if code is not None:
+            return code
 
     s.say(f"Final validation metrics: {{'val/loss': {_loss(total + 1, text_len):.4f}}}")
     return 0

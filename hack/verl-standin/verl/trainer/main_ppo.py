@@ -75,10 +75,11 @@ def _task(config: s.Config, knobs: s.Knobs) -> int:
             by_source.setdefault(str(row.data_source), []).append(score)
         return {f"val-core/{src}/reward/mean@1": sum(v) / len(v) for src, v in by_source.items()}
 
+    start = s.resume_step(config)  # verl loads the newest checkpoint before the first validation
     if val_paths:
-        s.say(f"Initial validation metrics: {val_metrics(0.0)}")
+        s.say(f"Initial validation metrics: {val_metrics(start / total if total else 0.0)}")
 
-    for step in range(1, total + 1):
+    for step in range(start + 1, total + 1):
         t0 = time.monotonic()
         s.timed_sleep(knobs.step_seconds)
         # A fake learning curve: the share of correct fake responses grows with the step.
@@ -91,6 +92,9 @@ def _task(config: s.Config, knobs: s.Knobs) -> int:
         }
         s.say(s.step_line(step, metrics))
         s.maybe_checkpoint(config, step, total, metrics)
+        code = s.crash_after(knobs, step)
+        if code is not None:
+            return code
 
     s.say(f"Final validation metrics: {val_metrics(1.0)}")
     return 0

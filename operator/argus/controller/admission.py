@@ -1,0 +1,93 @@
+"""What the queue's decision (``core.queue.decide``) needs from the world, gathered for one
+admission pass: Ray's worker nodes and the GPUs in use on each (``jobsync.NodeCache``), the
+GPUs of admitted tasks that Ray does not show yet (claims), each user's quota (from their
+namespaces, read at most once per poll interval), the GPUs each user holds, and, for the
+fair policy, each user's decayed usage (from the tasks' own attempts)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+from collections.abc import Callable
+
+from ..adapters.kube import api_error
+from ..core.queue import Admission, Claim, QueueSettings, UsageRecord, decayed_usage, decide
+from ..core.times import parse_time
+from ..core.user import quotas_by_user
+from .jobsync import JobSync, NodeCache
+from .ports import TaskStore
+from .settings import OperatorConfig
+from .view import TaskView
+
+log = logging.getLogger(__name__)
+
+
+def in_use(active: list[TaskView]) -> dict[str, int]:
+    """GPUs each user's admitted (Submitted or Running) tasks hold."""
+    held: dict[str, int] = {}
+    for v in active:
+        user = v.status.get("user") or ""
+        held[user] = held.get(user, 0) + v.gpus
+    return held
+
+
+class AdmissionInputs:
+    def __init__(self, config: OperatorConfig, nodes: NodeCache, jobs: JobSync, store: TaskStore, monotonic: Callable[[], float]):
+        self.config = config
+        self.nodes = nodes
+        self.jobs = jobs
+        self.store = store
+        self.monotonic = monotonic
+        self.quotas: dict[str, int | None] = {}
+        self._quotas_read_at: float | None = None
+
+    @property
+    def settings(self) -> QueueSettings:
+        c = self.config
+        return QueueSettings(max_running=c.max_running, policy="fair" if c.queue_policy == "fair" else "fifo",
+                             half_life=c.fair_share_half_life, max_wait=c.fair_share_max_wait, default_quota=c.default_gpu_quota)
+
+    async def decide(self, queued: list[TaskView], active: list[TaskView], unvalidated: list[TaskView],
+                     every_task: list[TaskView], now: dt.datetime) -> tuple[Admission, str | None]:
+        """The queue's decision, and why Ray's capacity could not be read (None: it could)."""
+        capacity, ray_error = await self.nodes.capacity()
+        await self._read_quotas()
+        usage = decayed_usage(usage_records(every_task), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
+        decision = decide([v.as_queued() for v in [*queued, *unvalidated]], running=len(active), capacity=capacity,
+                          settings=self.settings, claims=self.claims(active), quotas=self.quotas, in_use=in_use(active),
+                          usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated))
+        return decision, ray_error
+
+    def claims(self, active: list[TaskView]) -> list[Claim]:
+        """GPUs of admitted tasks that Ray does not show in use yet (their verl workers'
+        placement groups do not exist yet): the queue holds them back."""
+        claims = []
+        for v in active:
+            per_node = max(1, int(v.spec.get("nGpusPerNode") or 1))
+            pending = v.gpus - self.nodes.placed_gpus(self.jobs.job_ids.get(v.key))
+            if pending > 0:
+                claims.append(Claim(bundles=math.ceil(pending / per_node), gpus_per_node=per_node))
+        return claims
+
+    async def _read_quotas(self) -> None:
+        """Each user's GPU quota from their namespaces (read at most once per poll interval)."""
+        if self._quotas_read_at is not None and self.monotonic() - self._quotas_read_at < self.config.poll_interval:
+            return
+        try:
+            self.quotas = quotas_by_user(await self.store.user_namespaces())
+            self._quotas_read_at = self.monotonic()
+        except Exception as exc:  # noqa: BLE001 - keep the last quotas; say why
+            log.warning("cannot read the users' namespaces for their GPU quotas: %s; using the last ones read", api_error(exc))
+
+
+def usage_records(tasks: list[TaskView]) -> list[UsageRecord]:
+    """Every attempt's GPU time, from the tasks' status (so it survives an operator restart)."""
+    records = []
+    for v in tasks:
+        user = v.status.get("user")
+        for attempt in v.status.get("attempts") or []:
+            start = parse_time(attempt.get("startTime"))
+            if user and start is not None:
+                records.append(UsageRecord(user, v.gpus, start, parse_time(attempt.get("endTime"))))
+    return records

@@ -1,0 +1,121 @@
+"""Following each running job's log for verl's progress lines (``core.progress``): one
+stream per running task from Ray's Jobs API, read in the background; the reconciler takes
+the progress when a status write for it is due (``progress_due``), at most once every
+``interval`` seconds per task, and always with the job's last read.
+
+A stream that breaks (Ray unreachable, a head restart) is opened again while the task runs;
+Ray's log stream starts from the beginning of the log, so the reader starts afresh too, as it
+does after an operator restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
+from ..core.progress import ProgressReader
+from ..core.spec import TaskProgress
+from .ports import RayJobs
+from .view import Key
+
+log = logging.getLogger(__name__)
+RECONNECT_SECONDS = 5.0
+
+
+# A job that has ended still sends its last lines for a moment (Ray reads the driver's log
+# about once a second): its follower stays this long at most to read them.
+FINISHING_SECONDS = 10.0
+
+
+@dataclass
+class _Follower:
+    submission_id: str
+    reader: ProgressReader
+    task: asyncio.Task[None] | None = None
+    written_at: float | None = None  # monotonic time of the last progress write
+    finishing_since: float | None = None  # monotonic time the task stopped running
+    chunks: int = field(default=0)
+
+
+class LogFollowers:
+    def __init__(self, ray: RayJobs, metrics: tuple[str, ...], interval: float,
+                 now: Callable[[], dt.datetime], monotonic: Callable[[], float]):
+        self.ray = ray
+        self.metrics = metrics
+        self.interval = interval
+        self.now = now
+        self.monotonic = monotonic
+        self._followers: dict[Key, _Follower] = {}
+
+    def __len__(self) -> int:
+        return len(self._followers)
+
+    def follow(self, running: dict[Key, str]) -> None:
+        """Follow these tasks' jobs (key -> submission id). A task no longer among them is
+        finishing: its stream is read to its end (``finished``)."""
+        now = self.monotonic()
+        for key, follower in list(self._followers.items()):
+            sid = running.get(key)
+            if sid is None:
+                follower.finishing_since = follower.finishing_since or now
+            elif sid != follower.submission_id:
+                self.drop(key)  # a new attempt
+        for key, sid in running.items():
+            if key not in self._followers:
+                follower = _Follower(sid, ProgressReader(self.metrics))
+                follower.task = asyncio.create_task(self._read(follower), name=f"argus log {key[0]}/{key[1]}")
+                self._followers[key] = follower
+
+    def finished(self) -> list[Key]:
+        """Tasks that stopped running whose log stream has ended (or waited long enough):
+        take their last progress (``progress_due(final=True)``), then ``drop`` them."""
+        now = self.monotonic()
+        return [key for key, f in self._followers.items() if f.finishing_since is not None
+                and ((f.task is not None and f.task.done()) or now - f.finishing_since >= FINISHING_SECONDS)]
+
+    def drop(self, key: Key) -> None:
+        self._stop(key)
+
+    def _stop(self, key: Key) -> None:
+        follower = self._followers.pop(key, None)
+        if follower and follower.task:
+            follower.task.cancel()
+
+    def close(self) -> None:
+        for key in list(self._followers):
+            self._stop(key)
+
+    async def _read(self, follower: _Follower) -> None:
+        while True:
+            try:
+                async for chunk in self.ray.tail_logs(follower.submission_id):
+                    follower.chunks += 1
+                    follower.reader.feed(chunk, self.now())
+                return  # the job ended: Ray closed the stream
+            except asyncio.CancelledError:
+                raise
+            except (RayUnreachable, RayRefused, RayJobUnknown, OSError) as exc:
+                log.debug("log stream of %s broke (%s); opening it again in %.0f s", follower.submission_id, exc, RECONNECT_SECONDS)
+            except Exception:  # noqa: BLE001 - a parsing bug must not end the following
+                log.exception("following the log of %s failed; opening it again", follower.submission_id)
+            await asyncio.sleep(RECONNECT_SECONDS)
+            follower.reader = ProgressReader(self.metrics)  # the stream starts from the beginning again
+
+    def progress_due(self, key: Key, previous: TaskProgress | None, *, final: bool = False) -> TaskProgress | None:
+        """The progress to write now, if any: something new, and either ``interval`` seconds
+        since the last progress write or the job's end (``final``)."""
+        follower = self._followers.get(key)
+        if follower is None or not follower.reader.changed:
+            return None
+        now = self.monotonic()
+        if not final and follower.written_at is not None and now - follower.written_at < self.interval:
+            return None
+        progress = follower.reader.progress(previous)
+        if progress is None or progress == previous:
+            return None
+        follower.written_at = now
+        return progress

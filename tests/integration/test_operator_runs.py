@@ -1,0 +1,137 @@
+"""A training run's whole life (issue 13) on the real API server and a real Ray cluster:
+durable logs in the job folder, progress in the status, a new attempt after a head restart
+that resumes from the newest checkpoint, the backoff limit, and cleanup (TTL, Ray's job
+history). The trainer is the verl stand-in (it checkpoints and resumes as verl does).
+
+The head-restart test uses its own Ray cluster, so the restart disturbs no other test."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from argus_testbed import RayCluster
+from argus_testbed.harness import advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
+
+pytestmark = pytest.mark.integration
+
+STEP = re.compile(r"^step:(\d+) ", re.M)
+FAST_PROGRESS = ["--progress-interval", "1"]
+
+
+@pytest.fixture(scope="module")
+def own_ray(tmp_path_factory: pytest.TempPathFactory, ray_cluster_options: dict) -> RayCluster:
+    rc = RayCluster.start(Path(tmp_path_factory.mktemp("ray-runs")), **ray_cluster_options)
+    yield rc
+    rc.stop()
+
+
+def task_with(name: str, command: str, **spec: object) -> str:
+    body = json.loads(advanced_task(name, command))
+    body["spec"].update(spec)
+    return json.dumps(body)
+
+
+def argus_logs(cp, ns: str, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "argus.cli", "logs", name, "-n", ns, "--kubeconfig", str(cp.kubeconfig), *extra],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_log_outlives_ray_and_progress_shows_in_the_status(control_plane, ray_cluster, user_namespace, run_operator, argus_root):
+    ns = user_namespace("alice")
+    op = run_operator([ns], extra_args=FAST_PROGRESS)
+    apply_text(control_plane, ns, advanced_task("logged", ppo_command(steps=60)))
+    running = wait_for(lambda: (get_task(control_plane, ns, "logged").get("status") or {}).get("progress", {}).get("step"), 90,
+                       "progress in the status while the task runs", on_timeout=op.log_tail)
+    assert running >= 1
+    table = control_plane.kubectl("get", "argustasks", "-n", ns).stdout
+    assert "PROGRESS" in table.splitlines()[0] and re.search(r"\b\d+/60\b", table), table
+    status = wait_phase(control_plane, ns, "logged", ("Succeeded", "Failed"), timeout=120, op=op)["status"]
+    assert status["phase"] == "Succeeded", status
+    # The job's last lines reach its log stream a moment after Ray reports the end.
+    status = wait_for(lambda: (s := get_task(control_plane, ns, "logged")["status"])["progress"]["step"] == 60 and s, 30,
+                      "the final progress", on_timeout=op.log_tail)
+    progress = status["progress"]
+    assert (progress["step"], progress["totalSteps"], progress["summary"], progress["percent"]) == (60, 60, "60/60", 100.0)
+    assert "critic/score/mean" in progress["metrics"]
+    # The log file: where the status says, as the user sees it and as the job sees it.
+    job_dir = status["jobDir"]
+    assert job_dir["userPath"].startswith("$HOME/jobs/") and job_dir["jobPath"].startswith(str(argus_root / "users" / "alice" / "jobs"))
+    assert status["logFile"] == {"userPath": job_dir["userPath"] + "/attempt-1.log", "jobPath": job_dir["jobPath"] + "/attempt-1.log"}
+    text = Path(status["logFile"]["jobPath"]).read_text()
+    assert "Total training steps: 60" in text and [int(n) for n in STEP.findall(text)] == list(range(1, 61))
+    # Ray's own log says the same; once Ray forgets the job (its history trimmed here), the
+    # CLI reads the file.
+    from ray.job_submission import JobSubmissionClient
+    sid = status["rayJob"]["submissionId"]
+    assert [int(n) for n in STEP.findall(JobSubmissionClient(ray_cluster.dashboard_url).get_job_logs(sid))] == list(range(1, 61))
+    JobSubmissionClient(ray_cluster.dashboard_url).delete_job(sid)
+    out = argus_logs(control_plane, ns, "logged", "--tail", "1")
+    assert out.returncode == 0, out.stderr
+    assert f"Ray no longer has job {sid}" in out.stderr and job_dir["userPath"] + "/attempt-1.log" in out.stderr
+    assert out.stdout.strip().startswith("Final validation metrics")
+
+
+def test_a_head_restart_starts_attempt_two_which_resumes_from_the_checkpoint(control_plane, own_ray, user_namespace, run_operator):
+    ns = user_namespace("alice")
+    op = run_operator([ns], ray_address=own_ray.dashboard_url, extra_args=FAST_PROGRESS)
+    total, save_freq = 400, 20
+    apply_text(control_plane, ns, task_with("resumable", ppo_command(steps=total, extra=f"trainer.save_freq={save_freq}"),
+                                            restartPolicy="OnRayJobLost"))
+    wait_for(lambda: ((get_task(control_plane, ns, "resumable").get("status") or {}).get("progress") or {}).get("step", 0) > 2 * save_freq,
+             120, "the run to pass two checkpoints", on_timeout=op.log_tail)
+    own_ray.restart_head()
+    status = wait_phase(control_plane, ns, "resumable", ("Succeeded", "Failed"), timeout=240, op=op)["status"]
+    assert (status["phase"], status["attempt"]) == ("Succeeded", 2), status
+    status = wait_for(lambda: (s := get_task(control_plane, ns, "resumable")["status"])["progress"]["step"] == total and s, 30,
+                      "the final progress", on_timeout=op.log_tail)
+    first, second = status["attempts"]
+    assert (first["attempt"], first["outcome"], second["attempt"], second["outcome"]) == (1, "RayJobLost", 2, "RayJobSucceeded")
+    assert second["submissionId"] == first["submissionId"] + "-a2"
+    events = json.loads(control_plane.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "Retrying" and "attempt 2 waits in the queue" in e["message"] for e in events)
+    # Attempt 2 resumed at the last step attempt 1 checkpointed, and did the rest: every
+    # step of the run was done, the ones after the checkpoint twice at most.
+    job_dir = Path(status["jobDir"]["jobPath"])
+    one, two = (job_dir / "attempt-1.log").read_text(), (job_dir / "attempt-2.log").read_text()
+    done_first = [int(n) for n in STEP.findall(one)]
+    resumed = int(re.search(r"Resuming from \S*global_step_(\d+)", two).group(1))
+    assert resumed % save_freq == 0 and resumed <= max(done_first) < resumed + save_freq
+    assert [int(n) for n in STEP.findall(two)] == list(range(resumed + 1, total + 1))
+    assert status["progress"]["step"] == total and status["progress"]["resumedFromStep"] == resumed
+    # One Ray job per attempt on the new head (the old head forgot attempt 1's).
+    assert [j.submission_id for j in ray_jobs_for(own_ray.dashboard_url, ns)] == [second["submissionId"]]
+
+
+def test_restarts_end_at_the_backoff_limit(control_plane, ray_cluster, user_namespace, run_operator):
+    ns = user_namespace("alice")
+    op = run_operator([ns])
+    failing = ppo_command(steps=3, extra="custom_reward_function.reward_kwargs.x=1")  # the trainer refuses this key: exit 1
+    apply_text(control_plane, ns, task_with("flaky", failing, restartPolicy="OnFailure", backoffLimit=1))
+    status = wait_phase(control_plane, ns, "flaky", ("Succeeded", "Failed"), timeout=120, op=op)["status"]
+    assert (status["phase"], status["reason"], status["attempt"]) == ("Failed", "BackoffLimitExceeded", 2), status
+    assert [a["outcome"] for a in status["attempts"]] == ["RayJobFailed", "RayJobFailed"]
+    assert sorted(j.submission_id for j in ray_jobs_for(ray_cluster.dashboard_url, ns)) == sorted(a["submissionId"] for a in status["attempts"])
+
+
+def test_an_ended_task_goes_after_its_ttl_and_takes_its_ray_jobs_along(control_plane, ray_cluster, user_namespace, run_operator):
+    ns = user_namespace("alice")
+    op = run_operator([ns], extra_args=["--ray-job-retention", "1"])
+    apply_text(control_plane, ns, task_with("short-lived", ppo_command(steps=2), ttlSecondsAfterFinished=4))
+    apply_text(control_plane, ns, advanced_task("kept", ppo_command(steps=2)))
+    kept = wait_phase(control_plane, ns, "kept", ("Succeeded", "Failed"), timeout=90, op=op)["status"]
+    done = wait_phase(control_plane, ns, "short-lived", ("Succeeded", "Failed"), timeout=90, op=op)["status"]
+    assert kept["phase"] == done["phase"] == "Succeeded"
+    # The retention (1 s) removes both tasks' jobs from Ray's job history; the TTL (4 s) the one task.
+    wait_for(lambda: ray_jobs_for(ray_cluster.dashboard_url, ns) == [], 60, "Ray's job history to lose both jobs", on_timeout=op.log_tail)
+    wait_for(lambda: control_plane.kubectl("get", "argustask", "short-lived", "-n", ns, check=False).returncode != 0, 60,
+             "the task to be deleted after its TTL", on_timeout=op.log_tail)
+    kept = get_task(control_plane, ns, "kept")["status"]
+    assert kept["phase"] == "Succeeded" and kept["rayJobsRemoved"] is True
+    out = argus_logs(control_plane, ns, "kept")
+    assert out.returncode == 0 and "removed after the task ended" in out.stderr and "Final validation metrics" in out.stdout, out.stderr
