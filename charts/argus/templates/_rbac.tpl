@@ -16,12 +16,13 @@
   verbs: [create]
 {{- end }}
 {{- define "argus.clusterRules" -}}
-# Namespaces: the operator reads a task's namespace for its argus.io/user label (who the
-# task runs as), live, when it validates the task (controller and webhook). Only get: kopf
-# runs cluster-wide for the webhook and lists no namespaces.
+# Namespaces: get: the operator reads a task's namespace for its argus.io/user label (who
+# the task runs as), live, when it validates the task (controller and webhook); list: the
+# queue reads the onboarded namespaces' argus.io/gpu-quota annotations (at most once per poll
+# interval). No watch: kopf runs cluster-wide for the webhook and follows no namespaces.
 - apiGroups: [""]
   resources: [namespaces]
-  verbs: [get]
+  verbs: [get, list]
 {{- if .Values.rbac.watchCRDs }}
 # kopf re-scans the served resources when a CRD appears or changes (read-only), so the
 # webhook knows the ArgusTask CRD even when it came after the operator.
