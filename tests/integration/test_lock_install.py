@@ -40,7 +40,12 @@ CLIENT = textwrap.dedent("""
                 break
             await asyncio.sleep(0.1)
         print("status", job.status)
-        print("logs", (await ray.logs(sid)).strip().splitlines()[-1])
+        for _ in range(100):  # the driver's output reaches Ray's log a moment after the job ends
+            lines = (await ray.logs(sid)).splitlines()
+            if "locked-client-ok" in lines:
+                break
+            await asyncio.sleep(0.1)
+        print("logs", "locked-client-ok" if "locked-client-ok" in lines else repr(lines[-3:]))
         print("stop", await ray.stop(sid))
         try:
             await ray.job(sid + "-never")
