@@ -1,5 +1,6 @@
-"""kopf's part: it hosts the process (login, liveness endpoint, signals), serves the
-admission webhook, and starts and stops the ``Operator`` it is handed as ``memo.operator``.
+"""kopf's part: it hosts the process (login, signals), serves the admission webhook, and
+starts and stops the ``Operator`` it is handed as ``memo.operator`` (whose own small server
+answers the kubelet's probes: ``health``).
 
 There are no per-object kopf handlers: the controller is level-triggered over its own
 task cache (``reconciler``), so creation, cancel and deletion are all seen as states of the

@@ -3,9 +3,9 @@ chart's pre-delete hook with ``uninstall.releaseFinalizers``, or by hand), stop 
 Ray job and take the ``argus.io/stop-ray-job`` finalizer off, so that deleting the tasks or
 their namespaces afterwards does not hang for an operator that will never come.
 
-For each ArgusTask in scope that holds the finalizer: ask Ray to stop the task's submission
-id (recorded, or the deterministic ``argus-<ns>-<name>-<uid8>``: a job that reached Ray
-unrecorded is found too), wait until Ray reports the job ended (or does not know it), then
+For each ArgusTask in scope that holds the finalizer: ask Ray to stop each of the task's
+submission ids (one per attempt, derived from the object's UID: a job that reached Ray
+unrecorded is found too), wait until Ray reports each ended (or does not know it), then
 remove the finalizer. ``--keep-ray-jobs`` skips the stop (the jobs go on, untracked). A task
 whose job Ray does not confirm ended within ``--release-timeout`` keeps its finalizer, and
 the command exits 1 naming it; run it again once Ray answers. Tasks are left in place with
@@ -87,12 +87,13 @@ async def release_finalizers(config: OperatorConfig, *, stop_jobs: bool = True, 
 
     async def one(view: TaskView) -> None:
         what = f"{view.namespace}/{view.name}"
-        sid = view.state.submission_id
+        sid = view.state.submission_id  # the current attempt's
         if stop_jobs:
-            problem = await _stop_and_wait(ray, sid, timeout)
-            if problem:
-                failed.append(f"{what}: {problem}; its finalizer stays")
-                return
+            for attempt_sid in view.state.submission_ids():
+                problem = await _stop_and_wait(ray, attempt_sid, timeout)
+                if problem:
+                    failed.append(f"{what}: {problem}; its finalizer stays")
+                    return
         for _ in range(5):
             try:
                 if await store.remove_finalizer(view.namespace, view.name, list(view.finalizers)):
