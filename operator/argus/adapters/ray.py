@@ -1,6 +1,7 @@
 """The Ray Jobs API and Ray's node list, through Ray's own ``JobSubmissionClient`` and
 state API, with their errors mapped to what they mean for a task: already exists -> adopt;
-unknown id -> lost; unreachable -> retry later; anything else Ray says -> refused.
+unknown id -> lost; unreachable -> retry later; HTTP 401/403 -> the credentials were refused
+(retry later too, told apart); anything else Ray says -> refused.
 
 The one Ray client of Argus: the operator (submit, status, stop, nodes) and ``argus logs``
 (logs) both use it. Calls are synchronous in Ray's client, so the async methods run them in
@@ -8,12 +9,24 @@ a thread pool of their own, so that they never wait behind Kubernetes writes (as
 shared default pool has only cpu+4 threads: on 2 cores, a burst of status patches delayed
 each Ray call). Every HTTP request has a timeout (Ray's client sets none, and a half-open
 connection would hold a pool thread for ever).
+
+Token authentication (Ray >= 2.52, ``RAY_AUTH_MODE=token`` on the cluster): with a token file
+(``--ray-token-file``) every request carries ``Authorization: Bearer <token>``, the file
+read afresh whenever a client is made (after an outage or a refusal: a rotated Secret is
+picked up). Without one, Ray's own client still does what Ray documents: in a process with
+``RAY_AUTH_MODE=token`` it sends the token of ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
+``~/.ray/auth_token`` (``get_auth_headers_if_auth_enabled``); an explicit Authorization
+header wins over those, as Ray intends. The token never appears in a message: every
+error text is scrubbed of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,10 +35,48 @@ from typing import Any
 from ..core.plan import SubmissionPlan
 
 DEFAULT_TIMEOUT = 10.0
+AUTH_WARNING_SECONDS = 60.0  # the operator's log says a refusal at most this often
+
+log = logging.getLogger(__name__)
 
 
 class RayUnreachable(Exception):
     """The dashboard did not answer; try again later."""
+
+
+class RayAuthFailed(RayUnreachable):
+    """The dashboard answered, but refused the credentials: HTTP 401 (the cluster requires a
+    token and none was sent) or 403 (the token sent is not the cluster's). A kind of
+    RayUnreachable, so that whatever waits out an outage waits this out too (never a task
+    failed as refused); the lifecycle tells it apart (reason RayAuthFailed)."""
+
+    def __init__(self, status: int | None):
+        self.status = status
+        super().__init__({
+            401: "HTTP 401: the Ray cluster requires a token and none was sent",
+            403: "HTTP 403: the Ray cluster did not accept the token that was sent",
+        }.get(status or 0, "the Ray cluster refused the credentials"))
+
+
+class RayTokenError(ValueError):
+    """The token file cannot be used (a configuration mistake, said in one line)."""
+
+
+def read_token_file(path: str) -> str:
+    """The token in ``path`` (surrounding whitespace removed). Raises RayTokenError; the
+    message names the file, never its content."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.read().strip()
+    except OSError as exc:
+        raise RayTokenError(f"cannot read the Ray token file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise RayTokenError(f"the Ray token file {path} is not UTF-8 text") from None
+    if not token:
+        raise RayTokenError(f"the Ray token file {path} is empty")
+    if any(c.isspace() for c in token):
+        raise RayTokenError(f"the Ray token file {path} holds more than one word (expected the token alone)")
+    return token
 
 
 class RayJobUnknown(Exception):
@@ -70,9 +121,32 @@ class PlacementGroup:
     gpus: float
 
 
-def classify(exc: Exception) -> Exception:
-    """The domain meaning of an exception raised by Ray's client."""
+_AUTH_TEXT = re.compile(r"status code (401|403)\b|status=(401|403)\b")
+
+
+def _auth_status(exc: Exception, text: str) -> int | None:
+    """401 or 403 when the exception is Ray refusing the credentials, else None (0: a
+    refusal whose status is not known)."""
+    if type(exc).__name__ == "AuthenticationError":  # ray.exceptions (Ray >= 2.52's client)
+        return 401 if text.startswith("Authentication required") else 403 if text.startswith("Authentication failed") else 0
+    for status in (getattr(exc, "status", None), getattr(getattr(exc, "response", None), "status_code", None)):
+        if status in (401, 403):  # aiohttp (the log stream), requests
+            return int(status)
+    found = _AUTH_TEXT.search(text)  # an older client's RuntimeError, or the state API's
+    if found and "status code 5" not in text:
+        return int(found.group(1) or found.group(2))
+    return None
+
+
+def classify(exc: Exception, secret: str | None = None) -> Exception:
+    """The domain meaning of an exception raised by Ray's client (``secret``, the token, is
+    scrubbed from any text kept)."""
     text = str(exc)
+    if secret:
+        text = text.replace(secret, "***")
+    auth = _auth_status(exc, text)
+    if auth is not None:
+        return RayAuthFailed(auth or None)
     if "already exists" in text:
         return RayJobExists(text[-300:])
     if "does not exist" in text or "status code 404" in text:
@@ -90,6 +164,11 @@ def classify(exc: Exception) -> Exception:
         return RayUnreachable(text[:300])
     # Ray's errors carry a server traceback; its last line says what went wrong.
     return RayRefused(text.strip().rstrip('.').splitlines()[-1][:500] if text.strip() else type(exc).__name__)
+
+
+def _state_client(address: str, headers: dict[str, str]) -> Any:
+    from ray.util.state.api import StateApiClient
+    return StateApiClient(address=address, headers={"Content-Type": "application/json", **headers})
 
 
 def _timed_client_class(timeout: float) -> type:
@@ -119,21 +198,50 @@ class RayJobsClient:
     """Ray's job and node APIs at ``address`` (the dashboard, e.g. http://ray-head:8265).
 
     ``on_call(operation, outcome)`` is told of every call (the operator counts them in its
-    metrics; the CLI passes nothing)."""
+    metrics; the CLI passes nothing). ``token_file``: the cluster's token, sent on every
+    request (see the module's docstring)."""
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
                  on_call: Callable[[str, str], None] | None = None, threads: int = 16,
-                 client_factory: Callable[[str], Any] | None = None):
+                 client_factory: Callable[[str], Any] | None = None, token_file: str | None = None,
+                 state_client_factory: Callable[[str, dict[str, str]], Any] | None = None):
         self.address = address.rstrip("/")
         self.timeout = timeout
+        self.token_file = token_file
         self._on_call = on_call or (lambda operation, outcome: None)
-        # Ray's JobSubmissionClient (with request timeouts); unit tests pass a fake of it.
-        self._client_factory = client_factory or _timed_client_class(timeout)
+        self._token: str | None = None  # the last token read (scrubbed from messages)
+        # Ray's JobSubmissionClient (with request timeouts) and state API client; unit tests
+        # pass fakes of them.
+        self._client_factory = client_factory or (
+            lambda address: _timed_client_class(timeout)(address, headers=self.auth_headers() or None))
+        self._state_client_factory = state_client_factory or _state_client
+        self._warned_at: float | None = None
         self._client: Any = None
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="argus-ray")
 
     # -- plumbing ------------------------------------------------------------------
+    def auth_headers(self) -> dict[str, str]:
+        """The Authorization header from the token file ({} without one). The file is read
+        each time: a rotated Secret counts from the next client made. An unreadable file
+        sends no token (the refusal that follows says what to check)."""
+        if not self.token_file:
+            return {}
+        try:
+            self._token = read_token_file(self.token_file)
+        except RayTokenError as exc:
+            log.warning("%s; sending no token", exc)
+            return {}
+        return {"Authorization": f"Bearer {self._token}"}
+
+    def _refused(self, operation: str, exc: RayAuthFailed) -> None:
+        now = time.monotonic()
+        if self._warned_at is None or now - self._warned_at >= AUTH_WARNING_SECONDS:
+            self._warned_at = now
+            where = f"the token in {self.token_file}" if self.token_file else "no --ray-token-file set"
+            log.warning("Ray at %s refused the operator's credentials on a %s call (%s; %s): check the Ray token",
+                        self.address, operation, exc, where)
+
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 
@@ -147,12 +255,14 @@ class RayJobsClient:
         try:
             result = fn()
         except Exception as exc:  # noqa: BLE001 - every Ray error is mapped below
-            mapped = classify(exc)
+            mapped = classify(exc, self._token)
             if isinstance(mapped, RayUnreachable):
                 with self._lock:
-                    self._client = None  # reconnect next time (the head may have restarted)
+                    self._client = None  # reconnect next time (the head may have restarted, the token changed)
+            if isinstance(mapped, RayAuthFailed):
+                self._refused(operation, mapped)
             self._on_call(operation, type(mapped).__name__)
-            raise mapped from exc
+            raise mapped from None if self._token and self._token in str(exc) else exc
         self._on_call(operation, "ok")
         return result
 
@@ -206,15 +316,19 @@ class RayJobsClient:
             async for chunk in client.tail_job_logs(submission_id):
                 yield chunk
         except Exception as exc:  # noqa: BLE001
-            raise classify(exc) from exc
+            mapped = classify(exc, self._token)
+            if isinstance(mapped, RayAuthFailed):
+                self._refused("logs", mapped)
+            raise mapped from None if self._token and self._token in str(exc) else exc
 
     # -- nodes ------------------------------------------------------------------------
     async def nodes(self) -> list[RayNode]:
         """The alive nodes, their total resources and the GPUs in use on each."""
         def read() -> list[RayNode]:
-            from ray.util.state import list_nodes
-            found = list_nodes(address=self.address, filters=[("state", "=", "ALIVE")], timeout=int(self.timeout),
-                               raise_on_missing_output=False)
+            from ray.util.state.common import ListApiOptions, StateResource
+            client = self._state_client_factory(self.address, self.auth_headers())
+            found = client.list(StateResource.NODES, options=ListApiOptions(filters=[("state", "=", "ALIVE")], timeout=int(self.timeout)),
+                                raise_on_missing_output=False)
             used = self._get_client().gpus_used_by_node()
             return [RayNode(node_id=n.node_id, resources_total={k: float(v) for k, v in (n.resources_total or {}).items()},
                             is_head=bool(getattr(n, "is_head_node", False)),
@@ -224,9 +338,11 @@ class RayJobsClient:
     async def placement_groups(self) -> list[PlacementGroup]:
         """Created placement groups holding GPUs (verl's workers live in them)."""
         def read() -> list[PlacementGroup]:
-            from ray.util.state import list_placement_groups
-            found = list_placement_groups(address=self.address, filters=[("state", "=", "CREATED")], detail=True,
-                                          timeout=int(self.timeout), raise_on_missing_output=False, limit=10000)
+            from ray.util.state.common import ListApiOptions, StateResource
+            client = self._state_client_factory(self.address, self.auth_headers())
+            found = client.list(StateResource.PLACEMENT_GROUPS, options=ListApiOptions(filters=[("state", "=", "CREATED")], detail=True,
+                                                                                        timeout=int(self.timeout), limit=10000),
+                                raise_on_missing_output=False)
             out = []
             for pg in found:
                 gpus = sum(float((b.get("unit_resources") or {}).get("GPU", 0.0)) for b in (pg.bundles or []) if isinstance(b, dict))

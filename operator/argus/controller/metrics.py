@@ -40,7 +40,7 @@ def count_ray_call(operation: str, outcome: str) -> None:
     """``adapters.ray.RayJobsClient``'s call hook. An unknown job or an existing submission
     id is an answer, not an error."""
     RAY_CALLS.labels(operation).inc()
-    if outcome in ("RayUnreachable", "RayRefused"):
+    if outcome in ("RayUnreachable", "RayAuthFailed", "RayRefused"):
         RAY_ERRORS.labels(operation).inc()
 
 
