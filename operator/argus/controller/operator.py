@@ -41,7 +41,7 @@ class Operator:
         """Wire the real adapters. Call from a running event loop (kopf's startup)."""
         load_kube_config(kubeconfig)
         store = KubeTaskStore()
-        ray = RayJobsClient(config.ray_address, on_call=metrics.count_ray_call)
+        ray = RayJobsClient(config.ray_address, on_call=metrics.count_ray_call, token_file=config.ray_token_file)
         leader = LeaderElection(config.leader_election_namespace, lease_seconds=config.leader_lease_seconds) \
             if config.leader_election_namespace else None
         cache = TaskCache(config.namespaces)
