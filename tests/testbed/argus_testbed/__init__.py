@@ -15,7 +15,7 @@ from .controlplane import (
     find_binaries,
     find_kubectl,
 )
-from .raycluster import RayCluster
+from .raycluster import RayCluster, older_ray_python
 
 __all__ = [
     "ControlPlane",
@@ -26,4 +26,5 @@ __all__ = [
     "RayCluster",
     "find_binaries",
     "find_kubectl",
+    "older_ray_python",
 ]

@@ -56,10 +56,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .controlplane import repo_root
 from .ports import START_ATTEMPTS, free_port, free_port_range, lost_port_race
 from .procs import ManagedProcess, tail
 
 WORKER_PORT_RANGE = 60  # ports for Ray worker processes, per node
+OLD_RAY_SCRIPT = Path("hack") / "build-ray-env.sh"
+
+
+def older_ray_python(version: str | None = None, timeout: float | None = 900) -> Path:
+    """The python of the virtual environment with an older Ray (``hack/build-ray-env.sh``:
+    returns at once when cached, else builds it from PyPI, about half a minute; its progress
+    goes to this process's stderr, its last stdout line is the python)."""
+    script = repo_root() / OLD_RAY_SCRIPT
+    proc = subprocess.run(["bash", str(script), *([version] if version else [])], stdout=subprocess.PIPE, stderr=None,
+                          text=True, timeout=timeout, cwd=script.parent.parent)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{script} failed with exit code {proc.returncode}; stdout: {proc.stdout[-2000:]!r}")
+    python = Path(lines[-1].strip())
+    if not os.access(python, os.X_OK):
+        raise RuntimeError(f"{script} printed {python}, which is no executable python")
+    return python
 
 
 @dataclass(frozen=True)
