@@ -250,3 +250,45 @@ def test_a_refusal_is_logged_at_most_once_a_minute_and_never_with_the_token(tmp_
                            f"accept the token that was sent; the token in {token}): check the Ray token")
     assert calls == [("status", "RayAuthFailed")] * 3
     assert not any("s3cr3t-t0ken" in w for w in warnings)
+
+
+# --------------------------------------------------------------------------- the cluster's version
+
+@pytest.mark.parametrize("version,token,level,message", [
+    ("2.60.0", True, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.60.0 (Argus is tested against Ray 2.41.0 to 2.60.0)"),
+    ("2.41.0", False, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.41.0 (Argus is tested against Ray 2.41.0 to 2.60.0)"),
+    # Between the ends: inside the range. Before 2.52 a token means nothing: said, not an error.
+    ("2.47.1", True, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.47.1 (Argus is tested against Ray 2.41.0 to 2.60.0); "
+                             "Ray before 2.52.0 has no token authentication: the token is sent and ignored"),
+    ("2.52.0", True, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.52.0 (Argus is tested against Ray 2.41.0 to 2.60.0)"),
+    ("2.40.0", False, "WARNING", "the Ray cluster at http://ray:8265 runs Ray 2.40.0, older than the supported range (Argus is tested "
+                                 "against Ray 2.41.0 to 2.60.0); job submission, status or logs may fail"),
+    ("2.61.0", False, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.61.0, newer than the tested range (Argus is tested against "
+                              "Ray 2.41.0 to 2.60.0)"),
+    ("2.60.1", False, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.60.1 (Argus is tested against Ray 2.41.0 to 2.60.0)"),
+    ("3.0.0rc1", False, "INFO", "the Ray cluster at http://ray:8265 runs Ray 3.0.0rc1, newer than the tested range (Argus is tested "
+                                "against Ray 2.41.0 to 2.60.0)"),
+])
+def test_what_the_operator_says_of_the_clusters_ray_version(version: str, token: bool, level: str, message: str) -> None:
+    import logging
+
+    from argus.adapters.ray import version_note
+    assert version_note("http://ray:8265", version, token=token) == (getattr(logging, level), message)
+
+
+def test_the_clusters_version_is_what_rays_client_learnt_when_it_connected() -> None:
+    import asyncio
+
+    from argus.adapters.ray import RayJobsClient
+
+    class Connected:
+        _server_ray_version = "2.41.0"
+
+    class Refusing:
+        def __init__(self) -> None:
+            raise _ray_auth_error("Authentication required: Unauthorized: Missing authentication token")
+
+    assert asyncio.run(RayJobsClient("http://ray:8265", client_factory=lambda _: Connected(), threads=1).cluster_version()) == "2.41.0"
+    from argus.adapters.ray import RayAuthFailed
+    with pytest.raises(RayAuthFailed):
+        asyncio.run(RayJobsClient("http://ray:8265", client_factory=lambda _: Refusing(), threads=1).cluster_version())

@@ -35,6 +35,9 @@ from typing import Any
 from ..core.plan import SubmissionPlan
 
 DEFAULT_TIMEOUT = 10.0
+# The cluster versions CI runs the operator's lifecycle against (README: supported Ray).
+TESTED_RAY = ("2.41.0", "2.60.0")
+TOKEN_AUTH_SINCE = "2.52.0"  # the first Ray whose clusters can require a token
 AUTH_WARNING_SECONDS = 60.0  # the operator's log says a refusal at most this often
 
 log = logging.getLogger(__name__)
@@ -166,12 +169,57 @@ def classify(exc: Exception, secret: str | None = None) -> Exception:
     return RayRefused(text.strip().rstrip('.').splitlines()[-1][:500] if text.strip() else type(exc).__name__)
 
 
+def client_version() -> str:
+    """The version of the ray package this process talks to Ray with."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("ray")
+    except PackageNotFoundError:  # pragma: no cover
+        return "unknown"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """(2, 41, 0) of '2.41.0' (pre-release and build suffixes ignored)."""
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0].split("rc")[0])[:3])
+
+
+def version_note(address: str, version: str, *, token: bool) -> tuple[int, str]:
+    """(log level, message) that the operator says once about the cluster's Ray version:
+    where it stands against the tested range, and what a configured token does there."""
+    oldest, newest = TESTED_RAY
+    tested = f"Argus is tested against Ray {oldest} to {newest}"
+    level, message = logging.INFO, f"the Ray cluster at {address} runs Ray {version} ({tested})"
+    if _release(version) < _release(oldest):
+        level, message = logging.WARNING, (f"the Ray cluster at {address} runs Ray {version}, older than the supported range ({tested}); "
+                                           "job submission, status or logs may fail")
+    elif _release(version)[:2] > _release(newest)[:2]:
+        message = f"the Ray cluster at {address} runs Ray {version}, newer than the tested range ({tested})"
+    if token and _release(version) < _release(TOKEN_AUTH_SINCE):
+        message += f"; Ray before {TOKEN_AUTH_SINCE} has no token authentication: the token is sent and ignored"
+    return level, message
+
+
+_import_lock = threading.Lock()
+
+
+def _import_ray() -> None:
+    """Import Ray's client modules once, one thread at a time: two pool threads importing
+    ray at once (a status read and the version read at start) left 'partially initialized
+    module ray' behind, and every later call failed with it."""
+    with _import_lock:
+        import ray.job_submission  # noqa: F401
+        import ray.util.state.api  # noqa: F401
+        import ray.util.state.common  # noqa: F401
+
+
 def _state_client(address: str, headers: dict[str, str]) -> Any:
+    _import_ray()
     from ray.util.state.api import StateApiClient
     return StateApiClient(address=address, headers={"Content-Type": "application/json", **headers})
 
 
 def _timed_client_class(timeout: float) -> type:
+    _import_ray()
     from ray.job_submission import JobSubmissionClient
 
     class TimedJobSubmissionClient(JobSubmissionClient):  # type: ignore[misc, valid-type]
@@ -321,10 +369,27 @@ class RayJobsClient:
                 self._refused("logs", mapped)
             raise mapped from None if self._token and self._token in str(exc) else exc
 
+    async def cluster_version(self) -> str:
+        """The Ray version the cluster's dashboard reports (Ray's client asks for it when it
+        connects). Raises as the other calls do; not counted in the metrics."""
+        def read() -> str:
+            client = self._get_client()
+            version = getattr(client, "_server_ray_version", None)
+            if version is None:
+                response = client._do_request("GET", "/api/version")
+                response.raise_for_status()
+                version = response.json()["ray_version"]
+            return str(version)
+        try:
+            return await self._run(read)
+        except Exception as exc:  # noqa: BLE001 - mapped as every call's
+            raise classify(exc, self._token) from None
+
     # -- nodes ------------------------------------------------------------------------
     async def nodes(self) -> list[RayNode]:
         """The alive nodes, their total resources and the GPUs in use on each."""
         def read() -> list[RayNode]:
+            _import_ray()
             from ray.util.state.common import ListApiOptions, StateResource
             client = self._state_client_factory(self.address, self.auth_headers())
             found = client.list(StateResource.NODES, options=ListApiOptions(filters=[("state", "=", "ALIVE")], timeout=int(self.timeout)),

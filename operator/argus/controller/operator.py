@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..adapters.kube import KubeTaskStore, load_kube_config
-from ..adapters.ray import RayJobsClient
+from ..adapters.ray import RayJobsClient, RayRefused, RayUnreachable, client_version, version_note
 from ..core.user import USER_LABEL, user_from_label
 from . import metrics
 from .cache import TaskCache, worth_a_look
@@ -60,6 +60,7 @@ class Operator:
         self.cache.start()
         await asyncio.to_thread(warm_up)  # Hydra's override parser, before the first task needs it
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
+        self.background.append(asyncio.create_task(self.say_ray_version(), name="argus Ray version"))
         if self.leader:
             self.background.append(asyncio.create_task(self.leader.run(), name="argus leader election"))
 
@@ -70,6 +71,19 @@ class Operator:
         self.cache.stop()
         if self.leader:
             await asyncio.to_thread(self.leader.release)
+
+    async def say_ray_version(self, every: float = 30.0) -> None:
+        """Log the cluster's Ray version once, as soon as Ray answers: where it stands against
+        the tested range, and whether a configured token means anything there."""
+        while True:
+            try:
+                version = await self.ray.cluster_version()
+            except (RayUnreachable, RayRefused):
+                await asyncio.sleep(every)  # the reconciler's conditions say why meanwhile
+                continue
+            level, message = version_note(self.config.ray_address, version, token=bool(self.config.ray_token_file))
+            log.log(level, "%s; the operator's Ray client is %s", message, client_version())
+            return
 
     async def user_of_namespace(self, namespace: str) -> tuple[str | None, str, str]:
         """(user, reason, message) from the namespace's label, read live (a label changed a
