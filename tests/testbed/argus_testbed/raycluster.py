@@ -274,8 +274,10 @@ class RayCluster:
             self._socket_flags = out.stdout.strip() == "True"
         if not self._socket_flags:
             return []
-        return [f"--plasma-store-socket-name={self.temp_dir / (name + '_plasma_store')}",
-                f"--raylet-socket-name={self.temp_dir / (name + '_raylet')}"]
+        sockets = [self.temp_dir / f"{name}_plasma_store", self.temp_dir / f"{name}_raylet"]
+        for stale in sockets:  # left by a worker killed before a restart: it would fail to bind
+            stale.unlink(missing_ok=True)
+        return [f"--plasma-store-socket-name={sockets[0]}", f"--raylet-socket-name={sockets[1]}"]
 
     def _common_args(self) -> list[str]:
         return [
