@@ -134,7 +134,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 hint = f"it did not accept the token in {args.ray_token_file}: check that it is the cluster's token"
             else:
                 hint = "it did not accept the token sent: check the cluster's token"
-            raise ClusterError(f"the Ray dashboard at {address} requires a token ({str(exc).split(':')[0]}); {hint}") from None
+            also = f"; the log is also in the job folder: {paths[0]}" if paths else ""
+            raise ClusterError(f"the Ray dashboard at {address} requires a token ({str(exc).split(':')[0]}); {hint}{also}") from None
         except RayUnreachable as exc:
             raise ClusterError(f"cannot reach the Ray dashboard at {address}: {exc}") from None
         except RayRefused as exc:

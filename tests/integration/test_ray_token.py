@@ -100,7 +100,8 @@ def test_without_the_token_nothing_is_submitted_and_with_it_the_task_runs(contro
     without = argus_logs(control_plane, ns, "guarded")
     assert without.returncode == 1 and "Traceback" not in without.stderr and len(without.stderr.splitlines()) == 1, without.stderr
     assert without.stderr == (f"argus logs: the Ray dashboard at {token_ray.dashboard_url} requires a token (HTTP 401); none was sent: "
-                               "pass --ray-token-file FILE (or set ARGUS_RAY_TOKEN_FILE)\n")
+                               "pass --ray-token-file FILE (or set ARGUS_RAY_TOKEN_FILE); the log is also in the job folder: "
+                               f"{done['status']['logFile']['userPath']}\n")
     wrong = argus_logs(control_plane, ns, "guarded", "--ray-token-file", str(token_file(tmp_path, WRONG)))
     assert wrong.returncode == 1 and len(wrong.stderr.splitlines()) == 1 and "(HTTP 403)" in wrong.stderr, wrong.stderr
     followed_without = argus_logs(control_plane, ns, "guarded", "-f")

@@ -292,3 +292,16 @@ def test_the_clusters_version_is_what_rays_client_learnt_when_it_connected() -> 
     from argus.adapters.ray import RayAuthFailed
     with pytest.raises(RayAuthFailed):
         asyncio.run(RayJobsClient("http://ray:8265", client_factory=lambda _: Refusing(), threads=1).cluster_version())
+
+
+def test_a_refusal_counts_as_a_ray_error_in_the_metrics() -> None:
+    from argus.controller import metrics
+
+    def errors(operation: str) -> float:
+        return metrics.RAY_ERRORS.labels(operation)._value.get()
+
+    before = errors("nodes")
+    metrics.count_ray_call("nodes", "RayAuthFailed")
+    metrics.count_ray_call("nodes", "ok")
+    metrics.count_ray_call("nodes", "RayJobUnknown")  # an answer, not an error
+    assert errors("nodes") == before + 1
