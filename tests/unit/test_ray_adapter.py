@@ -305,3 +305,15 @@ def test_a_refusal_counts_as_a_ray_error_in_the_metrics() -> None:
     metrics.count_ray_call("nodes", "ok")
     metrics.count_ray_call("nodes", "RayJobUnknown")  # an answer, not an error
     assert errors("nodes") == before + 1
+
+
+def test_a_token_file_that_goes_bad_sends_no_token_and_says_so_once(tmp_path, caplog) -> None:
+    from argus.adapters.ray import RayJobsClient
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-t0ken")
+    client = RayJobsClient("http://ray:8265", token_file=str(token), threads=1)
+    assert client.auth_headers() == {"Authorization": "Bearer s3cr3t-t0ken"}
+    token.write_text("")
+    with caplog.at_level("WARNING", logger="argus.adapters.ray"):
+        assert client.auth_headers() == {} and client.auth_headers() == {}
+    assert [r.getMessage() for r in caplog.records] == [f"the Ray token file {token} is empty; sending no token"]

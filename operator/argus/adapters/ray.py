@@ -264,6 +264,7 @@ class RayJobsClient:
             lambda address: _timed_client_class(timeout)(address, headers=self.auth_headers() or None))
         self._state_client_factory = state_client_factory or _state_client
         self._warned_at: float | None = None
+        self._token_problem: str | None = None
         self._client: Any = None
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="argus-ray")
@@ -278,8 +279,11 @@ class RayJobsClient:
         try:
             self._token = read_token_file(self.token_file)
         except RayTokenError as exc:
-            log.warning("%s; sending no token", exc)
+            if str(exc) != self._token_problem:  # said once per problem, not at every read
+                log.warning("%s; sending no token", exc)
+            self._token_problem = str(exc)
             return {}
+        self._token_problem = None
         return {"Authorization": f"Bearer {self._token}"}
 
     def _refused(self, operation: str, exc: RayAuthFailed) -> None:
@@ -403,6 +407,7 @@ class RayJobsClient:
     async def placement_groups(self) -> list[PlacementGroup]:
         """Created placement groups holding GPUs (verl's workers live in them)."""
         def read() -> list[PlacementGroup]:
+            _import_ray()
             from ray.util.state.common import ListApiOptions, StateResource
             client = self._state_client_factory(self.address, self.auth_headers())
             found = client.list(StateResource.PLACEMENT_GROUPS, options=ListApiOptions(filters=[("state", "=", "CREATED")], detail=True,
