@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 import ray
 
-from argus_testbed import RayCluster, older_ray_python
+from argus_testbed import RayCluster
 from argus_testbed.harness import STANDIN, advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
 from argus_testbed.private_tree import login_home
+from argus_testbed.raycluster import older_ray_python
 
 pytestmark = [pytest.mark.integration, pytest.mark.old_ray]
 

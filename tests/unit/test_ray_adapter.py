@@ -237,7 +237,7 @@ def test_a_refusal_is_logged_at_most_once_a_minute_and_never_with_the_token(tmp_
 
     calls: list[tuple[str, str]] = []
     client = adapter.RayJobsClient("http://ray:8265", token_file=str(token), client_factory=lambda _: Refusing(),
-                                   on_call=lambda op, out: calls.append((op, out)), threads=1)
+                                   on_call=lambda op, out, *_: calls.append((op, out)), threads=1)
     client.auth_headers()  # as the real factory does: the token is known to the client
     with caplog.at_level("WARNING", logger="argus.adapters.ray"):
         for advance in (0, 30, 31):

@@ -16,8 +16,8 @@ read afresh whenever a client is made (after an outage or a refusal: a rotated S
 picked up). Without one, Ray's own client still does what Ray documents: in a process with
 ``RAY_AUTH_MODE=token`` it sends the token of ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
 ``~/.ray/auth_token`` (``get_auth_headers_if_auth_enabled``); an explicit Authorization
-header wins over those, as Ray intends. The token never appears in a message: every
-error text is scrubbed of it.
+header wins over those, as Ray intends. The token never appears in a message: the error
+texts Argus keeps are scrubbed of it (and Ray's own errors do not carry it).
 """
 
 from __future__ import annotations
@@ -308,13 +308,13 @@ class RayJobsClient:
             result = fn()
         except Exception as exc:  # noqa: BLE001 - every Ray error is mapped below
             mapped = classify(exc, self._token)
+            if isinstance(mapped, RayAuthFailed):  # also a RayUnreachable: the token file is read again
+                self._refused(operation, mapped)
             if isinstance(mapped, RayUnreachable):
                 with self._lock:
-                    self._client = None  # reconnect next time (the head may have restarted, the token changed)
-            if isinstance(mapped, RayAuthFailed):
-                self._refused(operation, mapped)
+                    self._client = None  # reconnect next time (the head may have restarted)
             self._on_call(operation, type(mapped).__name__)
-            raise mapped from None if self._token and self._token in str(exc) else exc
+            raise mapped from exc
         self._on_call(operation, "ok")
         return result
 
@@ -371,7 +371,7 @@ class RayJobsClient:
             mapped = classify(exc, self._token)
             if isinstance(mapped, RayAuthFailed):
                 self._refused("logs", mapped)
-            raise mapped from None if self._token and self._token in str(exc) else exc
+            raise mapped from exc
 
     async def cluster_version(self) -> str:
         """The Ray version the cluster's dashboard reports (Ray's client asks for it when it

@@ -15,7 +15,7 @@ from .controlplane import (
     find_binaries,
     find_kubectl,
 )
-from .raycluster import RayCluster, older_ray_python
+from .raycluster import RayCluster
 
 __all__ = [
     "ControlPlane",
@@ -26,5 +26,4 @@ __all__ = [
     "RayCluster",
     "find_binaries",
     "find_kubectl",
-    "older_ray_python",
 ]
