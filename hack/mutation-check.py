@@ -50,6 +50,10 @@ MUTATIONS = [
              "    fitting = sorted((f, i) for i, f in enumerate(free) if f > 0)"),
     Mutation("a user's GPU quota", "operator/argus/core/queue.py",
              "        if quota is not None and held + task.gpus > quota:", "        if False:"),
+    Mutation("telling refused credentials (HTTP 401/403) from an outage", "operator/argus/adapters/ray.py",
+             "    if auth is not None:\n        return RayAuthFailed(auth or None)", "    pass"),
+    Mutation("never failing a task for refused credentials (no grace counted)", "operator/argus/core/lifecycle.py",
+             "        if seen.reason == RAY_AUTH_FAILED:  # Ray answered: no outage, no grace counted (see the docstring)", "        if False:"),
 ]
 
 

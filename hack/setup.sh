@@ -2,7 +2,9 @@
 # Sets up what the tests and the demo need, skipping whatever is already there:
 #   - .venv with the project installed (editable) and its test extras, and the testbed
 #     (tests/testbed: test and demo infrastructure, not part of the product);
-#   - kube-apiserver, etcd and helm built from Go modules (hack/build-testbed-bins.sh).
+#   - kube-apiserver, etcd and helm built from Go modules (hack/build-testbed-bins.sh);
+#   - a virtual environment with the oldest Ray that Argus is tested against, for the
+#     version-range test (hack/build-ray-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage() { printf '\n==> %s\n' "$*" >&2; }
@@ -23,3 +25,7 @@ t1=$SECONDS
 stage "kube-apiserver, etcd, helm (built once from Go modules, then cached)"
 bash hack/build-testbed-bins.sh >/dev/null
 echo "setup: testbed binaries ready in $((SECONDS - t1)) s" >&2
+t2=$SECONDS
+stage "an older Ray for the version-range test (built once from PyPI, then cached)"
+bash hack/build-ray-env.sh >/dev/null
+echo "setup: older-Ray environment ready in $((SECONDS - t2)) s" >&2

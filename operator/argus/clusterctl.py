@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import os
 import re
 import sys
 from typing import Any
@@ -92,6 +94,13 @@ def _from_file(paths: tuple[str, str] | None, why: str, tail: int | None) -> Non
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    if args.ray_token_file:
+        from .adapters.ray import RayTokenError, read_token_file
+        try:
+            read_token_file(args.ray_token_file)
+        except RayTokenError as exc:
+            print(f"argus logs: --ray-token-file: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     namespace = args.namespace or _current_namespace(args.kubeconfig, args.context)
     try:
         task = get_task(args.task, namespace, args.kubeconfig, args.context)
@@ -108,8 +117,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
             return EXIT_OK
         if not address:
             raise ClusterError("the task's status names no Ray dashboard; pass --ray-address")
-        from .adapters.ray import RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
-        ray = RayJobsClient(address, threads=2)
+        from .adapters.ray import RayAuthFailed, RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
+        logging.getLogger("argus.adapters.ray").addHandler(logging.NullHandler())  # the failure is said below, once
+        ray = RayJobsClient(address, threads=2, token_file=args.ray_token_file or None)
         try:
             if args.follow:
                 asyncio.run(_follow(ray, sid, args.tail))
@@ -117,6 +127,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 _print_tail(asyncio.run(ray.logs(sid)), args.tail)
         except RayJobUnknown:
             _from_file(paths, f"Ray no longer has job {sid} (the head restarted, or the job left its history)", args.tail)
+        except RayAuthFailed as exc:
+            if exc.status == 401:
+                hint = "none was sent: pass --ray-token-file FILE (or set ARGUS_RAY_TOKEN_FILE)"
+            elif args.ray_token_file:
+                hint = f"it did not accept the token in {args.ray_token_file}: check that it is the cluster's token"
+            else:
+                hint = "it did not accept the token sent: check the cluster's token"
+            also = f"; the log is also in the job folder: {paths[0]}" if paths else ""
+            raise ClusterError(f"the Ray dashboard at {address} requires a token ({str(exc).split(':')[0]}); {hint}{also}") from None
         except RayUnreachable as exc:
             raise ClusterError(f"cannot reach the Ray dashboard at {address}: {exc}") from None
         except RayRefused as exc:
@@ -390,6 +409,9 @@ def register_cluster_commands(sub: Any) -> None:
     p.add_argument("--kubeconfig")
     p.add_argument("--context")
     p.add_argument("--ray-address", help="Ray dashboard to read from (default: the one in the task's status)")
+    p.add_argument("--ray-token-file", default=os.environ.get("ARGUS_RAY_TOKEN_FILE") or None,
+                   help="file holding the Ray cluster's token, when it requires one (env ARGUS_RAY_TOKEN_FILE; without it, "
+                        "Ray's own RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH apply)")
     p.set_defaults(func=cmd_logs)
 
     p = sub.add_parser("onboard", help="let a user run tasks: label a namespace argus.io/user=USER and bind argus-edit there")

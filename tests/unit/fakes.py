@@ -2,7 +2,8 @@
 that drive the real reconciler in milliseconds, without processes:
 
 - ``FakeRay``: Ray's Jobs API and node list as a dict of jobs, with the answers the real
-  client's adapter gives (adopt on an existing id, RayJobUnknown, RayUnreachable).
+  client's adapter gives (adopt on an existing id, RayJobUnknown, RayUnreachable, and
+  RayAuthFailed when told to refuse the operator's credentials).
 - ``FakeCluster``: the API server's side: ArgusTask objects with merge-patched status,
   finalizers and deletion as Kubernetes does them, Events, namespaces; it is also the
   task source (a watch that shows every write at once, or lags when told to).
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from collections.abc import AsyncIterator
 from typing import Any
 
-from argus.adapters.ray import PlacementGroup, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from argus.adapters.ray import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from argus.core.patch import apply_merge_patch
 from argus.core.plan import SubmissionPlan
 from argus.core.times import format_time
@@ -67,6 +68,7 @@ class FakeRay:
         ]
         self.groups: list[PlacementGroup] = []  # placement groups holding GPUs (verl's workers)
         self.reachable = True
+        self.refuse_credentials: int | None = None  # 401 or 403: every call is refused so
         self.refuse_submissions: str | None = None
         self.calls: list[tuple[str, str]] = []
         self.deleted: list[str] = []
@@ -78,6 +80,8 @@ class FakeRay:
         self.calls.append((operation, sid))
         if not self.reachable:
             raise RayUnreachable("ConnectionError: Failed to connect to Ray")
+        if self.refuse_credentials:
+            raise RayAuthFailed(self.refuse_credentials)
 
     # -- the port ---------------------------------------------------------------------
     async def submit(self, plan: SubmissionPlan) -> bool:

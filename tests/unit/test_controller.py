@@ -450,6 +450,43 @@ def test_queued_tasks_wait_while_ray_is_unreachable_then_run() -> None:
     assert world.phase(key) == "Submitted"
 
 
+def test_refused_credentials_leave_tasks_queued_with_nothing_submitted_until_the_token_is_right() -> None:
+    world = World()
+    world.ray.refuse_credentials = 401
+    key = world.cluster.create("t", spec())
+    world.settle()
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"]) == ("Queued", "RayAuthFailed")
+    assert "check the Ray token" in status["message"]
+    reach = next(c for c in status["conditions"] if c["type"] == "RayReachable")
+    assert (reach["status"], reach["reason"]) == ("False", "RayAuthFailed")
+    assert world.ray.count("submit") == 0 and world.ray.jobs == {}
+    world.ray.refuse_credentials = None  # the token is fixed
+    world.tick(2)
+    assert world.phase(key) == "Submitted"
+
+
+def test_refused_credentials_never_fail_a_running_task_past_the_grace() -> None:
+    """Unlike an outage (test above), a refusal is not counted against --ray-grace: the
+    job runs on in Ray, and its real end is read once the token is right."""
+    world = World(ray_grace=60)
+    key = world.cluster.create("t", spec())
+    world.tick()
+    world.ray.run(world.sid(key))
+    world.tick(0.2)
+    world.ray.refuse_credentials = 403
+    world.tick(2)
+    world.tick(120)
+    status = world.cluster.status(key)
+    assert status["phase"] == "Running" and status.get("rayUnreachableSince") is None
+    assert {c["type"]: c["reason"] for c in status["conditions"]}["RayReachable"] == "RayAuthFailed"
+    world.ray.finish(world.sid(key))
+    world.ray.refuse_credentials = None
+    world.tick(2)
+    assert world.phase(key) == "Succeeded"
+    assert {c["type"]: c["status"] for c in world.cluster.status(key)["conditions"]}["RayReachable"] == "True"
+
+
 def test_a_refused_submission_fails_the_task(world: World) -> None:
     world.ray.refuse_submissions = "runtime_env: unknown field"
     key = world.cluster.create("t", spec())

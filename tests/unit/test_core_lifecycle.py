@@ -97,6 +97,23 @@ def test_waiting_while_ray_is_unreachable_says_so() -> None:
     assert (reach.status, reach.reason, reach.message) == ("False", "RayUnreachable", "connection refused")
 
 
+def test_waiting_while_ray_refuses_the_credentials_says_to_check_the_token() -> None:
+    d = step(task("Queued"), Waiting(1, "RayAuthFailed", "waiting: refused", "HTTP 401: the Ray cluster requires a token and none was sent",
+                                     ray_reason="RayAuthFailed"), T0, SETTINGS)
+    reach = next(c for c in d.status.conditions if c.type == "RayReachable")
+    assert (reach.status, reach.reason) == ("False", "RayAuthFailed")
+    assert reach.message == ("Ray refused the operator's credentials (HTTP 401: the Ray cluster requires a token and none was sent): "
+                             "check the Ray token the operator is given (--ray-token-file)")
+    assert (d.status.phase, d.status.reason, d.status.message) == ("Queued", "RayAuthFailed", "waiting: refused")
+
+
+def test_a_queued_task_shows_ray_reachable_again_once_ray_answers() -> None:
+    refused = [Condition(type="RayReachable", status="False", reason="RayAuthFailed", message="x", last_transition_time="2026-12-03T07:50:00Z")]
+    d = step(task("Queued", conditions=refused), Waiting(2, "Queued", "waiting behind tasks ahead in the queue"), T0, SETTINGS)
+    reach = next(c for c in d.status.conditions if c.type == "RayReachable")
+    assert (reach.status, reach.reason, reach.last_transition_time) == ("True", "RayReachable", "2026-12-03T08:00:00Z")
+
+
 def test_admitted_task_is_submitted() -> None:
     assert step(task("Queued"), Admitted(PLAN), T0, SETTINGS).actions == (Submit(PLAN),)
 
@@ -122,6 +139,15 @@ def test_ray_unreachable_at_submission_keeps_the_task_queued() -> None:
     d = step(task("Queued"), SubmitResult("unreachable", SID, "ConnectionError: refused"), T0, SETTINGS)
     assert (d.status.phase, d.status.reason) == ("Queued", "RayUnreachable")
     assert d.status.message == "waiting: Ray is unreachable (ConnectionError: refused)"
+
+
+def test_ray_refusing_the_credentials_at_submission_keeps_the_task_queued() -> None:
+    d = step(task("Queued"), SubmitResult("auth_failed", SID, "HTTP 403: the Ray cluster did not accept the token that was sent"), T0, SETTINGS)
+    assert (d.status.phase, d.status.reason) == ("Queued", "RayAuthFailed")
+    assert d.status.message == ("waiting: Ray refused the operator's credentials (HTTP 403: the Ray cluster did not accept the token that was sent): "
+                                "check the Ray token the operator is given (--ray-token-file)")
+    assert conditions(d.status) == {"RayReachable": "False"}
+    assert d.actions == ()
 
 
 def test_ray_refusing_the_submission_fails_the_task() -> None:
@@ -259,6 +285,27 @@ def test_ray_unreachable_past_the_grace_fails_the_task() -> None:
     assert just_before.status.phase == "Running"
 
 
+def test_ray_refusing_the_credentials_never_fails_a_running_task() -> None:
+    """Ray answered: no outage, so no grace is counted. The task stays Running with the
+    refusal shown, however long it lasts, and the outage clock is not started."""
+    refused = RayUnreachable("HTTP 401: the Ray cluster requires a token and none was sent", reason="RayAuthFailed")
+    d = step(running(), refused, T0, SETTINGS)
+    assert (d.status.phase, d.status.reason, d.status.ray_unreachable_since) == ("Running", "RayJobRunning", None)
+    reach = next(c for c in d.status.conditions if c.type == "RayReachable")
+    assert (reach.status, reach.reason, reach.last_transition_time) == ("False", "RayAuthFailed", "2026-12-03T08:00:00Z")
+    assert "check the Ray token" in reach.message and d.actions == ()
+    much_later = step(lc.TaskState(**{**running().__dict__, "status": d.status}), refused, T0 + dt.timedelta(hours=5), SETTINGS)
+    assert (much_later.status.phase, much_later.status.ray_unreachable_since) == ("Running", None)
+
+
+def test_a_refusal_after_an_outage_stops_the_outage_clock() -> None:
+    """Ray down for 299 s, then it answers with a refusal: not 300 s of outage."""
+    t = running(ray_unreachable_since="2026-12-03T07:55:01Z")
+    d = step(t, RayUnreachable("HTTP 403: the Ray cluster did not accept the token that was sent", reason="RayAuthFailed"), T0, SETTINGS)
+    assert (d.status.phase, d.status.ray_unreachable_since) == ("Running", None)
+    assert next(c for c in d.status.conditions if c.type == "RayReachable").reason == "RayAuthFailed"
+
+
 def test_ray_answering_again_clears_the_outage() -> None:
     t = running(ray_unreachable_since="2026-12-03T07:59:00Z",
                 conditions=[Condition(type="RayReachable", status="False", reason="RayUnreachable", message="x", last_transition_time="2026-12-03T07:59:00Z")])
@@ -314,6 +361,18 @@ def test_delete_grace_releases_the_finalizer_when_ray_stays_unreachable() -> Non
     later = step(t, RayUnreachable("refused"), T0 + dt.timedelta(seconds=1), SETTINGS)
     assert later.actions == (
         PostEvent("Warning", "FinalizerReleased", "Ray unreachable for 120 s (delete grace 120 s); released without stopping argus-ns-t-0a1b2c3d: refused"),
+        ReleaseFinalizer(),
+    )
+
+
+def test_delete_grace_also_releases_a_task_while_ray_refuses_the_credentials() -> None:
+    """A deletion is never held for ever by a wrong token: the delete grace applies, and the
+    event says why the job was not stopped."""
+    t = running(deleting=T0 - dt.timedelta(seconds=120))
+    d = step(t, RayUnreachable("HTTP 401: the Ray cluster requires a token and none was sent", reason="RayAuthFailed"), T0, SETTINGS)
+    assert d.actions == (
+        PostEvent("Warning", "FinalizerReleased", "Ray refused the operator's credentials for 120 s (delete grace 120 s); released without "
+                  "stopping argus-ns-t-0a1b2c3d: HTTP 401: the Ray cluster requires a token and none was sent"),
         ReleaseFinalizer(),
     )
 

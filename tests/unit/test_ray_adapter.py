@@ -104,3 +104,216 @@ def test_an_unknown_job_and_an_unreachable_ray_are_told_apart() -> None:
     with pytest.raises(RayUnreachable):
         asyncio.run(client.job("argus-ns-t-0a1b2c3d"))
     assert calls[-1] == ("status", "RayUnreachable")
+
+
+# --------------------------------------------------------------------------- token authentication
+
+def _ray_auth_error(message: str) -> Exception:
+    from ray.exceptions import AuthenticationError  # what Ray 2.60's client raises on 401/403
+    return AuthenticationError(message)
+
+
+def _handshake_error(status: int) -> Exception:
+    import aiohttp
+    from multidict import CIMultiDict, CIMultiDictProxy
+    from yarl import URL
+    url = URL("http://ray:8265/api/jobs/x/logs/tail")
+    info = aiohttp.RequestInfo(url, "GET", CIMultiDictProxy(CIMultiDict()), url)
+    return aiohttp.WSServerHandshakeError(info, (), status=status, message="Invalid response status")
+
+
+@pytest.mark.parametrize("make,status", [
+    # Ray 2.60's client (texts as the testbed's token cluster sent them).
+    (lambda: _ray_auth_error("Authentication required: Unauthorized: Missing authentication token\n\nToken authentication is enabled "
+                             "but no authentication token was found"), 401),
+    (lambda: _ray_auth_error("Authentication failed: Forbidden: Invalid authentication token\n\nToken authentication is enabled but "
+                             "the authentication token is invalid or incorrect."), 403),
+    # The log stream (aiohttp's websocket handshake).
+    (lambda: _handshake_error(403), 403),
+    # requests' raise_for_status, and an older client's RuntimeError or state API text.
+    (lambda: requests.exceptions.HTTPError("401 Client Error", response=type("R", (), {"status_code": 401})()), 401),
+    (lambda: RuntimeError("Request failed with status code 401: Unauthorized: Missing authentication token."), 401),
+    (lambda: RuntimeError("Failed to parse Response(url=http://ray:8265/api/v0/nodes, status=403, text='Forbidden: Invalid "
+                          "authentication token')"), 403),
+])
+def test_a_refusal_of_the_credentials_is_told_apart_from_an_outage(make, status: int) -> None:
+    from argus.adapters.ray import RayAuthFailed
+    mapped = classify(make())
+    assert type(mapped) is RayAuthFailed and mapped.status == status
+    assert str(mapped).startswith(f"HTTP {status}: ")
+    # Still a kind of RayUnreachable: whatever waits out an outage waits this out too.
+    assert isinstance(mapped, RayUnreachable)
+
+
+def test_other_4xx_and_wrapped_errors_are_no_auth_failure() -> None:
+    from argus.adapters.ray import RayAuthFailed
+    assert not isinstance(classify(RuntimeError("Request failed with status code 404: Job x does not exist.")), RayAuthFailed)
+    assert not isinstance(classify(RuntimeError("Request failed with status code 500: status code 403: runtime_env denied.")), RayAuthFailed)
+    assert not isinstance(classify(RuntimeError("Request failed with status code 400: status code 4010 is odd.")), RayAuthFailed)
+
+
+def test_the_token_is_scrubbed_from_what_ray_says() -> None:
+    mapped = classify(RuntimeError("Request failed with status code 400: ValueError: bad header 'Bearer s3cr3t-t0ken'."), secret="s3cr3t-t0ken")
+    assert type(mapped) is RayRefused and "s3cr3t-t0ken" not in str(mapped) and "***" in str(mapped)
+
+
+def test_the_token_file_is_read_and_checked_without_showing_it(tmp_path) -> None:
+    from argus.adapters.ray import RayJobsClient, RayTokenError, read_token_file
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-t0ken\n")
+    assert read_token_file(str(token)) == "s3cr3t-t0ken"
+    for content, problem in (("", "is empty"), ("  \n", "is empty"), ("two words", "more than one word")):
+        token.write_text(content)
+        with pytest.raises(RayTokenError, match=problem) as caught:
+            read_token_file(str(token))
+        assert "two" not in str(caught.value)
+    with pytest.raises(RayTokenError, match="cannot read the Ray token file .*missing"):
+        read_token_file(str(tmp_path / "missing"))
+    # Read afresh: a rotated Secret counts from the next client made.
+    token.write_text("first")
+    client = RayJobsClient("http://ray:8265", token_file=str(token), threads=1)
+    assert client.auth_headers() == {"Authorization": "Bearer first"}
+    token.write_text("second\n")
+    assert client.auth_headers() == {"Authorization": "Bearer second"}
+    assert RayJobsClient("http://ray:8265", threads=1).auth_headers() == {}
+
+
+def test_every_ray_client_is_made_with_the_token(tmp_path, monkeypatch) -> None:
+    """The Jobs API client and the state API client (nodes) both get the header; without a
+    token file none is passed, so Ray's own RAY_AUTH_* handling applies."""
+    import asyncio
+
+    import argus.adapters.ray as adapter
+    made: list[tuple[str, object]] = []
+
+    class Recording:
+        def __init__(self, address: str, headers: object = None) -> None:
+            made.append(("jobs", headers))
+            self.jobs = {"argus-ns-t-0a1b2c3d": "RUNNING"}
+
+        def get_job_info(self, submission_id: str) -> object:
+            from types import SimpleNamespace
+            return SimpleNamespace(status="RUNNING", message="", driver_node_id=None, start_time=None, end_time=None)
+
+        def gpus_used_by_node(self) -> dict[str, float]:
+            return {}
+
+    class State:
+        def list(self, resource: object, options: object, raise_on_missing_output: bool) -> list[object]:
+            return []
+
+    monkeypatch.setattr(adapter, "_timed_client_class", lambda timeout: Recording)
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-t0ken")
+
+    def state(address: str, headers: dict[str, str]) -> State:
+        made.append(("state", headers))
+        return State()
+
+    with_token = adapter.RayJobsClient("http://ray:8265", token_file=str(token), state_client_factory=state, threads=1)
+    asyncio.run(with_token.job("argus-ns-t-0a1b2c3d"))
+    asyncio.run(with_token.nodes())
+    asyncio.run(with_token.placement_groups())
+    without = adapter.RayJobsClient("http://ray:8265", state_client_factory=state, threads=1)
+    asyncio.run(without.job("argus-ns-t-0a1b2c3d"))
+    asyncio.run(without.nodes())
+    asyncio.run(without.placement_groups())
+    bearer = {"Authorization": "Bearer s3cr3t-t0ken"}
+    assert made == [("jobs", bearer), ("state", bearer), ("state", bearer), ("jobs", None), ("state", {}), ("state", {})]
+
+
+def test_a_refusal_is_logged_at_most_once_a_minute_and_never_with_the_token(tmp_path, caplog, monkeypatch) -> None:
+    import asyncio
+
+    import argus.adapters.ray as adapter
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-t0ken")
+    clock = [1000.0]
+    monkeypatch.setattr(adapter.time, "monotonic", lambda: clock[0])
+
+    class Refusing:
+        def get_job_info(self, submission_id: str) -> object:
+            raise _ray_auth_error("Authentication failed: Forbidden: Invalid authentication token")
+
+    calls: list[tuple[str, str]] = []
+    client = adapter.RayJobsClient("http://ray:8265", token_file=str(token), client_factory=lambda _: Refusing(),
+                                   on_call=lambda op, out, *_: calls.append((op, out)), threads=1)
+    client.auth_headers()  # as the real factory does: the token is known to the client
+    with caplog.at_level("WARNING", logger="argus.adapters.ray"):
+        for advance in (0, 30, 31):
+            clock[0] += advance
+            with pytest.raises(adapter.RayAuthFailed):
+                asyncio.run(client.job("argus-ns-t-0a1b2c3d"))
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2, warnings
+    assert warnings[0] == (f"Ray at http://ray:8265 refused the operator's credentials on a status call (HTTP 403: the Ray cluster did not "
+                           f"accept the token that was sent; the token in {token}): check the Ray token")
+    assert calls == [("status", "RayAuthFailed")] * 3
+    assert not any("s3cr3t-t0ken" in w for w in warnings)
+
+
+# --------------------------------------------------------------------------- the cluster's version
+
+@pytest.mark.parametrize("version,token,level,message", [
+    ("2.60.0", True, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.60.0 (Argus is tested against Ray 2.41.0 to 2.60.0)"),
+    ("2.41.0", False, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.41.0 (Argus is tested against Ray 2.41.0 to 2.60.0)"),
+    # Between the ends: inside the range. Before 2.52 a token means nothing: said, not an error.
+    ("2.47.1", True, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.47.1 (Argus is tested against Ray 2.41.0 to 2.60.0); "
+                             "Ray before 2.52.0 has no token authentication: the token is sent and ignored"),
+    ("2.52.0", True, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.52.0 (Argus is tested against Ray 2.41.0 to 2.60.0)"),
+    ("2.40.0", False, "WARNING", "the Ray cluster at http://ray:8265 runs Ray 2.40.0, older than the supported range (Argus is tested "
+                                 "against Ray 2.41.0 to 2.60.0); job submission, status or logs may fail"),
+    ("2.61.0", False, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.61.0, newer than the tested range (Argus is tested against "
+                              "Ray 2.41.0 to 2.60.0)"),
+    ("2.60.1", False, "INFO", "the Ray cluster at http://ray:8265 runs Ray 2.60.1 (Argus is tested against Ray 2.41.0 to 2.60.0)"),
+    ("3.0.0rc1", False, "INFO", "the Ray cluster at http://ray:8265 runs Ray 3.0.0rc1, newer than the tested range (Argus is tested "
+                                "against Ray 2.41.0 to 2.60.0)"),
+])
+def test_what_the_operator_says_of_the_clusters_ray_version(version: str, token: bool, level: str, message: str) -> None:
+    import logging
+
+    from argus.adapters.ray import version_note
+    assert version_note("http://ray:8265", version, token=token) == (getattr(logging, level), message)
+
+
+def test_the_clusters_version_is_what_rays_client_learnt_when_it_connected() -> None:
+    import asyncio
+
+    from argus.adapters.ray import RayJobsClient
+
+    class Connected:
+        _server_ray_version = "2.41.0"
+
+    class Refusing:
+        def __init__(self) -> None:
+            raise _ray_auth_error("Authentication required: Unauthorized: Missing authentication token")
+
+    assert asyncio.run(RayJobsClient("http://ray:8265", client_factory=lambda _: Connected(), threads=1).cluster_version()) == "2.41.0"
+    from argus.adapters.ray import RayAuthFailed
+    with pytest.raises(RayAuthFailed):
+        asyncio.run(RayJobsClient("http://ray:8265", client_factory=lambda _: Refusing(), threads=1).cluster_version())
+
+
+def test_a_refusal_counts_as_a_ray_error_in_the_metrics() -> None:
+    from argus.controller import metrics
+
+    def errors(operation: str) -> float:
+        return metrics.RAY_ERRORS.labels(operation)._value.get()
+
+    before = errors("nodes")
+    metrics.count_ray_call("nodes", "RayAuthFailed")
+    metrics.count_ray_call("nodes", "ok")
+    metrics.count_ray_call("nodes", "RayJobUnknown")  # an answer, not an error
+    assert errors("nodes") == before + 1
+
+
+def test_a_token_file_that_goes_bad_sends_no_token_and_says_so_once(tmp_path, caplog) -> None:
+    from argus.adapters.ray import RayJobsClient
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-t0ken")
+    client = RayJobsClient("http://ray:8265", token_file=str(token), threads=1)
+    assert client.auth_headers() == {"Authorization": "Bearer s3cr3t-t0ken"}
+    token.write_text("")
+    with caplog.at_level("WARNING", logger="argus.adapters.ray"):
+        assert client.auth_headers() == {} and client.auth_headers() == {}
+    assert [r.getMessage() for r in caplog.records] == [f"the Ray token file {token} is empty; sending no token"]

@@ -92,6 +92,9 @@ app.kubernetes.io/part-of: argus
 {{- define "argus.args" -}}
 {{- $o := .Values.operator -}}
 - {{ printf "--ray-address=%v" $o.rayAddress | quote }}
+{{- if include "argus.rayTokenSecret" . }}
+- "--ray-token-file=/etc/argus/ray-token/token"
+{{- end }}
 - {{ printf "--worker-resource=%v" $o.workerResource | quote }}
 - {{ printf "--root=%v" $o.root | quote }}
 {{- with $o.verlCodePath }}
@@ -134,4 +137,10 @@ app.kubernetes.io/part-of: argus
 {{- range $o.extraArgs }}
 - {{ . | quote }}
 {{- end }}
+{{- end }}
+
+{{/* The Secret holding the Ray cluster's token (operator.rayToken), if any: mounted at
+/etc/argus/ray-token/token and passed as --ray-token-file. */}}
+{{- define "argus.rayTokenSecret" -}}
+{{- with .Values.operator.rayToken }}{{ .secretName }}{{ end }}
 {{- end }}

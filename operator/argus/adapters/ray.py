@@ -1,6 +1,7 @@
 """The Ray Jobs API and Ray's node list, through Ray's own ``JobSubmissionClient`` and
 state API, with their errors mapped to what they mean for a task: already exists -> adopt;
-unknown id -> lost; unreachable -> retry later; anything else Ray says -> refused.
+unknown id -> lost; unreachable -> retry later; HTTP 401/403 -> the credentials were refused
+(retry later too, told apart); anything else Ray says -> refused.
 
 The one Ray client of Argus: the operator (submit, status, stop, nodes) and ``argus logs``
 (logs) both use it. Calls are synchronous in Ray's client, so the async methods run them in
@@ -8,11 +9,22 @@ a thread pool of their own, so that they never wait behind Kubernetes writes (as
 shared default pool has only cpu+4 threads: on 2 cores, a burst of status patches delayed
 each Ray call). Every HTTP request has a timeout (Ray's client sets none, and a half-open
 connection would hold a pool thread for ever).
+
+Token authentication (Ray >= 2.52, ``RAY_AUTH_MODE=token`` on the cluster): with a token file
+(``--ray-token-file``) every request carries ``Authorization: Bearer <token>``, the file
+read afresh whenever a client is made (after an outage or a refusal: a rotated Secret is
+picked up). Without one, Ray's own client still does what Ray documents: in a process with
+``RAY_AUTH_MODE=token`` it sends the token of ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
+``~/.ray/auth_token`` (``get_auth_headers_if_auth_enabled``); an explicit Authorization
+header wins over those, as Ray intends. The token never appears in a message: the error
+texts Argus keeps are scrubbed of it (and Ray's own errors do not carry it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -23,10 +35,51 @@ from typing import Any
 from ..core.plan import SubmissionPlan
 
 DEFAULT_TIMEOUT = 10.0
+# The cluster versions CI runs the operator's lifecycle against (README: supported Ray).
+TESTED_RAY = ("2.41.0", "2.60.0")
+TOKEN_AUTH_SINCE = "2.52.0"  # the first Ray whose clusters can require a token
+AUTH_WARNING_SECONDS = 60.0  # the operator's log says a refusal at most this often
+
+log = logging.getLogger(__name__)
 
 
 class RayUnreachable(Exception):
     """The dashboard did not answer; try again later."""
+
+
+class RayAuthFailed(RayUnreachable):
+    """The dashboard answered, but refused the credentials: HTTP 401 (the cluster requires a
+    token and none was sent) or 403 (the token sent is not the cluster's). A kind of
+    RayUnreachable, so that whatever waits out an outage waits this out too (never a task
+    failed as refused); the lifecycle tells it apart (reason RayAuthFailed)."""
+
+    def __init__(self, status: int | None):
+        self.status = status
+        super().__init__({
+            401: "HTTP 401: the Ray cluster requires a token and none was sent",
+            403: "HTTP 403: the Ray cluster did not accept the token that was sent",
+        }.get(status or 0, "the Ray cluster refused the credentials"))
+
+
+class RayTokenError(ValueError):
+    """The token file cannot be used (a configuration mistake, said in one line)."""
+
+
+def read_token_file(path: str) -> str:
+    """The token in ``path`` (surrounding whitespace removed). Raises RayTokenError; the
+    message names the file, never its content."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.read().strip()
+    except OSError as exc:
+        raise RayTokenError(f"cannot read the Ray token file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise RayTokenError(f"the Ray token file {path} is not UTF-8 text") from None
+    if not token:
+        raise RayTokenError(f"the Ray token file {path} is empty")
+    if any(c.isspace() for c in token):
+        raise RayTokenError(f"the Ray token file {path} holds more than one word (expected the token alone)")
+    return token
 
 
 class RayJobUnknown(Exception):
@@ -71,9 +124,32 @@ class PlacementGroup:
     gpus: float
 
 
-def classify(exc: Exception) -> Exception:
-    """The domain meaning of an exception raised by Ray's client."""
+_AUTH_TEXT = re.compile(r"status code (401|403)\b|status=(401|403)\b")
+
+
+def _auth_status(exc: Exception, text: str) -> int | None:
+    """401 or 403 when the exception is Ray refusing the credentials, else None (0: a
+    refusal whose status is not known)."""
+    if type(exc).__name__ == "AuthenticationError":  # ray.exceptions (Ray >= 2.52's client)
+        return 401 if text.startswith("Authentication required") else 403 if text.startswith("Authentication failed") else 0
+    for status in (getattr(exc, "status", None), getattr(getattr(exc, "response", None), "status_code", None)):
+        if status in (401, 403):  # aiohttp (the log stream), requests
+            return int(status)
+    found = _AUTH_TEXT.search(text)  # an older client's RuntimeError, or the state API's
+    if found and "status code 5" not in text:
+        return int(found.group(1) or found.group(2))
+    return None
+
+
+def classify(exc: Exception, secret: str | None = None) -> Exception:
+    """The domain meaning of an exception raised by Ray's client (``secret``, the token, is
+    scrubbed from any text kept)."""
     text = str(exc)
+    if secret:
+        text = text.replace(secret, "***")
+    auth = _auth_status(exc, text)
+    if auth is not None:
+        return RayAuthFailed(auth or None)
     if "already exists" in text:
         return RayJobExists(text[-300:])
     if "does not exist" in text or "status code 404" in text:
@@ -93,7 +169,57 @@ def classify(exc: Exception) -> Exception:
     return RayRefused(text.strip().rstrip('.').splitlines()[-1][:500] if text.strip() else type(exc).__name__)
 
 
+def client_version() -> str:
+    """The version of the ray package this process talks to Ray with."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("ray")
+    except PackageNotFoundError:  # pragma: no cover
+        return "unknown"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """(2, 41, 0) of '2.41.0' (pre-release and build suffixes ignored)."""
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0].split("rc")[0])[:3])
+
+
+def version_note(address: str, version: str, *, token: bool) -> tuple[int, str]:
+    """(log level, message) that the operator says once about the cluster's Ray version:
+    where it stands against the tested range, and what a configured token does there."""
+    oldest, newest = TESTED_RAY
+    tested = f"Argus is tested against Ray {oldest} to {newest}"
+    level, message = logging.INFO, f"the Ray cluster at {address} runs Ray {version} ({tested})"
+    if _release(version) < _release(oldest):
+        level, message = logging.WARNING, (f"the Ray cluster at {address} runs Ray {version}, older than the supported range ({tested}); "
+                                           "job submission, status or logs may fail")
+    elif _release(version)[:2] > _release(newest)[:2]:
+        message = f"the Ray cluster at {address} runs Ray {version}, newer than the tested range ({tested})"
+    if token and _release(version) < _release(TOKEN_AUTH_SINCE):
+        message += f"; Ray before {TOKEN_AUTH_SINCE} has no token authentication: the token is sent and ignored"
+    return level, message
+
+
+_import_lock = threading.Lock()
+
+
+def _import_ray() -> None:
+    """Import Ray's client modules once, one thread at a time: two pool threads importing
+    ray at once (a status read and the version read at start) left 'partially initialized
+    module ray' behind, and every later call failed with it."""
+    with _import_lock:
+        import ray.job_submission  # noqa: F401
+        import ray.util.state.api  # noqa: F401
+        import ray.util.state.common  # noqa: F401
+
+
+def _state_client(address: str, headers: dict[str, str]) -> Any:
+    _import_ray()
+    from ray.util.state.api import StateApiClient
+    return StateApiClient(address=address, headers={"Content-Type": "application/json", **headers})
+
+
 def _timed_client_class(timeout: float) -> type:
+    _import_ray()
     from ray.job_submission import JobSubmissionClient
 
     class TimedJobSubmissionClient(JobSubmissionClient):  # type: ignore[misc, valid-type]
@@ -120,21 +246,54 @@ class RayJobsClient:
     """Ray's job and node APIs at ``address`` (the dashboard, e.g. http://ray-head:8265).
 
     ``on_call(operation, outcome, seconds)`` is told of every call and how long it took (the
-    operator counts them in its metrics; the CLI passes nothing)."""
+    operator counts them in its metrics; the CLI passes nothing). ``token_file``: the cluster's
+    token, sent on every request (see the module's docstring)."""
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
-                 on_call: Callable[[str, str, float], None] | None = None, threads: int = 16,
-                 client_factory: Callable[[str], Any] | None = None):
+                 on_call: Callable[[str, str, float | None], None] | None = None, threads: int = 16,
+                 client_factory: Callable[[str], Any] | None = None, token_file: str | None = None,
+                 state_client_factory: Callable[[str, dict[str, str]], Any] | None = None):
         self.address = address.rstrip("/")
         self.timeout = timeout
+        self.token_file = token_file
         self._on_call = on_call or (lambda operation, outcome, seconds: None)
-        # Ray's JobSubmissionClient (with request timeouts); unit tests pass a fake of it.
-        self._client_factory = client_factory or _timed_client_class(timeout)
+        self._token: str | None = None  # the last token read (scrubbed from messages)
+        # Ray's JobSubmissionClient (with request timeouts) and state API client; unit tests
+        # pass fakes of them.
+        self._client_factory = client_factory or (
+            lambda address: _timed_client_class(timeout)(address, headers=self.auth_headers() or None))
+        self._state_client_factory = state_client_factory or _state_client
+        self._warned_at: float | None = None
+        self._token_problem: str | None = None
         self._client: Any = None
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="argus-ray")
 
     # -- plumbing ------------------------------------------------------------------
+    def auth_headers(self) -> dict[str, str]:
+        """The Authorization header from the token file ({} without one). The file is read
+        each time: a rotated Secret counts from the next client made. An unreadable file
+        sends no token (the refusal that follows says what to check)."""
+        if not self.token_file:
+            return {}
+        try:
+            self._token = read_token_file(self.token_file)
+        except RayTokenError as exc:
+            if str(exc) != self._token_problem:  # said once per problem, not at every read
+                log.warning("%s; sending no token", exc)
+            self._token_problem = str(exc)
+            return {}
+        self._token_problem = None
+        return {"Authorization": f"Bearer {self._token}"}
+
+    def _refused(self, operation: str, exc: RayAuthFailed) -> None:
+        now = time.monotonic()
+        if self._warned_at is None or now - self._warned_at >= AUTH_WARNING_SECONDS:
+            self._warned_at = now
+            where = f"the token in {self.token_file}" if self.token_file else "no --ray-token-file set"
+            log.warning("Ray at %s refused the operator's credentials on a %s call (%s; %s): check the Ray token",
+                        self.address, operation, exc, where)
+
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 
@@ -149,7 +308,9 @@ class RayJobsClient:
         try:
             result = fn()
         except Exception as exc:  # noqa: BLE001 - every Ray error is mapped below
-            mapped = classify(exc)
+            mapped = classify(exc, self._token)
+            if isinstance(mapped, RayAuthFailed):  # also a RayUnreachable: the token file is read again
+                self._refused(operation, mapped)
             if isinstance(mapped, RayUnreachable):
                 with self._lock:
                     self._client = None  # reconnect next time (the head may have restarted)
@@ -204,19 +365,40 @@ class RayJobsClient:
         """The job's log from its beginning, then as the driver writes it, until it ends."""
         try:
             client = await self._run(self._get_client)
-            self._on_call("logs", "ok")
+            self._on_call("logs", "ok", None)
             async for chunk in client.tail_job_logs(submission_id):
                 yield chunk
         except Exception as exc:  # noqa: BLE001
-            raise classify(exc) from exc
+            mapped = classify(exc, self._token)
+            if isinstance(mapped, RayAuthFailed):
+                self._refused("logs", mapped)
+            raise mapped from exc
+
+    async def cluster_version(self) -> str:
+        """The Ray version the cluster's dashboard reports (Ray's client asks for it when it
+        connects). Raises as the other calls do; not counted in the metrics."""
+        def read() -> str:
+            client = self._get_client()
+            version = getattr(client, "_server_ray_version", None)
+            if version is None:
+                response = client._do_request("GET", "/api/version")
+                response.raise_for_status()
+                version = response.json()["ray_version"]
+            return str(version)
+        try:
+            return await self._run(read)
+        except Exception as exc:  # noqa: BLE001 - mapped as every call's
+            raise classify(exc, self._token) from None
 
     # -- nodes ------------------------------------------------------------------------
     async def nodes(self) -> list[RayNode]:
         """The alive nodes, their total resources and the GPUs in use on each."""
         def read() -> list[RayNode]:
-            from ray.util.state import list_nodes
-            found = list_nodes(address=self.address, filters=[("state", "=", "ALIVE")], timeout=int(self.timeout),
-                               raise_on_missing_output=False)
+            _import_ray()
+            from ray.util.state.common import ListApiOptions, StateResource
+            client = self._state_client_factory(self.address, self.auth_headers())
+            found = client.list(StateResource.NODES, options=ListApiOptions(filters=[("state", "=", "ALIVE")], timeout=int(self.timeout)),
+                                raise_on_missing_output=False)
             used = self._get_client().gpus_used_by_node()
             return [RayNode(node_id=n.node_id, resources_total={k: float(v) for k, v in (n.resources_total or {}).items()},
                             is_head=bool(getattr(n, "is_head_node", False)),
@@ -226,9 +408,12 @@ class RayJobsClient:
     async def placement_groups(self) -> list[PlacementGroup]:
         """Created placement groups holding GPUs (verl's workers live in them)."""
         def read() -> list[PlacementGroup]:
-            from ray.util.state import list_placement_groups
-            found = list_placement_groups(address=self.address, filters=[("state", "=", "CREATED")], detail=True,
-                                          timeout=int(self.timeout), raise_on_missing_output=False, limit=10000)
+            _import_ray()
+            from ray.util.state.common import ListApiOptions, StateResource
+            client = self._state_client_factory(self.address, self.auth_headers())
+            found = client.list(StateResource.PLACEMENT_GROUPS, options=ListApiOptions(filters=[("state", "=", "CREATED")], detail=True,
+                                                                                        timeout=int(self.timeout), limit=10000),
+                                raise_on_missing_output=False)
             out = []
             for pg in found:
                 gpus = sum(float((b.get("unit_resources") or {}).get("GPU", 0.0)) for b in (pg.bundles or []) if isinstance(b, dict))

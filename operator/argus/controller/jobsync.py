@@ -9,7 +9,7 @@ import datetime as dt
 import logging
 from typing import Callable
 
-from ..adapters.ray import PlacementGroup, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from ..adapters.ray import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
 from ..core.polling import FASTEST_POLL_SECONDS, poll_delay
@@ -35,6 +35,7 @@ class NodeCache:
         self._groups: list[PlacementGroup] = []
         self._error: str | None = None
         self._warned_no_usage = False
+        self.error_reason = "RayUnreachable"  # or RayAuthFailed: why the last read failed
 
     async def read(self, *, fresh: bool = False) -> tuple[list[RayNode] | None, str | None]:
         now = self.monotonic()
@@ -45,6 +46,7 @@ class NodeCache:
                 self._groups = await self.ray.placement_groups()
             except (RayUnreachable, RayRefused) as exc:
                 self._nodes, self._error = None, str(exc)
+                self.error_reason = lifecycle.RAY_AUTH_FAILED if isinstance(exc, RayAuthFailed) else "RayUnreachable"
         return self._nodes, self._error
 
     def workers(self, nodes: list[RayNode]) -> list[RayNode]:
@@ -133,7 +135,7 @@ class JobSync:
         except RayJobUnknown:
             return lifecycle.JobUnknown()
         except (RayUnreachable, RayRefused) as exc:
-            return lifecycle.RayUnreachable(str(exc))
+            return lifecycle.RayUnreachable(str(exc), lifecycle.RAY_AUTH_FAILED if isinstance(exc, RayAuthFailed) else "RayUnreachable")
         if job.job_id:
             self.job_ids[key] = job.job_id
         on_worker: bool | None = None

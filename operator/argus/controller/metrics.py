@@ -66,7 +66,7 @@ def count_ray_call(operation: str, outcome: str, seconds: float | None = None) -
     RAY_CALLS.labels(operation).inc()
     if seconds is not None:
         RAY_CALL_SECONDS.labels(operation).observe(seconds)
-    if outcome in ("RayUnreachable", "RayRefused"):
+    if outcome in ("RayUnreachable", "RayAuthFailed", "RayRefused"):
         RAY_ERRORS.labels(operation).inc()
 
 

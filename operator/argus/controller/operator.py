@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..adapters.kube import KubeTaskStore, load_kube_config
-from ..adapters.ray import RayJobsClient
+from ..adapters.ray import RayJobsClient, RayRefused, RayUnreachable, client_version, version_note
 from ..core.user import USER_LABEL, user_from_label
 from . import metrics
 from .cache import TaskCache, worth_a_look
@@ -44,7 +44,7 @@ class Operator:
         """Wire the real adapters. Call from a running event loop (kopf's startup)."""
         load_kube_config(kubeconfig)
         store = KubeTaskStore()
-        ray = RayJobsClient(config.ray_address, on_call=metrics.count_ray_call)
+        ray = RayJobsClient(config.ray_address, on_call=metrics.count_ray_call, token_file=config.ray_token_file)
         leader = LeaderElection(config.leader_election_namespace, config.leader_election_name, lease_seconds=config.leader_lease_seconds) \
             if config.leader_election_namespace else None
         metrics.LEADER.set(0 if leader else 1)
@@ -76,6 +76,7 @@ class Operator:
         self.cache.start()
         await asyncio.to_thread(warm_up)  # Hydra's override parser, before the first task needs it
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
+        self.background.append(asyncio.create_task(self.say_ray_version(), name="argus Ray version"))
         if self.leader:
             self.background.append(asyncio.create_task(self.leader.run(), name="argus leader election"))
 
@@ -88,6 +89,19 @@ class Operator:
             await asyncio.to_thread(self.leader.release)
         if self.health:
             await self.health.stop()
+
+    async def say_ray_version(self, every: float = 30.0) -> None:
+        """Log the cluster's Ray version once, as soon as Ray answers: where it stands against
+        the tested range, and whether a configured token means anything there."""
+        while True:
+            try:
+                version = await self.ray.cluster_version()
+            except (RayUnreachable, RayRefused):
+                await asyncio.sleep(every)  # the reconciler's conditions say why meanwhile
+                continue
+            level, message = version_note(self.config.ray_address, version, token=bool(self.config.ray_token_file))
+            log.log(level, "%s; the operator's Ray client is %s", message, client_version())
+            return
 
     async def user_of_namespace(self, namespace: str) -> tuple[str | None, str, str]:
         """(user, reason, message) from the namespace's label, read live (a label changed a

@@ -31,7 +31,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ..adapters.kube import api_error
-from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
+from ..adapters.ray import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.plan import validate_spec, validate_task
@@ -365,6 +365,8 @@ class Reconciler:
         started = self.monotonic()
         try:
             fresh = await self.ray.submit(plan)
+        except RayAuthFailed as exc:
+            return lifecycle.SubmitResult("auth_failed", plan.submission_id, str(exc))
         except RayUnreachable as exc:
             return lifecycle.SubmitResult("unreachable", plan.submission_id, str(exc))
         except RayRefused as exc:
@@ -415,9 +417,11 @@ class Reconciler:
                 continue
             view = by_key[key]
             reason, message = decision.waiting[key]
-            if ray_error:
+            if ray_error and self.nodes.error_reason == lifecycle.RAY_AUTH_FAILED:
+                reason, message = lifecycle.RAY_AUTH_FAILED, f"waiting: {lifecycle.ray_refused(ray_error)}"
+            elif ray_error:
                 reason, message = "RayUnreachable", f"waiting: cannot read the Ray cluster's capacity ({ray_error[:200]})"
-            result = self._step(view, lifecycle.Waiting(position, reason, message, ray_error))
+            result = self._step(view, lifecycle.Waiting(position, reason, message, ray_error, self.nodes.error_reason))
             if key not in drafts and view.status.get("queuePosition") is not None and \
                     merge_patch(view.status, status_document(result.status)).keys() <= {"queuePosition"}:
                 moved[key] = position  # only the place moved: written by the periodic refresh

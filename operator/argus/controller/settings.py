@@ -27,6 +27,7 @@ def _optional_number(text: str | None) -> float | None:
 class OperatorConfig:
     platform: PlatformConfig
     ray_address: str = "http://127.0.0.1:8265"
+    ray_token_file: str | None = None     # the Ray cluster's token (token authentication), sent on every call
     max_running: int = 4
     poll_interval: float = 2.0
     ray_grace_seconds: float = 300.0      # Ray unreachable this long -> active tasks fail
@@ -52,6 +53,9 @@ class OperatorConfig:
 def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     parser.add_argument("--ray-address", default=env("ARGUS_RAY_ADDRESS", "http://127.0.0.1:8265"), help="Ray dashboard address (env ARGUS_RAY_ADDRESS)")
+    parser.add_argument("--ray-token-file", default=env("ARGUS_RAY_TOKEN_FILE") or None,
+                        help="file holding the Ray cluster's token, for clusters with token authentication (RAY_AUTH_MODE=token); "
+                             "read again after a refusal, so a rotated Secret counts (env ARGUS_RAY_TOKEN_FILE)")
     parser.add_argument("--max-running", type=int, default=int(env("ARGUS_MAX_RUNNING", "4")), help="tasks that may run at once (env ARGUS_MAX_RUNNING)")
     parser.add_argument("--poll-interval", type=float, default=float(env("ARGUS_POLL_INTERVAL", "2")), help="seconds between Ray polls of running tasks (env ARGUS_POLL_INTERVAL)")
     parser.add_argument("--ray-grace", type=float, default=float(env("ARGUS_RAY_GRACE_SECONDS", "300")), help="seconds Ray may be unreachable before running tasks fail (env ARGUS_RAY_GRACE_SECONDS)")
@@ -90,6 +94,9 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
 def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> OperatorConfig:
     if args.max_running < 1:
         raise ValueError(f"--max-running: {args.max_running}: must be at least 1")
+    if args.ray_token_file:
+        from ..adapters.ray import read_token_file  # noqa: PLC0415
+        read_token_file(args.ray_token_file)  # a missing or empty file is a mistake said at start (RayTokenError)
     if args.poll_interval <= 0:
         raise ValueError(f"--poll-interval: {args.poll_interval}: must be positive")
     if args.watch_timeout < 1:
@@ -116,7 +123,7 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         progress_metrics=tuple(m.strip() for m in args.progress_metrics.split(",") if m.strip()),
         ray_job_retention_seconds=args.ray_job_retention,
         default_ttl_seconds=int(args.ttl_seconds_after_finished) if args.ttl_seconds_after_finished is not None else None,
-        platform=platform, ray_address=args.ray_address.rstrip("/"), max_running=args.max_running,
+        platform=platform, ray_address=args.ray_address.rstrip("/"), ray_token_file=args.ray_token_file, max_running=args.max_running,
         poll_interval=args.poll_interval, ray_grace_seconds=args.ray_grace, delete_grace_seconds=args.delete_grace,
         namespaces=tuple(args.namespaces),
         leader_election_namespace=args.leader_election_namespace if args.leader_elect else None,

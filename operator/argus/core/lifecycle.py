@@ -10,6 +10,11 @@ change. This is the file to read for "how does a task change phase?".
                            +--cancel--> Stopped         +--Ray forgot the job--> Failed (RayJobLost)
                                                         +--Ray unreachable past the grace--> Failed (RayUnreachable)
 
+Ray refusing the operator's credentials (HTTP 401/403, reason ``RayAuthFailed``) is shown as
+``RayReachable=False`` and never ends a task: Ray is up and the job runs on, so the grace
+(which bets that a long outage lost the job) does not apply; once the token is fixed the
+next read tells the job's real state. A deleted task still waits only the delete grace.
+
 The finalizer ``argus.io/stop-ray-job`` is added just before a task's first submission, so
 *a task without it never reached Ray*, and one with it may have (the operator can die
 between Ray accepting a job and the status saying so; the submission id is deterministic,
@@ -42,6 +47,7 @@ RAY_TO_PHASE = {
     "STOPPED": Phase.Stopped,
 }
 MAX_CONDITION_MESSAGE = 32768
+RAY_AUTH_FAILED = "RayAuthFailed"  # the reason when Ray refuses the operator's credentials
 
 
 # --------------------------------------------------------------------------- the task
@@ -128,12 +134,14 @@ class Refused:
 
 @dataclass(frozen=True)
 class Waiting:
-    """The queue left the task waiting at ``position``; ``ray_error`` when Ray could not be read."""
+    """The queue left the task waiting at ``position``; ``ray_error`` when Ray could not be
+    read (``ray_reason``: RayUnreachable, or RayAuthFailed when it refused the credentials)."""
 
     position: int
     reason: str
     message: str
     ray_error: str | None = None
+    ray_reason: str = "RayUnreachable"
 
 
 @dataclass(frozen=True)
@@ -146,9 +154,10 @@ class Admitted:
 @dataclass(frozen=True)
 class SubmitResult:
     """What Ray said to the submission: ``submitted`` (a new job), ``adopted`` (Ray already
-    had this submission id: no second job), ``unreachable`` or ``refused``."""
+    had this submission id: no second job), ``unreachable``, ``auth_failed`` (Ray refused the
+    operator's credentials) or ``refused``."""
 
-    outcome: Literal["submitted", "adopted", "unreachable", "refused"]
+    outcome: Literal["submitted", "adopted", "unreachable", "auth_failed", "refused"]
     submission_id: str
     detail: str = ""
     job_dir: TaskPath | None = None   # where the job runs and writes its log
@@ -179,7 +188,11 @@ class JobUnknown:
 
 @dataclass(frozen=True)
 class RayUnreachable:
+    """Ray could not be asked: it did not answer (reason RayUnreachable), or it refused the
+    operator's credentials (RayAuthFailed)."""
+
     error: str
+    reason: str = "RayUnreachable"
 
 
 @dataclass(frozen=True)
@@ -290,10 +303,17 @@ def conditions_for_phase(conditions: list[Condition] | None, phase: Phase, reaso
     return set_condition(c, "Failed", phase in (Phase.Failed, Phase.Rejected), reason, message, now=now, generation=generation)
 
 
+def ray_refused(error: str) -> str:
+    """What a task says when Ray refuses the operator's credentials (never the token)."""
+    return f"Ray refused the operator's credentials ({error[:200]}): check the Ray token the operator is given (--ray-token-file)"
+
+
 def _ray_reachable(task: TaskState, status: ArgusTaskStatus, reachable: bool, detail: str, now: str,
-                   since: str | None = None) -> ArgusTaskStatus:
+                   since: str | None = None, reason: str = "RayUnreachable") -> ArgusTaskStatus:
+    if reason == RAY_AUTH_FAILED:
+        detail = ray_refused(detail)
     conditions = set_condition(status.conditions, "RayReachable", reachable,
-                               "RayReachable" if reachable else "RayUnreachable",
+                               "RayReachable" if reachable else reason,
                                "the Ray dashboard answers" if reachable else detail[:300],
                                now=since or now, generation=task.generation)
     return status.model_copy(update={"conditions": conditions, "ray_unreachable_since": None if reachable else since})
@@ -396,8 +416,9 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
         if phase is not Phase.Queued or task.cancel:
             return keep
         status = status.model_copy(update={"queue_position": seen.position, "reason": seen.reason, "message": seen.message})
-        if seen.ray_error is not None or task.condition("RayReachable") is None:
-            status = _ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", stamp, since=None)
+        reachable = task.condition("RayReachable")
+        if seen.ray_error is not None or reachable is None or reachable.status != "True":
+            status = _ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", stamp, since=None, reason=seen.ray_reason)
         return Decision(status)
 
     if isinstance(seen, Admitted):
@@ -412,6 +433,9 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
             return keep
         if seen.outcome == "unreachable":
             return Decision(status.model_copy(update={"reason": "RayUnreachable", "message": f"waiting: Ray is unreachable ({seen.detail[:200]})"}))
+        if seen.outcome == "auth_failed":
+            status = _ray_reachable(task, status, False, seen.detail, stamp, reason=RAY_AUTH_FAILED)
+            return Decision(status.model_copy(update={"reason": RAY_AUTH_FAILED, "message": f"waiting: {ray_refused(seen.detail)}"}))
         if seen.outcome == "refused":
             return Decision(_enter(task, status, Phase.Failed, "RaySubmitFailed", f"Ray refused the job: {seen.detail}", stamp))
         fresh = seen.outcome == "submitted"
@@ -462,6 +486,8 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
     if isinstance(seen, RayUnreachable):
         if phase not in ACTIVE:
             return keep
+        if seen.reason == RAY_AUTH_FAILED:  # Ray answered: no outage, no grace counted (see the docstring)
+            return Decision(_ray_reachable(task, status, False, seen.error, stamp, reason=RAY_AUTH_FAILED))
         since = status.ray_unreachable_since or stamp
         elapsed = (now - (parse_time(since) or now)).total_seconds()
         status = _ray_reachable(task, status, False, seen.error, stamp, since=since)
@@ -537,9 +563,10 @@ def _deleting(task: TaskState, seen: Observation, now: dt.datetime, settings: Li
     if isinstance(seen, RayUnreachable):
         waited = (now - task.deleting_since).total_seconds() if task.deleting_since else 0.0
         if waited >= settings.delete_grace_seconds:
+            what = "Ray refused the operator's credentials" if seen.reason == RAY_AUTH_FAILED else "Ray unreachable"
             return Decision(task.status, (
                 PostEvent("Warning", "FinalizerReleased",
-                          f"Ray unreachable for {int(waited)} s (delete grace {int(settings.delete_grace_seconds)} s); "
+                          f"{what} for {int(waited)} s (delete grace {int(settings.delete_grace_seconds)} s); "
                           f"released without stopping {task.submission_id}: {seen.error[:200]}"),
                 ReleaseFinalizer(),
             ))

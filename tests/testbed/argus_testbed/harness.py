@@ -141,9 +141,10 @@ def ppo_command(*, steps: int | None = None, nnodes: int = 1, gpus: int = 1, ext
     return cmd + (" " + extra if extra else "")
 
 
-def ray_jobs_for(dashboard_url: str, namespace: str) -> list[Any]:
+def ray_jobs_for(dashboard_url: str, namespace: str, headers: dict[str, str] | None = None) -> list[Any]:
     """Every Ray job submitted for the namespace's tasks, found by the submission-id prefix
     the operator uses (``argus-<namespace>-``), not by the metadata it writes, which a bug
-    could leave out."""
+    could leave out. ``headers``: a token cluster's (``RayCluster.auth_headers``)."""
     from ray.job_submission import JobSubmissionClient
-    return [j for j in JobSubmissionClient(dashboard_url).list_jobs() if (j.submission_id or "").startswith(f"argus-{namespace}-")]
+    client = JobSubmissionClient(dashboard_url, headers=headers or None)
+    return [j for j in client.list_jobs() if (j.submission_id or "").startswith(f"argus-{namespace}-")]

@@ -50,10 +50,11 @@ def make_private_tree(root: Path, users: tuple[str, ...] = ("alice", "bob")) -> 
     return root
 
 
-def login_home(home: Path) -> Path:
-    """A HOME for the Ray nodes whose login profile puts the training Python (this venv) and
-    the stand-in torchrun back on PATH, as a worker image's profile would."""
+def login_home(home: Path, python_dir: Path | None = None) -> Path:
+    """A HOME for the Ray nodes whose login profile puts the training Python (``python_dir``,
+    default this venv's) and the stand-in torchrun back on PATH, as a worker image's profile
+    would. The training Python needs pyarrow (the stand-in reads parquet)."""
     home.mkdir(parents=True, exist_ok=True)
-    path = f"{STANDIN / 'bin'}:{Path(sys.executable).parent}"
+    path = f"{STANDIN / 'bin'}:{python_dir or Path(sys.executable).parent}"
     (home / ".bash_profile").write_text(f'export PATH="{path}:$PATH"\n')
     return home

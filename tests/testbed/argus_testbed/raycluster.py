@@ -21,6 +21,17 @@ groups (and the job drivers Ray starts in sessions of their own). `ray stop` is 
 would kill every Ray on the machine. Ray's temp dir is a short folder under /tmp (unix socket
 paths are limited to 107 bytes); its logs are copied into the workdir when the cluster stops.
 
+Two options make it a cluster as people run them:
+- ``python``: the interpreter whose Ray runs the nodes (default: this one). An older Ray
+  from another virtual environment (``hack/build-ray-env.sh``) makes a cluster of that
+  version while the caller keeps its own Ray client; the jobs' login shell should then
+  find that interpreter too (``private_tree.login_home(python_dir=...)``).
+- ``auth_token``: the cluster requires it on its dashboard, Jobs API and other control-plane
+  endpoints (``RAY_AUTH_MODE=token``, Ray >= 2.52; the token is put in a file of mode 0600
+  under the temp dir and named by ``RAY_AUTH_TOKEN_PATH``). Without it the cluster is started
+  with ``RAY_AUTH_MODE=disabled``, so a Ray whose default is token authentication still
+  behaves as before. ``auth_headers`` is what a client must send.
+
 The cluster is stateless (no GCS fault tolerance): a restarted head has forgotten every job,
 and a plain Ray worker dies with its head. So `stop_head()` takes the whole cluster down (the
 dashboard and Jobs API stop answering) and `start_head()` starts a head and a worker again on
@@ -33,6 +44,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,10 +56,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .controlplane import repo_root
 from .ports import START_ATTEMPTS, free_port, free_port_range, lost_port_race
 from .procs import ManagedProcess, tail
 
 WORKER_PORT_RANGE = 60  # ports for Ray worker processes, per node
+OLD_RAY_SCRIPT = Path("hack") / "build-ray-env.sh"
+
+
+def older_ray_python(version: str | None = None, timeout: float | None = 900) -> Path:
+    """The python of the virtual environment with an older Ray (``hack/build-ray-env.sh``:
+    returns at once when cached, else builds it from PyPI, about half a minute; its progress
+    goes to this process's stderr, its last stdout line is the python)."""
+    script = repo_root() / OLD_RAY_SCRIPT
+    proc = subprocess.run(["bash", str(script), *([version] if version else [])], stdout=subprocess.PIPE, stderr=None,
+                          text=True, timeout=timeout, cwd=script.parent.parent)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{script} failed with exit code {proc.returncode}; stdout: {proc.stdout[-2000:]!r}")
+    python = Path(lines[-1].strip())
+    if not os.access(python, os.X_OK):
+        raise RuntimeError(f"{script} printed {python}, which is no executable python")
+    return python
 
 
 @dataclass(frozen=True)
@@ -90,9 +120,9 @@ class HeadPorts(NodePorts):
         ]
 
 
-def _http_get(url: str, timeout: float = 3.0) -> tuple[int, bytes]:
+def _http_get(url: str, timeout: float = 3.0, headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=dict(headers or {})), timeout=timeout) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
@@ -108,7 +138,8 @@ class RayCluster:
     """A head node plus one worker node. See the module docstring.
 
     Attributes: dashboard_url, gcs_address, head_node_id, worker_node_ids, temp_dir, workdir,
-    worker_resource, start_seconds (last start-to-ready time).
+    worker_resource, python, auth_token, auth_headers, ray_version (the dashboard's),
+    start_seconds (last start-to-ready time).
     """
 
     def __init__(
@@ -123,8 +154,13 @@ class RayCluster:
         extra_path: Iterable[str | os.PathLike[str]] = (),
         object_store_bytes: int = 128 * 1024 * 1024,
         extra_workers: Iterable[int] = (),
+        python: str | os.PathLike[str] | None = None,
+        auth_token: str | None = None,
     ) -> None:
         self.workdir = Path(workdir).resolve()
+        # Not resolved: a virtual environment's python is a symlink to the base interpreter.
+        self.python = Path(os.path.abspath(python)) if python else Path(sys.executable)
+        self.auth_token = auth_token
         self.worker_gpus = worker_gpus
         self.worker_cpus = worker_cpus
         self.worker_resource = worker_resource
@@ -145,6 +181,8 @@ class RayCluster:
         self.head_node_id: str | None = None
         self.worker_node_ids: list[str] = []
         self.start_seconds: float | None = None
+        self.ray_version: str | None = None  # as the dashboard reports it, once started
+        self._socket_flags: bool | None = None
         self._head: ManagedProcess | None = None
         self._worker: ManagedProcess | None = None
         self._extra: list[ManagedProcess] = []
@@ -163,6 +201,8 @@ class RayCluster:
         extra_env: Mapping[str, str] | None = None,
         extra_path: Iterable[str | os.PathLike[str]] = (),
         object_store_bytes: int = 128 * 1024 * 1024,
+        python: str | os.PathLike[str] | None = None,
+        auth_token: str | None = None,
         timeout: float = 120,
         extra_workers: Iterable[int] = (),
     ) -> "RayCluster":
@@ -172,7 +212,7 @@ class RayCluster:
             rc = cls(
                 workdir, worker_gpus=worker_gpus, worker_cpus=worker_cpus, worker_resource=worker_resource,
                 worker_resource_amount=worker_resource_amount, extra_env=extra_env, extra_path=extra_path,
-                object_store_bytes=object_store_bytes, extra_workers=extra_workers,
+                object_store_bytes=object_store_bytes, extra_workers=extra_workers, python=python, auth_token=auth_token,
             )
             rc.workdir.mkdir(parents=True, exist_ok=True)
             try:
@@ -190,7 +230,7 @@ class RayCluster:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
         for k in ("DASHBOARD_METRIC_PORT", "AUTOSCALER_METRIC_PORT", "CUDA_VISIBLE_DEVICES"):
             env.pop(k, None)
-        path = [*self.extra_path, str(Path(sys.executable).parent), env.get("PATH", os.defpath)]
+        path = [*self.extra_path, str(self.python.parent), env.get("PATH", os.defpath)]
         tmp = self.temp_dir / "tmp"  # so Ray's own temp files (pymp-*) go away with the cluster
         tmp.mkdir(exist_ok=True)
         env.update(
@@ -200,15 +240,44 @@ class RayCluster:
             DASHBOARD_METRIC_PORT=str(self.head_ports.dashboard_metrics),
             AUTOSCALER_METRIC_PORT=str(self.head_ports.autoscaler_metrics),
             PYTHONUNBUFFERED="1",
+            RAY_AUTH_MODE="disabled",  # unknown to a Ray older than 2.52, which ignores it
         )
+        if self.auth_token is not None:
+            token_file = self.temp_dir / "auth_token"
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.auth_token)
+            env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token_file))
         env.update(self.extra_env)
         return env
 
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        """The headers a client sends to this cluster ({} without token authentication)."""
+        return {"Authorization": f"Bearer {self.auth_token}"} if self.auth_token is not None else {}
+
     def _ray(self) -> list[str]:
-        ray_script = Path(sys.executable).parent / "ray"
+        ray_script = self.python.parent / "ray"
         if ray_script.is_file():
-            return [sys.executable, str(ray_script)]
-        return [sys.executable, "-m", "ray.scripts.scripts"]
+            return [str(self.python), str(ray_script)]
+        return [str(self.python), "-m", "ray.scripts.scripts"]
+
+    def _worker_socket_args(self, name: str = "worker") -> list[str]:
+        """A worker's own socket names where this Ray takes them: an older Ray (2.41 does)
+        names the sockets alike for every node of a session, so the worker's plasma store
+        fails to bind the head's; newer ones name them per node and dropped the flags."""
+        if self._socket_flags is None:
+            probe = ("import pathlib, importlib.util as u; "
+                     "p = pathlib.Path(u.find_spec('ray').submodule_search_locations[0]) / 'scripts' / 'scripts.py'; "
+                     "print('--plasma-store-socket-name' in p.read_text())")
+            out = subprocess.run([str(self.python), "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+            self._socket_flags = out.stdout.strip() == "True"
+        if not self._socket_flags:
+            return []
+        sockets = [self.temp_dir / f"{name}_plasma_store", self.temp_dir / f"{name}_raylet"]
+        for stale in sockets:  # left by a worker killed before a restart: it would fail to bind
+            stale.unlink(missing_ok=True)
+        return [f"--plasma-store-socket-name={sockets[0]}", f"--raylet-socket-name={sockets[1]}"]
 
     def _common_args(self) -> list[str]:
         return [
@@ -244,6 +313,7 @@ class RayCluster:
             f"--address={self.gcs_address}",
             f"--num-cpus={self.worker_cpus}", f"--num-gpus={self.worker_gpus}",
             f"--resources={json.dumps({self.worker_resource: self.worker_resource_amount})}",
+            *self._worker_socket_args(),
             *self.worker_node_ports.args(),
             *self._common_args(),
         ]
@@ -253,6 +323,7 @@ class RayCluster:
             # Several raylets on one machine: each needs a temp dir of its own (its sockets).
             argv = [*self._ray(), "start", f"--address={self.gcs_address}", f"--num-cpus={self.worker_cpus}", f"--num-gpus={gpus}",
                     f"--resources={json.dumps({self.worker_resource: self.worker_resource_amount})}", *ports.args(),
+                    *self._worker_socket_args(f"worker{i}"),
                     f"--temp-dir={self.extra_temp_dirs[i - 2]}", *self._common_args()]
             extra = ManagedProcess(f"ray-worker-{i}", argv, self.workdir / f"ray-worker-{i}.log", env=env, cwd=self.workdir)
             extra.start()
@@ -281,15 +352,16 @@ class RayCluster:
             time.sleep(0.2)
 
     def _jobs_api_up(self) -> bool:
-        status, _ = _http_get(f"{self.dashboard_url}/api/version")
+        status, body = _http_get(f"{self.dashboard_url}/api/version", headers=self.auth_headers)
         if status != 200:
             return False
-        status, _ = _http_get(f"{self.dashboard_url}/api/jobs/")
+        self.ray_version = json.loads(body).get("ray_version")
+        status, _ = _http_get(f"{self.dashboard_url}/api/jobs/", headers=self.auth_headers)
         return status == 200
 
     def _worker_agent_up(self) -> bool:
         for ports in (self.worker_node_ports, *self.extra_node_ports):
-            status, body = _http_get(f"http://127.0.0.1:{ports.dashboard_agent_listen}/api/local_raylet_healthz")
+            status, body = _http_get(f"http://127.0.0.1:{ports.dashboard_agent_listen}/api/local_raylet_healthz", headers=self.auth_headers)
             if status != 200 or b"success" not in body:
                 return False
         return True
@@ -297,7 +369,7 @@ class RayCluster:
     def nodes(self) -> list[dict[str, Any]]:
         """Ray's node list (state API, via the dashboard): dicts with node_id, state,
         is_head_node, resources_total, ..."""
-        status, body = _http_get(f"{self.dashboard_url}/api/v0/nodes?limit=1000&detail=true", timeout=10)
+        status, body = _http_get(f"{self.dashboard_url}/api/v0/nodes?limit=1000&detail=true", timeout=10, headers=self.auth_headers)
         if status != 200:
             raise OSError(f"GET /api/v0/nodes answered {status}: {body[:300]!r}")
         data = json.loads(body)

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds a virtual environment holding an older Ray, for the integration test that runs the
+# testbed's Ray cluster at the old end of the supported range (tests/integration/
+# test_old_ray.py) while the operator keeps its own, newer client (.venv). Built once into
+# the cache that every clone shares, beside the testbed binaries; skipped when built.
+#
+#   hack/build-ray-env.sh [VERSION]     (default $ARGUS_OLD_RAY_VERSION or 2.41.0)
+#
+# The environment holds ray[default]==VERSION and pyarrow (the verl stand-in's jobs read
+# parquet), pinned by hack/ray-VERSION-constraints.txt; its folder's name carries a hash of
+# that file, so changing the pins builds a new one and never touches one in use.
+# Locked (one build per cache at a time; the others wait, then find it built) and atomic in
+# effect: the environment counts as built only once its stamp exists, written last by a
+# rename; an interrupted build leaves no stamp and the next run starts it over. (It is built
+# in place, not renamed into place: a virtual environment's scripts name its path.)
+#
+# Prints the environment's python on its last line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VERSION="${1:-${ARGUS_OLD_RAY_VERSION:-2.41.0}}"
+PYTHON="${ARGUS_OLD_RAY_BASE_PYTHON:-python3}"
+CACHE="${ARGUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/argus}"
+CONSTRAINTS="hack/ray-$VERSION-constraints.txt"
+
+log() { printf '[build-ray-env] %s\n' "$*" >&2; }
+
+[[ -f $CONSTRAINTS ]] || { log "no $CONSTRAINTS: pin that Ray's environment first (pip freeze of a fresh install)"; exit 1; }
+pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+pins=$(sha256sum "$CONSTRAINTS" | cut -c1-10)
+ENV="$CACHE/ray-envs/ray-$VERSION-py$pyver-$pins"
+STAMP="$ENV/.argus-built"
+
+if [[ ! -f $STAMP ]]; then
+  mkdir -p "$CACHE/ray-envs"
+  exec 9>"$CACHE/ray-envs/.build.lock"
+  flock -n 9 || { log "another build holds $CACHE/ray-envs/.build.lock: waiting"; flock 9; }
+  if [[ ! -f $STAMP ]]; then
+    t0=$SECONDS
+    log "building Ray $VERSION for Python $pyver in $ENV"
+    rm -rf "$ENV"  # what an interrupted build left
+    "$PYTHON" -m venv "$ENV"
+    if ! "$ENV/bin/python" -m pip install -q --disable-pip-version-check -c "$CONSTRAINTS" "ray[default]==$VERSION" pyarrow >"$ENV/.pip.log" 2>&1; then
+      tail -n 40 "$ENV/.pip.log" >&2
+      exit 1
+    fi
+    "$ENV/bin/python" -c "import ray, pyarrow; assert ray.__version__ == '$VERSION', ray.__version__"
+    echo "ray $VERSION python $pyver pins $pins built $(date -u +%FT%TZ) in $((SECONDS - t0)) s" > "$STAMP.tmp"
+    mv -f "$STAMP.tmp" "$STAMP"
+    log "built Ray $VERSION in $((SECONDS - t0)) s"
+  fi
+fi
+echo "$ENV/bin/python"
