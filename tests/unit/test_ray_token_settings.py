@@ -36,7 +36,7 @@ def test_an_unusable_token_file_stops_the_operator_at_start(tmp_path: Path, caps
     token = tmp_path / "token"
     if content is not None:
         token.write_text(content)
-    assert operator_main(["--ray-token-file", str(token), "--standalone"]) == 2
+    assert operator_main(["--ray-token-file", str(token)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("argus-operator: ") and problem in err and str(token) in err and len(err.splitlines()) == 1
     assert "a b" not in err
