@@ -72,6 +72,9 @@ class FakeRay:
         self.refuse_submissions: str | None = None
         self.calls: list[tuple[str, str]] = []
         self.deleted: list[str] = []
+        # Jobs whose record Ray's job monitor writes again after a delete that came before it
+        # noticed the supervisor exit (see controller.jobsync.HistoryRemovals): once each.
+        self.rewritten_after_delete: set[str] = set()
 
     def _ms(self) -> int:
         return int(self.clock.now().timestamp() * 1000)
@@ -121,6 +124,10 @@ class FakeRay:
             raise RayRefused(f"Job {submission_id} is not in a terminal state")
         del self.jobs[submission_id]
         self.deleted.append(submission_id)
+        if submission_id in self.rewritten_after_delete:
+            self.rewritten_after_delete.discard(submission_id)
+            self.jobs[submission_id] = FakeJob(job.plan, "FAILED", "Unexpected error occurred: Job supervisor actor died",
+                                               end_time_ms=self._ms())
         return True
 
     async def tail_logs(self, submission_id: str) -> AsyncIterator[str]:

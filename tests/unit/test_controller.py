@@ -640,6 +640,29 @@ def test_ray_job_history_is_trimmed_after_the_retention() -> None:
     world.close()
 
 
+def test_a_job_ray_writes_back_into_its_history_after_the_removal_is_removed_again() -> None:
+    """Ray's job monitor can write a job's record again (FAILED, supervisor died) when the
+    removal came before it noticed the job's supervisor exit: rayJobsRemoved stays true only
+    because the operator looks again and removes it again."""
+    world = World()
+    world.reconciler.settings = world.reconciler.settings.__class__(**{**world.reconciler.settings.__dict__, "ray_job_retention_seconds": 1})
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.finish(sid)
+    world.ray.rewritten_after_delete.add(sid)
+    world.tick(0.2)
+    world.tick(1.5)
+    assert world.ray.deleted == [sid] and sid in world.ray.jobs  # back, as Ray's monitor wrote it
+    assert world.cluster.status(key)["rayJobsRemoved"] is True
+    world.tick(6)
+    assert world.ray.deleted == [sid, sid] and sid not in world.ray.jobs
+    world.tick(6)
+    world.tick(6)
+    assert world.ray.count("delete") == 2 and world.ray.count("status") >= 1
+    world.close()
+
+
 # --------------------------------------------------------------------------- scheduling (issue 14)
 
 def test_admission_counts_gpus_per_node_and_what_others_hold() -> None:

@@ -145,3 +145,71 @@ class JobSync:
                 self._known_drivers[key] = job.driver_node_id
         return lifecycle.JobObserved(status=job.status, message=job.message, driver_node_id=job.driver_node_id,
                                      start_time_ms=job.start_time_ms, end_time_ms=job.end_time_ms, driver_on_worker=on_worker)
+
+
+# Ray's job monitor notices a job's supervisor has exited up to a second after the job's end
+# (JOB_MONITOR_LOOP_PERIOD_S); if the job's record was deleted in between, the monitor finds
+# no status and writes one (FAILED, "Job supervisor actor died"), so the job is back in the
+# history. A removal is checked once after this long and done again when that happened.
+REMOVAL_SETTLE_SECONDS = 5.0
+REMOVAL_CHECKS = 3
+
+
+class HistoryRemovals:
+    """Removing ended jobs from Ray's job history, and making it stick (see above)."""
+
+    def __init__(self, ray: RayJobs, monotonic: Callable[[], float], settle: float = REMOVAL_SETTLE_SECONDS):
+        self.ray = ray
+        self.monotonic = monotonic
+        self.settle = settle
+        self._checks: dict[str, tuple[float, int]] = {}  # submission id -> (due, checks left)
+
+    async def remove(self, submission_ids: tuple[str, ...]) -> bool:
+        """Remove the jobs; True when Ray has none of them left (a later check makes sure it
+        stays so); False when Ray could not be asked (try again later)."""
+        done = True
+        for sid in submission_ids:
+            if not await self._remove(sid, REMOVAL_CHECKS):
+                done = False
+        return done
+
+    async def _remove(self, sid: str, checks: int) -> bool:
+        try:
+            await self.ray.delete(sid)
+        except RayJobUnknown:
+            self._checks.pop(sid, None)
+            return True
+        except RayUnreachable as exc:
+            log.warning("could not remove Ray job %s from Ray's history: %s; trying again later", sid, exc)
+            return False
+        except RayRefused as exc:  # not ended (it should have been): leave it
+            log.warning("Ray refused to remove job %s from its history: %s", sid, exc)
+            self._checks.pop(sid, None)
+            return True
+        if checks > 0:
+            self._checks[sid] = (self.monotonic() + self.settle, checks - 1)
+        return True
+
+    def due_in(self) -> float | None:
+        """Seconds until the next check is due (None: nothing to check)."""
+        if not self._checks:
+            return None
+        return min(due for due, _ in self._checks.values()) - self.monotonic()
+
+    async def check(self) -> None:
+        """Look again at the jobs removed a while ago; remove any that came back."""
+        now = self.monotonic()
+        for sid, (due, left) in list(self._checks.items()):
+            if due > now:
+                continue
+            del self._checks[sid]
+            try:
+                await self.ray.job(sid)
+            except RayJobUnknown:
+                continue  # gone for good
+            except RayUnreachable:
+                self._checks[sid] = (now + self.settle, left)  # ask again later
+                continue
+            log.info("Ray job %s was back in Ray's history after its removal (Ray's job monitor wrote it "
+                     "again as the job's supervisor exited); removing it again", sid)
+            await self._remove(sid, left)

@@ -41,7 +41,7 @@ from ..core.times import parse_time, utcnow
 from ..core.user import USER_LABEL, user_from_label
 from . import metrics
 from .admission import AdmissionInputs, in_use
-from .jobsync import JobSync, NodeCache
+from .jobsync import HistoryRemovals, JobSync, NodeCache
 from .logfollow import LogFollowers
 from .ports import RayJobs, TaskSource, TaskStore
 from .settings import OperatorConfig
@@ -103,6 +103,7 @@ class Reconciler:
         self.writer = StatusWriter(store)
         self.nodes = NodeCache(ray, config.platform.worker_resource, config.poll_interval, monotonic)
         self.jobs = JobSync(ray, self.nodes, config.poll_interval, monotonic)
+        self.removals = HistoryRemovals(ray, monotonic)
         self.settings = LifecycleSettings(ray_grace_seconds=config.ray_grace_seconds, delete_grace_seconds=config.delete_grace_seconds,
                                           dashboard_url=config.ray_address, worker_resource=config.platform.worker_resource,
                                           ray_job_retention_seconds=config.ray_job_retention_seconds,
@@ -164,6 +165,9 @@ class Reconciler:
         waits = [self.jobs.due_in(v, now, len(followed)) for v in followed]
         if self._next_timer is not None:
             waits.append((self._next_timer - now).total_seconds())
+        removal = self.removals.due_in()
+        if removal is not None:
+            waits.append(removal)
         return max(0.05, min([self.config.poll_interval, *waits]))
 
     async def tick(self) -> None:
@@ -195,6 +199,7 @@ class Reconciler:
         await self._each(self._reconcile(key) for key in looks)
         self._next_timer = min((t for t in timers if t > now), default=None)
         await self._each(self._final_progress(key) for key in self.logs.finished())
+        await self.removals.check()
         # 4. The queue.
         queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel]
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.deleting]
@@ -259,7 +264,7 @@ class Reconciler:
                 if await self.writer.remove_finalizer(draft.view):
                     log.info("released %s/%s", draft.view.namespace, draft.view.name)
             elif isinstance(action, lifecycle.RemoveRayJobs):
-                if await self._remove_ray_jobs(action.submission_ids) and not draft.view.deleting:
+                if await self.removals.remove(action.submission_ids) and not draft.view.deleting:
                     pending += draft.take(self._step(draft.view, lifecycle.RayJobsRemoved()))
             elif isinstance(action, lifecycle.DeleteTask):
                 if await self.store.delete_task(draft.view.namespace, draft.view.name):
@@ -378,22 +383,6 @@ class Reconciler:
         return lifecycle.SubmitResult("submitted" if fresh else "adopted", plan.submission_id,
                                       job_dir=TaskPath(user_path=plan.for_user(plan.job_dir), job_path=plan.job_dir),
                                       log_file=TaskPath(user_path=plan.for_user(plan.log_file), job_path=plan.log_file))
-
-    async def _remove_ray_jobs(self, submission_ids: tuple[str, ...]) -> bool:
-        """Remove ended jobs from Ray's job history (their logs stay in the job folder).
-        True when none is left there; Ray unreachable: False (tried again later)."""
-        done = True
-        for sid in submission_ids:
-            try:
-                await self.ray.delete(sid)
-            except RayJobUnknown:
-                pass
-            except RayUnreachable as exc:
-                log.warning("could not remove Ray job %s from Ray's history: %s; trying again later", sid, exc)
-                done = False
-            except RayRefused as exc:  # not ended (it should have been): leave it
-                log.warning("Ray refused to remove job %s from its history: %s", sid, exc)
-        return done
 
     async def _stop(self, submission_id: str) -> None:
         try:
