@@ -139,6 +139,8 @@ def test_cancel_delete_and_deadline_stop_the_ray_job(control_plane, ray_cluster,
     for name in ("to-cancel", "to-delete"):
         wait_phase(control_plane, ns, name, "Running", timeout=60, op=op)
     control_plane.kubectl("patch", "argustask", "to-cancel", "-n", ns, "--type=merge", "-p", '{"spec":{"cancel":true}}')
+    # Finished turns true at every end, so kubectl wait needs no knowledge of how it ended.
+    control_plane.kubectl("wait", "argustask/to-cancel", "-n", ns, "--for=condition=Finished", "--timeout=60s")
     cancelled = wait_phase(control_plane, ns, "to-cancel", ("Stopped", "Failed", "Succeeded"), timeout=60, op=op)["status"]
     assert (cancelled["phase"], cancelled["reason"]) == ("Stopped", "Cancelled")
     assert client.get_job_info(cancelled["rayJob"]["submissionId"]).status.value == "STOPPED"
@@ -147,8 +149,10 @@ def test_cancel_delete_and_deadline_stop_the_ray_job(control_plane, ray_cluster,
     assert client.get_job_info(sid).status.value == "RUNNING"
     control_plane.kubectl("delete", "argustask", "to-delete", "-n", ns, "--timeout=60s")  # returns once the finalizer is released
     # The job was stopped, then removed from Ray's job history: Ray removes only ended jobs
-    # (delete_job refuses a running one), so its absence proves the stop.
-    assert sid not in [j.submission_id for j in client.list_jobs()]
+    # (delete_job refuses a running one), so its absence proves the stop. Ray's job monitor may
+    # write the record once more as the supervisor exits; the operator removes it again.
+    wait_for(lambda: sid not in [j.submission_id for j in client.list_jobs()], 20, "the deleted task's job to leave Ray's history",
+             on_timeout=op.log_tail)
 
     late = wait_phase(control_plane, ns, "with-deadline", ("Failed", "Stopped", "Succeeded"), timeout=60, op=op)["status"]
     assert (late["phase"], late["reason"]) == ("Failed", "DeadlineExceeded")

@@ -154,7 +154,7 @@ def test_a_whole_run_costs_seven_writes(world: World) -> None:
     status = world.cluster.status(key)
     assert status["rayJob"]["status"] == "SUCCEEDED" and status["rayJob"]["driverNodeId"] == "w1"
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
-        "Admitted": "True", "Running": "False", "Complete": "True", "Failed": "False", "RayReachable": "True"}
+        "Admitted": "True", "Running": "False", "Complete": "True", "Failed": "False", "Finished": "True", "RayReachable": "True"}
 
 
 def test_ray_is_read_often_while_young_then_every_poll_interval(world: World) -> None:

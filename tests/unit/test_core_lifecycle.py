@@ -52,7 +52,7 @@ def test_validated_task_is_queued_with_its_user_command_and_warnings() -> None:
     d = step(task(), Validated("alice", "python3 -m verl.trainer.main_ppo x=1", ("no data files",)), T0, SETTINGS)
     s = d.status
     assert (s.phase, s.reason, s.user, s.command, s.warnings) == ("Queued", "Validated", "alice", "python3 -m verl.trainer.main_ppo x=1", ["no data files"])
-    assert conditions(s) == {"Admitted": "False", "Running": "False", "Complete": "False", "Failed": "False"}
+    assert conditions(s) == {"Admitted": "False", "Running": "False", "Complete": "False", "Failed": "False", "Finished": "False"}
     assert d.actions == (PostEvent("Warning", "WeakCheck", "no data files"),)
 
 
@@ -60,6 +60,8 @@ def test_a_task_cancelled_before_validation_is_stopped_without_reaching_ray() ->
     d = step(task(cancel=True), Validated("alice", "cmd"), T0, SETTINGS)
     assert (d.status.phase, d.status.reason) == ("Stopped", "Cancelled")
     assert "never reached Ray" in d.status.message
+    # Finished is the one condition true at every end (kubectl wait --for=condition=Finished).
+    assert conditions(d.status) == {"Admitted": "True", "Running": "False", "Complete": "False", "Failed": "False", "Finished": "True"}
     assert not [a for a in d.actions if isinstance(a, (StopJob, Submit))]
 
 
@@ -220,7 +222,7 @@ def test_running_job_marks_the_task_running() -> None:
     s = d.status
     assert (s.phase, s.reason, s.message) == ("Running", "RayJobRunning", "Job is currently running.")
     assert (s.ray_job.status, s.ray_job.driver_node_id, s.ray_job.start_time, s.ray_job.end_time) == ("RUNNING", "w1", "2026-12-03T08:00:00Z", None)
-    assert conditions(s) == {"RayReachable": "True", "Admitted": "True", "Running": "True", "Complete": "False", "Failed": "False"}
+    assert conditions(s) == {"RayReachable": "True", "Admitted": "True", "Running": "True", "Complete": "False", "Failed": "False", "Finished": "False"}
     assert d.actions == ()
 
 
@@ -394,9 +396,9 @@ def test_last_transition_time_moves_only_when_the_condition_changes() -> None:
 
 def test_conditions_for_each_terminal_phase() -> None:
     succeeded = lc.conditions_for_phase(None, Phase.Succeeded, "RayJobSucceeded", "ok", now="t", generation=1)
-    assert {x.type: x.status for x in succeeded} == {"Admitted": "True", "Running": "False", "Complete": "True", "Failed": "False"}
+    assert {x.type: x.status for x in succeeded} == {"Admitted": "True", "Running": "False", "Complete": "True", "Failed": "False", "Finished": "True"}
     rejected = lc.conditions_for_phase(None, Phase.Rejected, "InvalidSpec", "bad", now="t", generation=1)
-    assert {x.type: x.status for x in rejected} == {"Admitted": "False", "Running": "False", "Complete": "False", "Failed": "True"}
+    assert {x.type: x.status for x in rejected} == {"Admitted": "False", "Running": "False", "Complete": "False", "Failed": "True", "Finished": "True"}
 
 
 def test_a_pending_read_after_the_submission_writes_nothing_new() -> None:

@@ -294,13 +294,16 @@ def set_condition(conditions: list[Condition] | None, type_: str, status: bool, 
 
 def conditions_for_phase(conditions: list[Condition] | None, phase: Phase, reason: str, message: str, *,
                          now: str, generation: int | None) -> list[Condition]:
-    """Admitted / Running / Complete / Failed as the phase implies."""
+    """Admitted / Running / Complete / Failed / Finished as the phase implies. Finished is true
+    at every end (Succeeded, Failed, Rejected, Stopped; as Kueue's Workload has it), so
+    ``kubectl wait --for=condition=Finished`` waits for any end."""
     admitted = phase not in (Phase.Queued, Phase.Rejected)
     c = set_condition(conditions, "Admitted", admitted, "Admitted" if admitted else reason,
                       "admitted by the queue" if admitted else message, now=now, generation=generation)
     c = set_condition(c, "Running", phase is Phase.Running, reason, message, now=now, generation=generation)
     c = set_condition(c, "Complete", phase is Phase.Succeeded, reason, message, now=now, generation=generation)
-    return set_condition(c, "Failed", phase in (Phase.Failed, Phase.Rejected), reason, message, now=now, generation=generation)
+    c = set_condition(c, "Failed", phase in (Phase.Failed, Phase.Rejected), reason, message, now=now, generation=generation)
+    return set_condition(c, "Finished", phase.terminal, reason, message, now=now, generation=generation)
 
 
 def ray_refused(error: str) -> str:

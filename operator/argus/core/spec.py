@@ -144,7 +144,7 @@ class ConditionStatus(str, Enum):
 class Condition(_StatusModel):
     """The metav1.Condition shape."""
 
-    type: Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")] = Field(description="Condition type: Admitted, Running, Complete, Failed, RayReachable.")
+    type: Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")] = Field(description="Condition type: Admitted, Running, Complete, Failed, Finished (any end), RayReachable.")
     status: ConditionStatus = Field(description="True, False or Unknown.")
     observed_generation: Optional[int] = Field(None, ge=0, description="The .metadata.generation the condition was set for.")
     last_transition_time: str = Field(json_schema_extra={"format": "date-time"}, description="When the condition last changed status.")
@@ -195,7 +195,7 @@ class ArgusTaskStatus(_StatusModel):
     queue_position: Optional[int] = Field(None, ge=0, description="1-based place in the global queue while Queued.")
     admitted_at: Optional[str] = Field(None, description="When the queue admitted the task (RFC 3339); the active deadline counts from here.")
     ray_job: Optional[RayJobStatus] = Field(None, description="The Ray job that runs the task.")
-    conditions: Optional[list[Condition]] = Field(None, description="Admitted, Running, Complete, Failed and RayReachable conditions.")
+    conditions: Optional[list[Condition]] = Field(None, description="Admitted, Running, Complete, Failed, Finished (true at every end) and RayReachable conditions.")
     observed_generation: Optional[int] = Field(None, description="The .metadata.generation the operator last acted on.")
     ray_unreachable_since: Optional[str] = Field(None, description="When the operator first failed to reach Ray for this task (grace period start); empty when reachable.")
     attempt: Optional[int] = Field(None, ge=1, description="The current (or last) attempt: 1, or more after restarts (spec.restartPolicy).")
