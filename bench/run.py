@@ -50,7 +50,7 @@ from benchlib import (
 
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_spec
-from argus.core.queue import Capacity, QueuedTask, decide
+from argus.core.queue import Capacity, QueuedTask, QueueSettings, WorkerNode, decide
 
 ISSUE = {"makespan_tasks": 200, "latency_tasks": 100, "scale_terminal": 4000, "scale_queued": 950, "scale_running": 50}
 DEFAULTS = {"makespan_tasks": 100, "latency_tasks": 100, "scale_terminal": 4000, "scale_queued": 950, "scale_running": 50}
@@ -411,10 +411,12 @@ def bench_scale(tb: Testbed, watch: TaskWatch, platform: PlatformConfig, users: 
     # The pure queue decision over the queued tasks, in-process (the gauge above also holds
     # the capacity read, a Ray call).
     tasks = [QueuedTask("ns", f"q{i}", 0, "2026-01-01T00:00:00Z", 1) for i in range(queued)]
+    # 25 worker nodes of 8 GPUs; the running tasks hold one GPU each, spread over them.
+    capacity = Capacity(tuple(WorkerNode(f"w{n}", 8, used_gpus=len(range(n, running, 25))) for n in range(25)))
     runs = []
     for _ in range(20):
         s0 = time.perf_counter()
-        decide(tasks, running=running, reserved_gpus=running, max_running=running, capacity=Capacity(200, 200))
+        decide(tasks, running=running, capacity=capacity, settings=QueueSettings(max_running=2 * running))  # room for 50 more
         runs.append(time.perf_counter() - s0)
     out["decide_ms"] = statistics.median(runs) * 1e3
     return out
