@@ -90,6 +90,8 @@ MATRIX: dict[str, list[str]] = {
     "one-replica": ["--set", "replicaCount=1"],
     "uninstall-hook": ["--set", "uninstall.releaseFinalizers=true", "--set", "uninstall.timeoutSeconds=60",
                        "--set", "operator.watchNamespaces={team-a}"],
+    "logs-api": ["--set", "logsApi.enabled=true", "--set", "logsApi.maxFollowersPerUser=3", "--set", "networkPolicy.enabled=true",
+                 "--set-json", 'logsApi.sharedTree.volume={"persistentVolumeClaim":{"claimName":"private","readOnly":true}}'],
     "everything": ["--set", "operator.verlCodePath=/private/common/code/verl/v1", "--set", "operator.maxRunning=16",
                    "--set", "operator.pollInterval=0.5", "--set-json", 'operator.entrypointAllowlist=["python3 -m verl.trainer.*","torchrun -m verl.*"]',
                    "--set", "operator.verbose=true", "--set-json", 'nodeSelector={"node-role.kubernetes.io/control-plane":""}',
@@ -136,6 +138,17 @@ EXPECTED_RULES["no-crd-watch"] = {("ClusterRole", SA, None): [NAMESPACES_GET, *T
 EXPECTED_RULES["single-namespace"] = namespaced("team-a")
 EXPECTED_RULES["uninstall-hook"] = namespaced("team-a")
 EXPECTED_RULES["two-namespaces"] = namespaced("team-a", "team-b")
+
+# The operator's bindings to built-in roles (not rendered by the chart, so not in the rules
+# above): only the log API needs them, to review its callers' access (SubjectAccessReview)
+# and to read the front proxy's CA (kube-system/extension-apiserver-authentication).
+LOGS_API_BINDINGS = {
+    ("ClusterRoleBinding", f"{SA}-logs-api-auth-delegator", None): ("ClusterRole", "system:auth-delegator"),
+    ("RoleBinding", f"{SA}-logs-api-auth-reader", "kube-system"): ("Role", "extension-apiserver-authentication-reader"),
+}
+EXPECTED_BUILTIN_BINDINGS: dict[str, dict[tuple[str, str, str | None], tuple[str, str]]] = {case: {} for case in MATRIX}
+EXPECTED_BUILTIN_BINDINGS["logs-api"] = LOGS_API_BINDINGS
+LOG_RULE = {"apiGroups": ["logs.argus.io"], "resources": ["argustasks/log"], "verbs": ["get"]}
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -251,7 +264,7 @@ def operator_roles(objs: list[dict[str, Any]], fullname: str = SA) -> list[dict[
 HARNESS_FLAGS = {"--ray-address", "--root", "--verl-code-path", "--max-running", "--poll-interval", "--namespace"}
 
 
-def chart_flags(objs: list[dict[str, Any]], tls_dir: Path | None = None) -> list[str]:
+def chart_flags(objs: list[dict[str, Any]], tls_dir: Path | None = None, logs_tls_dir: Path | None = None) -> list[str]:
     """The rendered Deployment's operator flags, for an operator run here: the harness's own
     flags left out, the pod's fixed ports moved to free loopback ports, and the mounted
     webhook Secret's files replaced by ``tls_dir`` (written from the same Secret)."""
@@ -268,6 +281,12 @@ def chart_flags(objs: list[dict[str, Any]], tls_dir: Path | None = None) -> list
         elif flag == "--webhook-port":
             out += [f"--webhook-port={free_port()}", "--webhook-listen-host=127.0.0.1"]
             continue
+        elif flag == "--logs-api-port":
+            out += [f"--logs-api-port={free_port()}", "--logs-api-host=127.0.0.1"]
+            continue
+        elif flag in ("--logs-api-cert-file", "--logs-api-key-file"):
+            assert logs_tls_dir is not None, "a log API rendering needs its Secret's files"
+            arg = f"{flag}={logs_tls_dir / Path(arg.split('=', 1)[1]).name}"
         elif flag in ("--webhook-cert-file", "--webhook-key-file"):
             assert tls_dir is not None, "a webhook rendering needs the Secret's files"
             arg = f"{flag}={tls_dir / Path(arg.split('=', 1)[1]).name}"
@@ -328,12 +347,22 @@ def _rules_by_role(objs: list[dict[str, Any]]) -> dict[tuple[str, str, str | Non
     return {(r["kind"], r["metadata"]["name"], r["metadata"].get("namespace")): r["rules"] for r in operator_roles(objs)}
 
 
+def _builtin_bindings(objs: list[dict[str, Any]], fullname: str = SA) -> dict[tuple[str, str, str | None], tuple[str, str]]:
+    """The operator's ServiceAccount's bindings to roles the chart does not render."""
+    rendered = {(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in ("ClusterRole", "Role")}
+    return {(b["kind"], b["metadata"]["name"], b["metadata"].get("namespace")): (b["roleRef"]["kind"], b["roleRef"]["name"])
+            for b in objs if b["kind"] in ("ClusterRoleBinding", "RoleBinding")
+            and any(sub.get("kind") == "ServiceAccount" and sub.get("name") == fullname for sub in b.get("subjects", []))
+            and (b["roleRef"]["kind"], b["roleRef"]["name"]) not in rendered}
+
+
 @pytest.mark.parametrize("case", list(MATRIX))
 def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, control_plane: KubeCluster, chart_crds: None) -> None:
     objs = render(helm, *MATRIX[case])
     for o in objs:
         assert o.get("apiVersion") and o.get("kind") and o.get("metadata", {}).get("name"), o
-        cluster_scoped = o["kind"] in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration")
+        cluster_scoped = o["kind"] in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration",
+                                       "APIService")
         assert cluster_scoped or o["metadata"].get("namespace"), f"{o['kind']} {o['metadata']['name']} has no namespace"
     for o in objs:
         ns = o["metadata"].get("namespace")
@@ -346,6 +375,7 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
 
     # Least privilege, pinned: the operator's roles hold exactly these rules, in this order.
     assert _rules_by_role(objs) == EXPECTED_RULES[case]
+    assert _builtin_bindings(objs) == EXPECTED_BUILTIN_BINDINGS[case]
 
     deployment = one(objs, "Deployment")
     argv = _operator_argv(deployment)
@@ -555,8 +585,11 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     assert labels["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
     assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
     assert edit["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argustasks"],
-                              "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]}]
-    assert view["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["get", "list", "watch"]}]
+                              "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]}, LOG_RULE]
+    assert view["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["get", "list", "watch"]}, LOG_RULE]
+    # No other role the chart renders grants the log.
+    assert [o["metadata"]["name"] for o in render(helm, "--set", "logsApi.enabled=true")
+            if o["kind"] in ("ClusterRole", "Role") and "argustasks/log" in json.dumps(o.get("rules"))] == ["argus-edit", "argus-view"]
     assert "argustasks/status" not in json.dumps([edit, view])
     assert not [o for o in render(helm, "--set", "rbac.userRoles=false") if o["metadata"]["name"] in ("argus-edit", "argus-view")]
 
