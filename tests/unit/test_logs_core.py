@@ -61,16 +61,26 @@ def test_every_reader_gets_the_stream_from_its_start() -> None:
     early = b.join()
     b.publish("one\n")
     late = b.join()
-    past = b.join(start=2)  # the past is not kept: from the present on
+    snapshot = b.join(start=2)  # printed the log up to offset 2 already: the recent characters fill in
     b.publish("two\n")
     assert "".join(early.take()) == "one\ntwo\n"
     assert "".join(late.take()) == "two\n"
-    assert "".join(past.take()) == "two\n"
+    assert "".join(snapshot.take()) == "e\ntwo\n"
     ahead = b.join(start=20)  # a snapshot longer than what the stream has shown yet
     b.publish("three\n")  # offsets 8..14
     assert ahead.take() == []
     b.publish("four-is-long\n")  # 14..27: from 20 on
     assert "".join(ahead.take()) == "s-long\n"
+
+
+def test_only_the_recent_characters_are_kept() -> None:
+    b = Broadcast(reader_limit=100, recent_limit=10)
+    for i in range(10):
+        b.publish(f"line{i}\n")  # 6 characters each
+    assert b.recent_chars <= 10 + 6 and b.offset == 60
+    late = b.join(start=0)  # far behind: what is kept, after a marker for the rest
+    out = late.take()
+    assert out[0] == skip_marker(48) and "".join(out[1:]) == "line8\nline9\n"
 
 
 def test_a_reconnect_does_not_repeat_the_log() -> None:

@@ -106,13 +106,13 @@ class LogHubs:
         self.reader_buffer = reader_buffer
         self.hubs: dict[str, _Hub] = {}
 
-    def join(self, sid: str) -> tuple[_Hub, Reader, asyncio.Event]:
+    def join(self, sid: str, start: int | None) -> tuple[_Hub, Reader, asyncio.Event]:
         hub = self.hubs.get(sid)
         if hub is None or hub.broadcast.closed:
             hub = _Hub(Broadcast(self.reader_buffer))
             self.hubs[sid] = hub
             hub.task = asyncio.create_task(self._pump(sid, hub), name=f"argus log stream {sid}")
-        reader = hub.broadcast.join()
+        reader = hub.broadcast.join(start)
         event = asyncio.Event()
         hub.events[id(reader)] = event
         return hub, reader, event
@@ -350,19 +350,23 @@ class LogApi:
             return status_doc(429, "TooManyRequests",
                               f"user {access.user!r} already follows {self.limit.active.get(access.user, 0)} task logs, the most "
                               f"allowed at once (--logs-api-max-followers {self.limit.per_user}): stop one, or read without --follow")
-        hub, reader, event = self.hubs.join(sid)
         try:
-            past = ""
-            if query.tail_lines != 0:
-                try:
-                    snapshot = await self.ray.logs(sid)
-                except (RayJobUnknown, RayUnreachable, RayRefused):
-                    snapshot = ""
-                # Join the shared stream where the snapshot ends (from the present at the earliest).
-                reader.start = max(reader.start, len(snapshot))
-                past = tail_text(snapshot, query.tail_lines)
-                if query.since_seconds is not None:
-                    past = ""  # no arrival times for the past: only what arrives from now on
+            return await self._stream(request, sid, query)
+        finally:
+            self.limit.release(access.user)
+
+    async def _stream(self, request: web.Request, sid: str, query: LogQuery) -> web.StreamResponse:
+        try:
+            # The log so far first, then the shared stream from where that snapshot ends
+            # (offsets from the log's start: nothing lost, nothing twice).
+            snapshot = await self.ray.logs(sid)
+        except (RayJobUnknown, RayUnreachable, RayRefused):
+            snapshot = None
+        past = tail_text(snapshot or "", query.tail_lines)
+        if query.since_seconds is not None:
+            past = ""  # no arrival times for the past: only what arrives from now on
+        hub, reader, event = self.hubs.join(sid, None if snapshot is None else len(snapshot))
+        try:
             response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-cache"})
             await response.prepare(request)
             if past:
@@ -388,7 +392,6 @@ class LogApi:
             raise
         finally:
             self.hubs.leave(sid, hub, reader)
-            self.limit.release(access.user)
 
 
 def _read_text(path: str) -> str:

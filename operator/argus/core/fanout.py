@@ -9,7 +9,9 @@ API's followers (controller/logapi.py owns the Ray stream and the asyncio wake-u
 - Backpressure: each reader holds at most ``reader_limit`` characters not yet taken. A reader
   that falls further behind loses its backlog and the new chunk, and the next ``take``
   starts with one marker line saying how much it skipped; nothing waits for it and nothing
-  grows. The broadcast keeps no copy of the log itself.
+  grows. The broadcast keeps only the last ``recent_limit`` characters, so that a reader
+  joining from an offset just behind the stream (its snapshot of the log was read a moment
+  before) misses nothing.
 - ``FollowerLimit``: how many streams each user may follow at once.
 """
 
@@ -57,17 +59,28 @@ class Reader:
 
 
 class Broadcast:
-    def __init__(self, reader_limit: int = 256 * 1024) -> None:
+    def __init__(self, reader_limit: int = 256 * 1024, recent_limit: int = 64 * 1024) -> None:
         self.reader_limit = reader_limit
+        self.recent_limit = recent_limit
+        self.recent: deque[tuple[int, str]] = deque()  # (offset, chunk): the stream's last characters
+        self.recent_chars = 0
         self.readers: list[Reader] = []
         self.offset = 0          # characters of the log published so far
         self._replay = 0         # after a restart: characters of the log to skip again
         self.closed = False
 
     def join(self, start: int | None = None) -> Reader:
-        """A new reader from log offset ``start`` (default: from now on; what was published
-        before it joined is not kept, so it starts at the present at the earliest)."""
-        reader = Reader(max(self.offset, start or 0), self.reader_limit, closed=self.closed)
+        """A new reader from log offset ``start`` (default: from now on). A start behind the
+        stream gets what the recent characters still hold, and a skip marker for the rest."""
+        begin = self.offset if start is None else start
+        reader = Reader(begin, self.reader_limit, closed=self.closed)
+        if begin < self.offset:
+            kept = self.recent[0][0] if self.recent else self.offset
+            if begin < kept:
+                reader.skipped = kept - begin
+            for offset, chunk in self.recent:
+                if offset + len(chunk) > begin:
+                    reader._offer(chunk[max(0, begin - offset):])
         self.readers.append(reader)
         return reader
 
@@ -79,6 +92,8 @@ class Broadcast:
         """The source starts again from the log's beginning (a reconnect)."""
         self._replay = self.offset
         self.offset = 0
+        self.recent.clear()
+        self.recent_chars = 0
 
     def publish(self, chunk: str) -> None:
         if self._replay:
@@ -93,6 +108,10 @@ class Broadcast:
             chunk = chunk[cut:]
         begin = self.offset
         self.offset += len(chunk)
+        self.recent.append((begin, chunk))
+        self.recent_chars += len(chunk)
+        while self.recent_chars - len(self.recent[0][1]) >= self.recent_limit:
+            self.recent_chars -= len(self.recent.popleft()[1])
         for reader in self.readers:
             if self.offset <= reader.start:
                 continue
