@@ -405,6 +405,20 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
     assert args.watch_stale_seconds == (600 if case == "everything" else 300)
+    if case == "logs-api":
+        assert (args.logs_api, args.logs_api_port, args.logs_api_max_followers, args.logs_api_shared_tree) == (True, 8443, 3, True)
+        assert (args.logs_api_cert_file, args.logs_api_key_file) == ("/etc/argus/logs-api-tls/tls.crt", "/etc/argus/logs-api-tls/tls.key")
+        api = one(objs, "APIService", "v1alpha1.logs.argus.io")["spec"]
+        assert api["service"] == {"name": f"{RELEASE}-logs-api", "namespace": RELEASE_NS, "port": 443} and api["caBundle"]
+        assert one(objs, "Service", f"{RELEASE}-logs-api")["spec"]["ports"][0]["targetPort"] == "logs-api"
+        assert {"name": "logs-api", "containerPort": 8443, "protocol": "TCP"} in container["ports"]
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["shared-tree"] == {"name": "shared-tree", "mountPath": values["operator"]["root"], "readOnly": True}
+        assert {"name": "shared-tree", "persistentVolumeClaim": {"claimName": "private", "readOnly": True}} in pod["volumes"]
+        _verify_chain(one(objs, "Secret", f"{RELEASE}-logs-api-tls")["data"], f"{RELEASE}-logs-api.{RELEASE_NS}.svc")
+    else:
+        assert not args.logs_api and not [o for o in objs if o["kind"] == "APIService"] and "argustasks/log" not in json.dumps(
+            [o for o in objs if o["kind"] not in ("ClusterRole",) or o["metadata"]["name"] not in ("argus-view", "argus-edit")])
     webhook_objs = [o for o in objs if o["kind"] == "ValidatingWebhookConfiguration"]
     if "webhook" in case or case in ("single-namespace", "network-policy"):
         _check_webhook(case, objs, args, pod, container)
@@ -429,6 +443,8 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
             {"ports": [{"port": "http-metrics", "protocol": "TCP"}], "from": [{"namespaceSelector": {"matchExpressions": [
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["monitoring", "observability"]}]}}]},
         ]
+    elif case == "logs-api":  # the log API's port, from anywhere (the API server calls it; it checks the caller's certificate)
+        assert one(objs, "NetworkPolicy")["spec"]["ingress"][0] == {"ports": [{"port": "logs-api", "protocol": "TCP"}]}
     elif case == "everything":  # no webhook: only the metrics port, from the labelled namespaces
         assert one(objs, "NetworkPolicy")["spec"]["ingress"] == [
             {"ports": [{"port": "http-metrics", "protocol": "TCP"}], "from": [{"namespaceSelector": {"matchLabels": {"team": "observability"}}}]}]
