@@ -95,3 +95,33 @@ def test_flags() -> None:
         logapi_settings(parse("--logs-api"))
     with pytest.raises(ValueError, match=r"^--logs-api-max-followers: -1: must be 0 \(no limit\) or more$"):
         logapi_settings(parse("--logs-api", "--logs-api-cert-file=c", "--logs-api-key-file=k", "--logs-api-max-followers=-1"))
+
+
+class ForgetfulRay(FakeRay):
+    async def logs(self, sid: str) -> str:
+        from argus.adapters.ray import RayJobUnknown
+        raise RayJobUnknown(sid)
+
+
+def test_a_forgotten_job_comes_from_the_file_or_a_line_naming_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from argus.controller.logapi import LogApi
+    from argus.controller.logapi_settings import LogApiSettings
+    from argus.controller.view import TaskView
+    from argus.core.logquery import attempt_log
+
+    job = tmp_path / "jobs" / "ns-t-1234"
+    job.mkdir(parents=True)
+    (job / "attempt-1.log").write_text("from the file\n")
+    view = TaskView(namespace="ns", name="t", uid="u", generation=1, created="", spec={}, status={
+        "phase": "Succeeded", "attempt": 1, "rayJob": {"submissionId": "sid-1"},
+        "jobDir": {"userPath": "$HOME/jobs/ns-t-1234", "jobPath": str(job)}})
+    where = attempt_log(view.status, None)
+
+    async def run(shared: bool) -> tuple[str | None, str]:
+        api = LogApi(LogApiSettings(shared_tree=shared), ForgetfulRay(), lambda key: view, None, None)  # type: ignore[arg-type]
+        return await api._text(view, where)
+
+    assert asyncio.run(run(True)) == ("from the file\n", "")
+    text, why = asyncio.run(run(False))
+    assert text is None and why == (f"Ray no longer has job sid-1 (the head restarted, or the job left its history); the log is in "
+                                    f"the job folder: $HOME/jobs/ns-t-1234/attempt-1.log (on the workers: {job}/attempt-1.log)")
