@@ -96,14 +96,17 @@ def main() -> int:
     parser.add_argument("--followers", type=int, default=50)
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--steps", type=int, default=4000, help="training steps of each task (0.05 s each)")
+    parser.add_argument("--step-seconds", type=float, default=0.05, help="seconds per training step (the log's pace)")
+    parser.add_argument("--reader-buffer", type=int, default=None, help="--logs-api-reader-buffer of the operator (default its own)")
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="argus-bench-logs-"))
     users = tuple(f"u{i}" for i in range(args.tasks))
     tb = Testbed(work, users=("alice", *users))
-    report: dict[str, Any] = {"machine": machine_info(), "tasks": args.tasks, "followers": args.followers, "window_s": args.window}
+    report: dict[str, Any] = {"machine": machine_info(), "tasks": args.tasks, "followers": args.followers, "window_s": args.window,
+                              "step_seconds": args.step_seconds, "reader_buffer": args.reader_buffer or "default (262144)"}
     try:
-        tb.start_ray("ray", {"VERL_STANDIN_STEP_SECONDS": "0.05"}, worker_gpus=args.tasks)
+        tb.start_ray("ray", {"VERL_STANDIN_STEP_SECONDS": str(args.step_seconds)}, worker_gpus=args.tasks)
         cp = tb.cp
         # Who may read: group "bench" gets argustasks/log everywhere (the reviews say yes).
         cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -121,7 +124,8 @@ def main() -> int:
             tb.kube.namespace(ns, user=users[i])
         op = tb.start_operator("operator", namespaces=namespaces, max_running=args.tasks, extra_args=[
             "--logs-api", f"--logs-api-port={port}", "--logs-api-host=127.0.0.1", f"--logs-api-cert-file={work / 'logs.crt'}",
-            f"--logs-api-key-file={work / 'logs.key'}", "--progress-interval", "5"])
+            f"--logs-api-key-file={work / 'logs.key'}", "--progress-interval", "5",
+            *([f"--logs-api-reader-buffer={args.reader_buffer}"] if args.reader_buffer else [])])
         assert op.proc
         pid = op.proc.pid
         for ns in namespaces:

@@ -366,8 +366,8 @@ class LogApi:
         if query.since_seconds is not None:
             past = ""  # no arrival times for the past: only what arrives from now on
         hub, reader, event = self.hubs.join(sid, None if snapshot is None else len(snapshot))
+        response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-cache"})
         try:
-            response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-cache"})
             await response.prepare(request)
             if past:
                 await response.write(past.encode())
@@ -388,8 +388,9 @@ class LogApi:
                         break
             await response.write_eof()
             return response
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
+        except ConnectionResetError:  # the reader went away (aiohttp's ClientConnectionResetError too): not an error
+            log.debug("a follower of %s went away", sid)
+            return response
         finally:
             self.hubs.leave(sid, hub, reader)
 
