@@ -79,6 +79,14 @@ class Follower(threading.Thread):
         sock.close()
 
 
+def ray_connections(pid: int, dashboard_url: str) -> int:
+    """The operator's open TCP connections to the Ray dashboard (its log streams and calls)."""
+    import subprocess
+    port = dashboard_url.rstrip("/").rsplit(":", 1)[1]
+    out = subprocess.run(["ss", "-tnpH", "state", "established", f"( dport = :{port} )"], capture_output=True, text=True).stdout
+    return sum(1 for line in out.splitlines() if f"pid={pid}," in line)
+
+
 def sample(pid: int, window: float) -> dict[str, float]:
     c0, t0 = cpu_seconds(pid), time.monotonic()
     rss = []
@@ -138,6 +146,7 @@ def main() -> int:
         log(f"{args.tasks} tasks running")
         time.sleep(5)
         report["idle"] = sample(pid, args.window)
+        report["idle"]["ray_connections"] = ray_connections(pid, tb.ray.dashboard_url)
         log(f"idle: {report['idle']}")
 
         ctx = ssl.create_default_context()
@@ -170,6 +179,7 @@ def main() -> int:
         report["follow_status"] = sorted({f.status for f in followers})
         b0 = sum(f.bytes for f in followers)
         report["following"] = sample(pid, args.window)
+        report["following"]["ray_connections"] = ray_connections(pid, tb.ray.dashboard_url)
         report["following"]["bytes_per_follower_per_s"] = round((sum(f.bytes for f in followers) - b0) / len(followers) / args.window)
         log(f"following: {report['following']}")
         stall.set()

@@ -54,6 +54,9 @@ RESOURCE, SUBRESOURCE = "argustasks", "log"
 LIVE_PHASES = ("Submitted", "Running")
 RECONNECT_SECONDS = 2.0
 IDLE_CHECK_SECONDS = 15.0
+# Followers joining a job within this long share one read of the log so far (Ray's Jobs API
+# returns a whole log: 50 followers arriving at once must not hold 50 copies).
+SNAPSHOT_REUSE_SECONDS = 1.0
 
 
 class LogRay(Protocol):
@@ -172,6 +175,8 @@ class LogApi:
         self.limit = FollowerLimit(settings.max_followers_per_user)
         self._runner: web.AppRunner | None = None
         self.listening = False
+        self._snapshot_locks: dict[str, asyncio.Lock] = {}
+        self._snapshots: dict[str, tuple[float, str | None]] = {}
 
     # ---- the server
 
@@ -355,13 +360,31 @@ class LogApi:
         finally:
             self.limit.release(access.user)
 
+    async def _snapshot(self, sid: str) -> str | None:
+        """The log so far, one read shared by the followers that join within
+        SNAPSHOT_REUSE_SECONDS (None: Ray cannot say now)."""
+        lock = self._snapshot_locks.setdefault(sid, asyncio.Lock())
+        async with lock:
+            now = asyncio.get_running_loop().time()
+            for key, (at, _) in list(self._snapshots.items()):
+                if now - at >= SNAPSHOT_REUSE_SECONDS:
+                    del self._snapshots[key]
+                    other = self._snapshot_locks.get(key)
+                    if key != sid and other is not None and not other.locked():
+                        del self._snapshot_locks[key]  # kept only for jobs joined lately
+            if sid in self._snapshots:
+                return self._snapshots[sid][1]
+            try:
+                text: str | None = await self.ray.logs(sid)
+            except (RayJobUnknown, RayUnreachable, RayRefused):
+                text = None
+            self._snapshots[sid] = (asyncio.get_running_loop().time(), text)
+        return text
+
     async def _stream(self, request: web.Request, sid: str, query: LogQuery) -> web.StreamResponse:
-        try:
-            # The log so far first, then the shared stream from where that snapshot ends
-            # (offsets from the log's start: nothing lost, nothing twice).
-            snapshot = await self.ray.logs(sid)
-        except (RayJobUnknown, RayUnreachable, RayRefused):
-            snapshot = None
+        # The log so far first, then the shared stream from where that snapshot ends
+        # (offsets from the log's start: nothing lost, nothing twice).
+        snapshot = await self._snapshot(sid)
         past = tail_text(snapshot or "", query.tail_lines)
         if query.since_seconds is not None:
             past = ""  # no arrival times for the past: only what arrives from now on
