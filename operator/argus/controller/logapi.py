@@ -141,6 +141,9 @@ class LogHubs:
                     return
                 except (RayUnreachable, RayRefused, OSError) as exc:
                     log.debug("shared log stream of %s broke (%s); opening it again", sid, exc)
+                except Exception as exc:  # noqa: BLE001 - its followers end; the next follower opens a new one
+                    log.warning("shared log stream of %s failed: %r", sid, exc)
+                    return
                 await asyncio.sleep(RECONNECT_SECONDS)
                 hub.broadcast.restart()
         finally:
