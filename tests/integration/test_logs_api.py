@@ -15,6 +15,7 @@ availability check wants; its address is never dialled).
 - the operator itself refuses callers that are not the front proxy (401) and users the
   SubjectAccessReview denies (403), and more than the per-user followers (429).
 - a deleted task's log is gone with it (404); a task whose job Ray forgot: from the file.
+- each attempt's log is its own Ray job's (attempt=K); sinceSeconds on an ended task.
 """
 
 from __future__ import annotations
@@ -298,3 +299,29 @@ def test_a_deleted_tasks_log_is_gone_and_a_forgotten_job_is_read_from_its_file(s
     text = Path(status["logFile"]["jobPath"]).read_text()
     assert from_file.stdout == text.splitlines(keepends=True)[-1]
     only_the_api_server(control_plane, record, setup["ray"])
+
+
+def test_each_attempt_has_its_log_and_since_seconds_counts_from_the_end(setup: dict[str, Any], control_plane: ControlPlane) -> None:
+    cp, ns_a, op = control_plane, setup["ns_a"], setup["op"]
+    failing = ppo_command(steps=3, extra="custom_reward_function.reward_kwargs.x=1")  # the trainer refuses this key: exit 1
+    body = json.loads(advanced_task("flaky", failing))
+    body["spec"].update(restartPolicy="OnFailure", backoffLimit=1)
+    apply_text(cp, ns_a, json.dumps(body))
+    status = wait_phase(cp, ns_a, "flaky", ("Succeeded", "Failed"), timeout=120, op=op)["status"]
+    assert status["attempt"] == 2, status
+    job_dir = Path(status["jobDir"]["jobPath"])
+    texts = {}
+    for k in (1, 2):
+        out, record = argus_logs(setup, ns_a, "flaky", "--attempt", str(k))
+        assert out.returncode == 0, out.stderr
+        # Ray's log of attempt K's own job (Ray names the job in its first lines), which holds
+        # what went into attempt-K.log.
+        sid = status["attempts"][k - 1]["submissionId"]
+        assert f"Running entrypoint for job {sid}" in out.stdout, (k, out.stdout[:300])
+        assert (job_dir / f"attempt-{k}.log").read_text().strip() in out.stdout
+        texts[k] = out.stdout
+        only_the_api_server(cp, record, setup["ray"])
+    assert argus_logs(setup, ns_a, "flaky")[0].stdout == texts[2]
+    time.sleep(3)  # the task ended more than 2 s ago: nothing of it is that recent
+    assert argus_logs(setup, ns_a, "flaky", "--since", "2")[0].stdout == ""
+    assert argus_logs(setup, ns_a, "flaky", "--since", "3600")[0].stdout == texts[2]
