@@ -325,3 +325,39 @@ def test_each_attempt_has_its_log_and_since_seconds_counts_from_the_end(setup: d
     time.sleep(3)  # the task ended more than 2 s ago: nothing of it is that recent
     assert argus_logs(setup, ns_a, "flaky", "--since", "2")[0].stdout == ""
     assert argus_logs(setup, ns_a, "flaky", "--since", "3600")[0].stdout == texts[2]
+
+
+def test_latency_through_the_api_server(setup: dict[str, Any], control_plane: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tail read and the first byte of a follow, as alice, through kube-apiserver, the
+    aggregator and the service network (printed; bounded generously, this machine is shared)."""
+    from kubernetes import client, config
+    cp, ns_a = control_plane, setup["ns_a"]
+    apply_text(cp, ns_a, advanced_task("timed", ppo_command(steps=400)))
+    wait_phase(cp, ns_a, "timed", "Running", timeout=90, op=setup["op"])
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(setup["alice"]), client_configuration=cfg)
+    api = client.ApiClient(cfg)
+
+    def timed(query: list[tuple[str, str]]) -> float:
+        method, url, headers, _, _ = api.param_serialize("GET", log_path(ns_a, "timed"), query_params=query, auth_settings=["BearerToken"])
+        for _ in range(40):  # a follower that just hung up is noticed at the operator's next write
+            t0 = time.perf_counter()
+            resp = api.call_api(method, url, header_params=headers, _request_timeout=60)
+            if resp.status != 429:
+                break
+            resp.response.data
+            time.sleep(0.5)
+        assert resp.status == 200, resp.response.data
+        first = resp.response.read1(65536)
+        took = time.perf_counter() - t0
+        assert first
+        resp.response.release_conn() if not query or query[0][0] != "follow" else resp.response.close()
+        return took
+
+    tails = sorted(timed([("tailLines", "10")]) for _ in range(20))
+    follows = sorted(timed([("follow", "true"), ("tailLines", "1")]) for _ in range(MAX_FOLLOWERS + 2))
+    with capsys.disabled():
+        print(f"\nthrough the API server: tail read p50 {tails[10] * 1000:.0f} ms, max {tails[-1] * 1000:.0f} ms (20); "
+              f"follow first byte p50 {follows[2] * 1000:.0f} ms, max {follows[-1] * 1000:.0f} ms ({len(follows)})")
+    assert tails[10] < 5 and follows[2] < 10
+    cp.kubectl("patch", "argustask", "timed", "-n", ns_a, "--type=merge", "-p", '{"spec":{"cancel":true}}')
