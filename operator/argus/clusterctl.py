@@ -1,6 +1,7 @@
-"""Cluster commands of the ``argus`` CLI: ``logs`` and ``onboard``. They talk to the
-Kubernetes API (kubeconfig as kubectl uses it, ``adapters.kube``) and, for ``logs``, to the
-Ray dashboard recorded in the task's status (``adapters.ray``, the client the operator uses)."""
+"""Cluster commands of the ``argus`` CLI: ``logs``, ``onboard`` and ``queue``. They talk to the
+Kubernetes API (kubeconfig as kubectl uses it, ``adapters.kube``). ``logs`` reads the task's
+log through the aggregated API logs.argus.io (the operator serves it; docs/logs.md), never
+from the Ray dashboard, unless an admin asks for that with ``--direct-ray``."""
 
 from __future__ import annotations
 
@@ -102,6 +103,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
             print(f"argus logs: --ray-token-file: {exc}", file=sys.stderr)
             return EXIT_USAGE
     namespace = args.namespace or _current_namespace(args.kubeconfig, args.context)
+    if args.direct_ray is None and not args.ray_address:
+        return _logs_via_api(args, namespace)
+    if args.direct_ray:
+        args.ray_address = args.direct_ray
     try:
         task = get_task(args.task, namespace, args.kubeconfig, args.context)
         status = task.get("status") or {}
@@ -143,6 +148,74 @@ def cmd_logs(args: argparse.Namespace) -> int:
     except ClusterError as exc:
         print(f"{getattr(args, 'prog', 'argus')} logs: {exc}", file=sys.stderr)
         return EXIT_FAIL
+    return EXIT_OK
+
+
+LOG_API = "/apis/logs.argus.io/v1alpha1"
+
+
+def _api_message(status: int, body: bytes, namespace: str, name: str) -> str:
+    """One line for a refused log request: the server's own message (a metav1.Status)."""
+    import json
+    try:
+        doc = json.loads(body)
+        message = str(doc.get("message") or "")
+    except (ValueError, AttributeError):
+        message = body.decode(errors="replace").strip().splitlines()[0] if body.strip() else ""
+    if status == 404 and (not message or message == "the server could not find the requested resource"):
+        return ("this cluster does not serve the log API logs.argus.io/v1alpha1 (the Argus chart's logsApi.enabled), "
+                "or no such task; an admin may use --direct-ray")
+    if status == 503 and "logs.argus.io" not in message:
+        message = f"the log API logs.argus.io is unavailable (the Argus operator's log server does not answer): {message}"
+    return message or f"HTTP {status}"
+
+
+def _logs_via_api(args: argparse.Namespace, namespace: str) -> int:
+    """GET .../namespaces/NS/argustasks/NAME/log through the API server, with the caller's
+    kubeconfig (any authentication kubectl supports); the body is streamed as it comes."""
+    import codecs
+    import urllib.parse
+
+    from .core.logquery import LogQuery
+    prog = getattr(args, "prog", "argus")
+    try:
+        client = _load_kube(args.kubeconfig, args.context)
+    except ClusterError as exc:
+        print(f"{prog} logs: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    query = LogQuery(follow=args.follow, tail_lines=args.tail, attempt=args.attempt, since_seconds=args.since)
+    path = f"{LOG_API}/namespaces/{urllib.parse.quote(namespace)}/argustasks/{urllib.parse.quote(args.task)}/log"
+    api = client.ApiClient()
+    method, url, headers, _, _ = api.param_serialize(
+        "GET", path, query_params=list(query.params().items()),
+        header_params={"Accept": "text/plain, application/json"}, auth_settings=["BearerToken"])
+    try:
+        resp = api.call_api(method, url, header_params=headers, _request_timeout=None if args.follow else 120)
+    except Exception as exc:  # noqa: BLE001 - urllib3's connection errors, said in one line
+        print(f"{prog} logs: cannot reach the Kubernetes API server: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    raw = resp.response
+    try:
+        if resp.status >= 400:
+            print(f"{prog} logs: {_api_message(resp.status, raw.data, namespace, args.task)}", file=sys.stderr)
+            return EXIT_FAIL
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        read = getattr(raw, "read1", None) or raw.read
+        while True:
+            data = read(65536)
+            if not data:
+                break
+            sys.stdout.write(decoder.decode(data))
+            sys.stdout.flush()
+        sys.stdout.write(decoder.decode(b"", final=True))
+        sys.stdout.flush()
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - a broken stream, said in one line
+        print(f"{prog} logs: the log stream broke: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    finally:
+        raw.release_conn()
     return EXIT_OK
 
 
@@ -400,16 +473,21 @@ def register_cluster_commands(sub: Any) -> None:
     p.add_argument("--context")
     p.set_defaults(func=cmd_queue)
 
-    p = sub.add_parser("logs", help="print or follow the Ray job logs of an ArgusTask")
+    p = sub.add_parser("logs", help="print or follow the log of an ArgusTask (through the Kubernetes API: logs.argus.io)")
     p.add_argument("task", help="ArgusTask name")
     p.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
     p.add_argument("-f", "--follow", action="store_true", help="follow the log until the job ends")
     p.add_argument("--tail", type=int, default=None, help="only the last N lines")
     p.add_argument("--attempt", type=int, default=None, help="the log of this attempt (default: the current one)")
+    p.add_argument("--since", type=int, default=None, metavar="SECONDS",
+                   help="only lines from the last SECONDS (see docs/logs.md for what is known of a line's time)")
     p.add_argument("--kubeconfig")
     p.add_argument("--context")
-    p.add_argument("--ray-address", help="Ray dashboard to read from (default: the one in the task's status)")
-    p.add_argument("--ray-token-file", default=os.environ.get("ARGUS_RAY_TOKEN_FILE") or None,
+    admin = p.add_argument_group("admins: read from the Ray dashboard directly instead of the log API")
+    admin.add_argument("--direct-ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                       help="read the Ray dashboard at ADDRESS (default: the one in the task's status); needs a route to it")
+    admin.add_argument("--ray-address", help="with --direct-ray: the dashboard address (implies --direct-ray)")
+    admin.add_argument("--ray-token-file", default=os.environ.get("ARGUS_RAY_TOKEN_FILE") or None,
                    help="file holding the Ray cluster's token, when it requires one (env ARGUS_RAY_TOKEN_FILE; without it, "
                         "Ray's own RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH apply)")
     p.set_defaults(func=cmd_logs)

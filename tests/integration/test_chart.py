@@ -90,6 +90,8 @@ MATRIX: dict[str, list[str]] = {
     "one-replica": ["--set", "replicaCount=1"],
     "uninstall-hook": ["--set", "uninstall.releaseFinalizers=true", "--set", "uninstall.timeoutSeconds=60",
                        "--set", "operator.watchNamespaces={team-a}"],
+    "logs-api": ["--set", "logsApi.enabled=true", "--set", "logsApi.maxFollowersPerUser=3", "--set", "networkPolicy.enabled=true",
+                 "--set-json", 'logsApi.sharedTree.volume={"persistentVolumeClaim":{"claimName":"private","readOnly":true}}'],
     "everything": ["--set", "operator.verlCodePath=/private/common/code/verl/v1", "--set", "operator.maxRunning=16",
                    "--set", "operator.pollInterval=0.5", "--set-json", 'operator.entrypointAllowlist=["python3 -m verl.trainer.*","torchrun -m verl.*"]',
                    "--set", "operator.verbose=true", "--set-json", 'nodeSelector={"node-role.kubernetes.io/control-plane":""}',
@@ -136,6 +138,17 @@ EXPECTED_RULES["no-crd-watch"] = {("ClusterRole", SA, None): [NAMESPACES_GET, *T
 EXPECTED_RULES["single-namespace"] = namespaced("team-a")
 EXPECTED_RULES["uninstall-hook"] = namespaced("team-a")
 EXPECTED_RULES["two-namespaces"] = namespaced("team-a", "team-b")
+
+# The operator's bindings to built-in roles (not rendered by the chart, so not in the rules
+# above): only the log API needs them, to review its callers' access (SubjectAccessReview)
+# and to read the front proxy's CA (kube-system/extension-apiserver-authentication).
+LOGS_API_BINDINGS = {
+    ("ClusterRoleBinding", f"{SA}-logs-api-auth-delegator", None): ("ClusterRole", "system:auth-delegator"),
+    ("RoleBinding", f"{SA}-logs-api-auth-reader", "kube-system"): ("Role", "extension-apiserver-authentication-reader"),
+}
+EXPECTED_BUILTIN_BINDINGS: dict[str, dict[tuple[str, str, str | None], tuple[str, str]]] = {case: {} for case in MATRIX}
+EXPECTED_BUILTIN_BINDINGS["logs-api"] = LOGS_API_BINDINGS
+LOG_RULE = {"apiGroups": ["logs.argus.io"], "resources": ["argustasks/log"], "verbs": ["get"]}
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -251,7 +264,7 @@ def operator_roles(objs: list[dict[str, Any]], fullname: str = SA) -> list[dict[
 HARNESS_FLAGS = {"--ray-address", "--root", "--verl-code-path", "--max-running", "--poll-interval", "--namespace"}
 
 
-def chart_flags(objs: list[dict[str, Any]], tls_dir: Path | None = None) -> list[str]:
+def chart_flags(objs: list[dict[str, Any]], tls_dir: Path | None = None, logs_tls_dir: Path | None = None) -> list[str]:
     """The rendered Deployment's operator flags, for an operator run here: the harness's own
     flags left out, the pod's fixed ports moved to free loopback ports, and the mounted
     webhook Secret's files replaced by ``tls_dir`` (written from the same Secret)."""
@@ -268,6 +281,12 @@ def chart_flags(objs: list[dict[str, Any]], tls_dir: Path | None = None) -> list
         elif flag == "--webhook-port":
             out += [f"--webhook-port={free_port()}", "--webhook-listen-host=127.0.0.1"]
             continue
+        elif flag == "--logs-api-port":
+            out += [f"--logs-api-port={free_port()}", "--logs-api-host=127.0.0.1"]
+            continue
+        elif flag in ("--logs-api-cert-file", "--logs-api-key-file"):
+            assert logs_tls_dir is not None, "a log API rendering needs its Secret's files"
+            arg = f"{flag}={logs_tls_dir / Path(arg.split('=', 1)[1]).name}"
         elif flag in ("--webhook-cert-file", "--webhook-key-file"):
             assert tls_dir is not None, "a webhook rendering needs the Secret's files"
             arg = f"{flag}={tls_dir / Path(arg.split('=', 1)[1]).name}"
@@ -328,12 +347,22 @@ def _rules_by_role(objs: list[dict[str, Any]]) -> dict[tuple[str, str, str | Non
     return {(r["kind"], r["metadata"]["name"], r["metadata"].get("namespace")): r["rules"] for r in operator_roles(objs)}
 
 
+def _builtin_bindings(objs: list[dict[str, Any]], fullname: str = SA) -> dict[tuple[str, str, str | None], tuple[str, str]]:
+    """The operator's ServiceAccount's bindings to roles the chart does not render."""
+    rendered = {(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in ("ClusterRole", "Role")}
+    return {(b["kind"], b["metadata"]["name"], b["metadata"].get("namespace")): (b["roleRef"]["kind"], b["roleRef"]["name"])
+            for b in objs if b["kind"] in ("ClusterRoleBinding", "RoleBinding")
+            and any(sub.get("kind") == "ServiceAccount" and sub.get("name") == fullname for sub in b.get("subjects", []))
+            and (b["roleRef"]["kind"], b["roleRef"]["name"]) not in rendered}
+
+
 @pytest.mark.parametrize("case", list(MATRIX))
 def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, control_plane: KubeCluster, chart_crds: None) -> None:
     objs = render(helm, *MATRIX[case])
     for o in objs:
         assert o.get("apiVersion") and o.get("kind") and o.get("metadata", {}).get("name"), o
-        cluster_scoped = o["kind"] in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration")
+        cluster_scoped = o["kind"] in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration",
+                                       "APIService")
         assert cluster_scoped or o["metadata"].get("namespace"), f"{o['kind']} {o['metadata']['name']} has no namespace"
     for o in objs:
         ns = o["metadata"].get("namespace")
@@ -346,6 +375,7 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
 
     # Least privilege, pinned: the operator's roles hold exactly these rules, in this order.
     assert _rules_by_role(objs) == EXPECTED_RULES[case]
+    assert _builtin_bindings(objs) == EXPECTED_BUILTIN_BINDINGS[case]
 
     deployment = one(objs, "Deployment")
     argv = _operator_argv(deployment)
@@ -375,6 +405,20 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
     assert args.watch_stale_seconds == (600 if case == "everything" else 300)
+    if case == "logs-api":
+        assert (args.logs_api, args.logs_api_port, args.logs_api_max_followers, args.logs_api_shared_tree) == (True, 8443, 3, True)
+        assert (args.logs_api_cert_file, args.logs_api_key_file) == ("/etc/argus/logs-api-tls/tls.crt", "/etc/argus/logs-api-tls/tls.key")
+        api = one(objs, "APIService", "v1alpha1.logs.argus.io")["spec"]
+        assert api["service"] == {"name": f"{RELEASE}-logs-api", "namespace": RELEASE_NS, "port": 443} and api["caBundle"]
+        assert one(objs, "Service", f"{RELEASE}-logs-api")["spec"]["ports"][0]["targetPort"] == "logs-api"
+        assert {"name": "logs-api", "containerPort": 8443, "protocol": "TCP"} in container["ports"]
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["shared-tree"] == {"name": "shared-tree", "mountPath": values["operator"]["root"], "readOnly": True}
+        assert {"name": "shared-tree", "persistentVolumeClaim": {"claimName": "private", "readOnly": True}} in pod["volumes"]
+        _verify_chain(one(objs, "Secret", f"{RELEASE}-logs-api-tls")["data"], f"{RELEASE}-logs-api.{RELEASE_NS}.svc")
+    else:
+        assert not args.logs_api and not [o for o in objs if o["kind"] == "APIService"] and "argustasks/log" not in json.dumps(
+            [o for o in objs if o["kind"] not in ("ClusterRole",) or o["metadata"]["name"] not in ("argus-view", "argus-edit")])
     webhook_objs = [o for o in objs if o["kind"] == "ValidatingWebhookConfiguration"]
     if "webhook" in case or case in ("single-namespace", "network-policy"):
         _check_webhook(case, objs, args, pod, container)
@@ -399,6 +443,8 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
             {"ports": [{"port": "http-metrics", "protocol": "TCP"}], "from": [{"namespaceSelector": {"matchExpressions": [
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["monitoring", "observability"]}]}}]},
         ]
+    elif case == "logs-api":  # the log API's port, from anywhere (the API server calls it; it checks the caller's certificate)
+        assert one(objs, "NetworkPolicy")["spec"]["ingress"][0] == {"ports": [{"port": "logs-api", "protocol": "TCP"}]}
     elif case == "everything":  # no webhook: only the metrics port, from the labelled namespaces
         assert one(objs, "NetworkPolicy")["spec"]["ingress"] == [
             {"ports": [{"port": "http-metrics", "protocol": "TCP"}], "from": [{"namespaceSelector": {"matchLabels": {"team": "observability"}}}]}]
@@ -555,8 +601,11 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     assert labels["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
     assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
     assert edit["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argustasks"],
-                              "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]}]
-    assert view["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["get", "list", "watch"]}]
+                              "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]}, LOG_RULE]
+    assert view["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["get", "list", "watch"]}, LOG_RULE]
+    # No other role the chart renders grants the log.
+    assert [o["metadata"]["name"] for o in render(helm, "--set", "logsApi.enabled=true")
+            if o["kind"] in ("ClusterRole", "Role") and "argustasks/log" in json.dumps(o.get("rules"))] == ["argus-edit", "argus-view"]
     assert "argustasks/status" not in json.dumps([edit, view])
     assert not [o for o in render(helm, "--set", "rbac.userRoles=false") if o["metadata"]["name"] in ("argus-edit", "argus-view")]
 

@@ -40,7 +40,7 @@ def old_ray(tmp_path_factory: pytest.TempPathFactory) -> RayCluster:
 
 
 def argus_logs(cp, ns: str, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "argus.cli", "logs", name, "-n", ns, "--kubeconfig", str(cp.kubeconfig), *extra],
+    return subprocess.run([sys.executable, "-m", "argus.cli", "logs", name, "-n", ns, "--kubeconfig", str(cp.kubeconfig), "--direct-ray", *extra],
                           capture_output=True, text=True, timeout=60)
 
 

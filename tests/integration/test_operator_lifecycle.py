@@ -39,13 +39,13 @@ def test_advanced_ppo_with_custom_reward_runs_on_a_worker(control_plane, ray_clu
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert conditions["Complete"] == "True" and conditions["Admitted"] == "True" and conditions["RayReachable"] == "True"
     assert status["observedGeneration"] == task["metadata"]["generation"]
-    logs = subprocess.run([sys.executable, "-m", "argus.cli", "logs", "ppo-custom-reward", "-n", ns, "--kubeconfig", str(control_plane.kubeconfig)],
+    logs = subprocess.run([sys.executable, "-m", "argus.cli", "logs", "ppo-custom-reward", "-n", ns, "--kubeconfig", str(control_plane.kubeconfig), "--direct-ray"],
                           capture_output=True, text=True, timeout=60)
     assert logs.returncode == 0, logs.stderr
     assert "using customized reward function 'compute_score'" in logs.stdout
     assert sum(1 for line in logs.stdout.splitlines() if line.startswith("step:")) >= 3
     tail = subprocess.run([sys.executable, "-m", "argus.cli", "logs", "ppo-custom-reward", "-n", ns, "--tail", "1",
-                           "--kubeconfig", str(control_plane.kubeconfig)], capture_output=True, text=True, timeout=60)
+                           "--kubeconfig", str(control_plane.kubeconfig), "--direct-ray"], capture_output=True, text=True, timeout=60)
     assert len(tail.stdout.splitlines()) == 1
     # kubectl shows the printer columns and the events.
     table = control_plane.kubectl("get", "argustasks", "-n", ns, "-o", "wide").stdout
@@ -98,7 +98,7 @@ def test_rejected_tasks_never_reach_ray(control_plane, ray_cluster, user_namespa
     wait_for(canary_done, 120, "the canary task to succeed", on_timeout=op.log_tail)
     # argus logs says why there is nothing to show, in one line, without a traceback.
     for task, expected in (("hostile-other-user", "has not been submitted to Ray yet (phase Rejected)"), ("no-such-task", "no ArgusTask 'no-such-task'")):
-        logs = subprocess.run([sys.executable, "-m", "argus.cli", "logs", task, "-n", ns, "--kubeconfig", str(control_plane.kubeconfig)],
+        logs = subprocess.run([sys.executable, "-m", "argus.cli", "logs", task, "-n", ns, "--kubeconfig", str(control_plane.kubeconfig), "--direct-ray"],
                               capture_output=True, text=True, timeout=60)
         assert logs.returncode == 1 and expected in logs.stderr and "Traceback" not in logs.stderr, logs.stderr
 

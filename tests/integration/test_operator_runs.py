@@ -38,7 +38,7 @@ def task_with(name: str, command: str, **spec: object) -> str:
 
 
 def argus_logs(cp, ns: str, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "argus.cli", "logs", name, "-n", ns, "--kubeconfig", str(cp.kubeconfig), *extra],
+    return subprocess.run([sys.executable, "-m", "argus.cli", "logs", name, "-n", ns, "--kubeconfig", str(cp.kubeconfig), "--direct-ray", *extra],
                           capture_output=True, text=True, timeout=60)
 
 

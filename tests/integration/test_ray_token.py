@@ -47,7 +47,7 @@ def reachable(task: dict[str, Any]) -> dict[str, Any]:
 
 def argus_logs(cp: Any, ns: str, name: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "ARGUS_RAY_TOKEN"))}
-    return subprocess.run([sys.executable, "-m", "argus.cli", "logs", name, "-n", ns, "--kubeconfig", str(cp.kubeconfig), *extra],
+    return subprocess.run([sys.executable, "-m", "argus.cli", "logs", name, "-n", ns, "--kubeconfig", str(cp.kubeconfig), "--direct-ray", *extra],
                           capture_output=True, text=True, timeout=60, env={**clean, **(env or {})})
 
 

@@ -131,6 +131,16 @@ app.kubernetes.io/part-of: argus
 - --webhook-cert-file=/etc/argus/webhook-tls/tls.crt
 - --webhook-key-file=/etc/argus/webhook-tls/tls.key
 {{- end }}
+{{- if .Values.logsApi.enabled }}
+- --logs-api
+- {{ printf "--logs-api-port=%v" (int .Values.logsApi.port) | quote }}
+- --logs-api-cert-file=/etc/argus/logs-api-tls/tls.crt
+- --logs-api-key-file=/etc/argus/logs-api-tls/tls.key
+- {{ printf "--logs-api-max-followers=%v" (int .Values.logsApi.maxFollowersPerUser) | quote }}
+{{- if .Values.logsApi.sharedTree.volume }}
+- --logs-api-shared-tree
+{{- end }}
+{{- end }}
 {{- if $o.verbose }}
 - --verbose
 {{- end }}

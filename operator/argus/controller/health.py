@@ -34,6 +34,7 @@ class Checks:
     synced: Callable[[], bool]
     contact_age: Callable[[], float]
     webhook_listening: Callable[[], bool] | None = None  # None: no webhook
+    logs_api_listening: Callable[[], bool] | None = None  # None: no log API (--logs-api)
     stale_seconds: float = 300.0  # 0: never fail liveness on the watch
 
     def liveness(self) -> tuple[bool, dict[str, Any]]:
@@ -45,6 +46,8 @@ class Checks:
         detail: dict[str, Any] = {"cacheSynced": self.synced()}
         if self.webhook_listening is not None:
             detail["webhookListening"] = self.webhook_listening()
+        if self.logs_api_listening is not None:
+            detail["logsApiListening"] = self.logs_api_listening()
         return all(detail.values()), detail
 
 

@@ -11,6 +11,7 @@ from typing import Sequence
 
 from .. import __version__
 from ..platform import UsageError, add_platform_flags, platform_config
+from .logapi_settings import add_logapi_flags, logapi_settings
 from .settings import add_operator_flags, operator_config
 from .webhook_settings import add_webhook_flags, webhook_settings
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.add_argument("--release-timeout", type=float, default=120.0,
                          help="with --release-finalizers: seconds to wait for Ray to confirm each stop (default 120)")
     add_webhook_flags(parser)
+    add_logapi_flags(parser)
     return parser
 
 
@@ -43,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = operator_config(args, platform_config(args))
         webhook = webhook_settings(args)
+        logs_api = logapi_settings(args)
     except (UsageError, ValueError) as exc:
         print(f"argus-operator: {exc}", file=sys.stderr)
         return 2
@@ -65,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.metrics_port is not None:
         from prometheus_client import start_http_server  # noqa: PLC0415
         start_http_server(args.metrics_port, addr=args.metrics_host)
-    memo = kopf.Memo(operator=Operator.build(config, webhook, args.kubeconfig))
+    memo = kopf.Memo(operator=Operator.build(config, webhook, args.kubeconfig, logs_api=logs_api))
     kopf.run(
         registry=registry(webhook),
         memo=memo,

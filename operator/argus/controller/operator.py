@@ -18,6 +18,7 @@ from . import metrics
 from .cache import TaskCache, worth_a_look
 from .health import Checks, HealthServer
 from .leader import LeaderElection
+from .logapi_settings import LogApiSettings
 from .reconciler import Reconciler
 from .settings import OperatorConfig
 from .view import TaskView
@@ -37,10 +38,12 @@ class Operator:
     webhook: WebhookSettings | None = None
     webhook_server: Any = None  # the webhook's ArgusWebhookServer, once kopf starts it
     health: HealthServer | None = None
+    logs_api: Any = None  # controller.logapi.LogApi with --logs-api
     background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
-    def build(cls, config: OperatorConfig, webhook: WebhookSettings | None = None, kubeconfig: str | None = None) -> "Operator":
+    def build(cls, config: OperatorConfig, webhook: WebhookSettings | None = None, kubeconfig: str | None = None,
+              logs_api: LogApiSettings | None = None) -> "Operator":
         """Wire the real adapters. Call from a running event loop (kopf's startup)."""
         load_kube_config(kubeconfig)
         store = KubeTaskStore()
@@ -57,13 +60,20 @@ class Operator:
 
         cache.on_change = on_change
         metrics.WATCH_AGE.set_function(cache.contact_age)
-        return cls(config=config, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook)
+        api = None
+        if logs_api is not None:
+            from ..adapters.kubeauth import read_front_proxy, subject_access_review  # noqa: PLC0415
+            from .logapi import LogApi  # noqa: PLC0415
+            api = LogApi(logs_api, ray, cache.get, subject_access_review, read_front_proxy)
+        return cls(config=config, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook,
+                   logs_api=api)
 
     def checks(self) -> Checks:
         """What /healthz and /readyz answer from (controller/health.py)."""
         return Checks(
             synced=self.cache.synced.is_set, contact_age=self.cache.contact_age,
             webhook_listening=(lambda: bool(self.webhook_server and self.webhook_server.listening)) if self.webhook else None,
+            logs_api_listening=(lambda: bool(self.logs_api.listening)) if self.logs_api is not None else None,
             stale_seconds=self.config.watch_stale_seconds,
         )
 
@@ -74,6 +84,9 @@ class Operator:
             self.health = HealthServer(self.checks(), self.config.health_host, self.config.health_port)
             await self.health.start()
         self.cache.start()
+        if self.logs_api is not None:
+            # In the background: it waits for the front proxy's CA (the ConfigMap) if need be.
+            self.background.append(asyncio.create_task(self.logs_api.start(), name="argus log API"))
         await asyncio.to_thread(warm_up)  # Hydra's override parser, before the first task needs it
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
         self.background.append(asyncio.create_task(self.say_ray_version(), name="argus Ray version"))
@@ -85,6 +98,8 @@ class Operator:
             task.cancel()
         self.reconciler.logs.close()
         self.cache.stop()
+        if self.logs_api is not None:
+            await self.logs_api.stop()
         if self.leader:
             await asyncio.to_thread(self.leader.release)
         if self.health:

@@ -41,6 +41,9 @@ from .servicenet import ServiceNetwork
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 CLUSTER_NAME = "argus-testbed"
 ADMIN_USER = "argus-testbed-admin"
+# The aggregation layer: the API server proxies aggregated APIs (an APIService's Service)
+# presenting this client certificate, signed by the front-proxy CA (requestheader flags).
+FRONT_PROXY_CLIENT = "front-proxy-client"
 BUILD_SCRIPT = Path("hack") / "build-testbed-bins.sh"
 
 
@@ -346,6 +349,11 @@ class ControlPlane(KubeCluster):
                        "kubernetes.default.svc.cluster.local"],
             ips=["127.0.0.1", "10.0.0.1"],
         ).write(d / "apiserver.crt", d / "apiserver.key")
+        # The aggregation layer's own CA, apart from the cluster CA as in kubeadm: an extension
+        # server believes X-Remote-User only from a certificate this CA signed.
+        front = certs.CertificateAuthority.create("argus-testbed-front-proxy-ca")
+        front.pair.write(d / "front-proxy-ca.crt", d / "front-proxy-ca.key")
+        front.client(FRONT_PROXY_CLIENT).write(d / "front-proxy-client.crt", d / "front-proxy-client.key")
         admin = ca.client(ADMIN_USER, ["system:masters"])
         admin.write(d / "admin.crt", d / "admin.key")
         sa_key = certs.new_key()
@@ -390,6 +398,16 @@ class ControlPlane(KubeCluster):
             f"--service-account-signing-key-file={d / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--allow-privileged=true",
+            # The aggregation layer (APIServices such as logs.argus.io; docs/logs.md). No
+            # --enable-aggregator-routing: the aggregator dials the Service's ClusterIP, which
+            # the service network (egress "cluster") maps to a loopback backend.
+            f"--requestheader-client-ca-file={d / 'front-proxy-ca.crt'}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={d / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={d / 'front-proxy-client.key'}",
             # As in envtest: nothing creates a namespace's `default` ServiceAccount here.
             "--disable-admission-plugins=ServiceAccount",
             # Start-up speed: no APF bootstrap objects to wait for, no endpoint lease loop.

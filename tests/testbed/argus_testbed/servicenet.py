@@ -13,6 +13,11 @@ answers 200 receive connections, as a Service only sends to ready pods. It never
 anything but the registered loopback backends; an unknown target gets 502, no ready backend
 503 (the API server then applies the webhook's failure policy).
 
+The aggregator (an APIService's ``service:``, e.g. logs.argus.io) dials through the same
+"cluster" egress: no ``--enable-aggregator-routing`` is needed. Its availability check also
+wants a ready EndpointSlice for the Service (no controller makes one here: the test creates
+it, with an address that is never dialled).
+
 The TLS handshake passes through untouched, so the API server checks the served certificate
 against the configuration's caBundle and the Service's DNS name, exactly as in a cluster.
 """
