@@ -11,8 +11,18 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from argus_testbed import ServiceNetwork
 from argus_testbed.harness import REPO, STANDIN, OperatorProcess, make_private_tree
 from argus_testbed.private_tree import login_home
+
+
+@pytest.fixture(scope="module")
+def service_network() -> Iterator[ServiceNetwork]:
+    """The Services-for-the-API-server network (servicenet.py), for modules that start a
+    control plane of their own with it (webhook, HA, log API)."""
+    net = ServiceNetwork()
+    yield net
+    net.stop()
 
 
 @pytest.fixture(scope="session")

@@ -154,13 +154,6 @@ LOG_RULE = {"apiGroups": ["logs.argus.io"], "resources": ["argustasks/log"], "ve
 # --------------------------------------------------------------------------- fixtures
 
 @pytest.fixture(scope="module")
-def service_network() -> Iterator[ServiceNetwork]:
-    net = ServiceNetwork()
-    yield net
-    net.stop()
-
-
-@pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory, service_network: ServiceNetwork) -> Iterator[KubeCluster]:
     """This module's own API server (overrides the session one for this module only), which
     reaches Services through the service network."""

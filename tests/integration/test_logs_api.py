@@ -68,13 +68,6 @@ CLI_WITH_CONNECT_LOG = textwrap.dedent("""
 
 
 @pytest.fixture(scope="module")
-def service_network() -> Iterator[ServiceNetwork]:
-    net = ServiceNetwork()
-    yield net
-    net.stop()
-
-
-@pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory, service_network: ServiceNetwork) -> Iterator[KubeCluster]:
     """This module's own API server, with the aggregation layer, reaching Services through the
     service network."""

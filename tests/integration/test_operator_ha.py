@@ -39,13 +39,6 @@ DENIED = 'admission webhook "validate-argustask.argus.io" denied the request'
 
 
 @pytest.fixture(scope="module")
-def service_network() -> Iterator[ServiceNetwork]:
-    net = ServiceNetwork()
-    yield net
-    net.stop()
-
-
-@pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory, service_network: ServiceNetwork) -> Iterator[KubeCluster]:
     if os.environ.get("ARGUS_TEST_KUBECONFIG"):
         pytest.skip("needs the local control plane and its service network")
