@@ -464,5 +464,6 @@ def load_module(path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec and spec.loader, path
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there while the class is made
     spec.loader.exec_module(module)
     return module
