@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 from argus_testbed import Backend, ControlPlane, KubeCluster, ServiceNetwork
-from argus_testbed.harness import REPO, advanced_task, apply_text, get_task, ppo_command, wait_for, wait_phase
+from argus_testbed.harness import REPO, advanced_task, apply_text, forget_ray_job, get_task, ppo_command, wait_for, wait_phase
 
 from test_chart import CHART, chart_flags, flag_value, helm, render, sa_kubeconfig, secret_files  # noqa: F401 - helm: a fixture
 
@@ -284,9 +284,7 @@ def test_a_deleted_tasks_log_is_gone_and_a_forgotten_job_is_read_from_its_file(s
     assert gone.returncode == 1 and gone.stderr == 'argus logs: argustasks.argus.io "deleted" not found\n', gone.stderr
 
     # Ray forgets the job (its history trimmed): the log comes from the job folder.
-    from ray.job_submission import JobSubmissionClient
-    sid = status["rayJob"]["submissionId"]
-    JobSubmissionClient(setup["ray"].dashboard_url).delete_job(sid)
+    forget_ray_job(setup["ray"].dashboard_url, status["rayJob"]["submissionId"])
     from_file, record = argus_logs(setup, ns_a, "forgotten", "--tail", "1")
     assert from_file.returncode == 0, from_file.stderr
     text = Path(status["logFile"]["jobPath"]).read_text()

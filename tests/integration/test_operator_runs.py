@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from argus_testbed import RayCluster
-from argus_testbed.harness import advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
+from argus_testbed.harness import advanced_task, apply_text, forget_ray_job, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +70,7 @@ def test_the_log_outlives_ray_and_progress_shows_in_the_status(control_plane, ra
     from ray.job_submission import JobSubmissionClient
     sid = status["rayJob"]["submissionId"]
     assert [int(n) for n in STEP.findall(JobSubmissionClient(ray_cluster.dashboard_url).get_job_logs(sid))] == list(range(1, 61))
-    JobSubmissionClient(ray_cluster.dashboard_url).delete_job(sid)
+    forget_ray_job(ray_cluster.dashboard_url, sid)
     out = argus_logs(control_plane, ns, "logged", "--tail", "1")
     assert out.returncode == 0, out.stderr
     assert f"Ray no longer has job {sid}" in out.stderr and job_dir["userPath"] + "/attempt-1.log" in out.stderr

@@ -141,6 +141,23 @@ def ppo_command(*, steps: int | None = None, nnodes: int = 1, gpus: int = 1, ext
     return cmd + (" " + extra if extra else "")
 
 
+def forget_ray_job(dashboard_url: str, submission_id: str, timeout: float = 30) -> None:
+    """Remove an ended job from Ray's history so that it stays removed: Ray's job monitor may
+    write a just-ended job's record once more after a delete (the operator's
+    ``HistoryRemovals`` handles the same), so delete until it is gone across the monitor's
+    period."""
+    from ray.job_submission import JobSubmissionClient
+    client = JobSubmissionClient(dashboard_url)
+
+    def gone() -> bool:
+        if submission_id in [j.submission_id for j in client.list_jobs()]:
+            client.delete_job(submission_id)
+            return False
+        time.sleep(3)  # longer than the monitor's period: still gone?
+        return submission_id not in [j.submission_id for j in client.list_jobs()]
+    wait_for(gone, timeout, f"Ray to forget job {submission_id}")
+
+
 def ray_jobs_for(dashboard_url: str, namespace: str, headers: dict[str, str] | None = None) -> list[Any]:
     """Every Ray job submitted for the namespace's tasks, found by the submission-id prefix
     the operator uses (``argus-<namespace>-``), not by the metadata it writes, which a bug
