@@ -15,6 +15,9 @@ from typing import Any
 
 import yaml
 
+from .core.logquery import (AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, removed_from_history, tail_text,
+                            where_the_file_is)
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
@@ -59,38 +62,25 @@ def get_task(name: str, namespace: str, kubeconfig: str | None, context: str | N
         raise ClusterError(f"cannot read ArgusTask {namespace}/{name}: {exc.reason}") from None
 
 
-def _attempt_of(status: dict[str, Any], wanted: int | None) -> tuple[int, str | None]:
-    """(attempt, its Ray submission id) for ``--attempt`` (default: the current one)."""
-    current = int(status.get("attempt") or 1)
-    attempt = wanted or current
-    if attempt < 1 or attempt > current:
-        raise ClusterError(f"--attempt {attempt}: the task has had {current} attempt(s)")
-    for record in status.get("attempts") or []:
-        if record.get("attempt") == attempt:
-            return attempt, record.get("submissionId")
-    ray_job = status.get("rayJob") or {}
-    return attempt, ray_job.get("submissionId") if attempt == current else None
-
-
-def _log_file(status: dict[str, Any], attempt: int) -> tuple[str, str] | None:
-    """(as the user sees it, as the job sees it) of the attempt's log file."""
-    job_dir = status.get("jobDir") or {}
-    if not job_dir.get("jobPath"):
-        return None
-    name = f"attempt-{attempt}.log"
-    return f"{job_dir.get('userPath', job_dir['jobPath'])}/{name}", f"{job_dir['jobPath']}/{name}"
-
-
-def _from_file(paths: tuple[str, str] | None, why: str, tail: int | None) -> None:
-    """The log from the job folder, when this machine sees the shared tree; else where it is."""
-    if paths is None:
-        raise ClusterError(f"{why}; the task's status names no job folder")
-    user_path, job_path = paths
+def _attempt_of(status: dict[str, Any], wanted: int | None) -> AttemptLog:
+    """The log location of ``--attempt`` (default: the current one), as the log API finds it."""
     try:
-        text = open(job_path, encoding="utf-8", errors="replace").read()
+        if wanted is not None and wanted < 0:
+            raise LogQueryError(wanted)
+        return attempt_log(status, wanted)
+    except LogQueryError:
+        raise ClusterError(f"--attempt {wanted}: the task has had {int(status.get('attempt') or 1)} attempt(s)") from None
+
+
+def _from_file(where: AttemptLog, why: str, tail: int | None) -> None:
+    """The log from the job folder, when this machine sees the shared tree; else where it is."""
+    try:
+        if where.job_path is None:
+            raise OSError
+        text = open(where.job_path, encoding="utf-8", errors="replace").read()
     except OSError:
-        raise ClusterError(f"{why}; the log is in the job folder: {user_path} (on the workers: {job_path})") from None
-    print(f"argus logs: {why}; reading {user_path}", file=sys.stderr)
+        raise ClusterError(where_the_file_is(why, where)) from None
+    print(f"argus logs: {why}; reading {where.user_path}", file=sys.stderr)
     _print_tail(text, tail)
 
 
@@ -110,15 +100,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
     try:
         task = get_task(args.task, namespace, args.kubeconfig, args.context)
         status = task.get("status") or {}
-        attempt, sid = _attempt_of(status, args.attempt)
+        where = _attempt_of(status, args.attempt)
+        sid = where.submission_id
         address = args.ray_address or (status.get("rayJob") or {}).get("dashboardUrl")
-        paths = _log_file(status, attempt)
         if not sid:
             phase = status.get("phase") or "new"
             why = f": {status.get('message')}" if phase == "Rejected" else ""
             raise ClusterError(f"ArgusTask {namespace}/{args.task} has not been submitted to Ray yet (phase {phase}){why}")
         if status.get("rayJobsRemoved"):
-            _from_file(paths, f"Ray's job history no longer holds {sid} (removed after the task ended)", args.tail)
+            _from_file(where, removed_from_history(sid), args.tail)
             return EXIT_OK
         if not address:
             raise ClusterError("the task's status names no Ray dashboard; pass --ray-address")
@@ -131,7 +121,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             else:
                 _print_tail(asyncio.run(ray.logs(sid)), args.tail)
         except RayJobUnknown:
-            _from_file(paths, f"Ray no longer has job {sid} (the head restarted, or the job left its history)", args.tail)
+            _from_file(where, forgotten_by_ray(sid), args.tail)
         except RayAuthFailed as exc:
             if exc.status == 401:
                 hint = "none was sent: pass --ray-token-file FILE (or set ARGUS_RAY_TOKEN_FILE)"
@@ -139,7 +129,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 hint = f"it did not accept the token in {args.ray_token_file}: check that it is the cluster's token"
             else:
                 hint = "it did not accept the token sent: check the cluster's token"
-            also = f"; the log is also in the job folder: {paths[0]}" if paths else ""
+            also = f"; the log is also in the job folder: {where.user_path}" if where.job_path else ""
             raise ClusterError(f"the Ray dashboard at {address} requires a token ({str(exc).split(':')[0]}); {hint}{also}") from None
         except RayUnreachable as exc:
             raise ClusterError(f"cannot reach the Ray dashboard at {address}: {exc}") from None
@@ -154,7 +144,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 LOG_API = "/apis/logs.argus.io/v1alpha1"
 
 
-def _api_message(status: int, body: bytes, namespace: str, name: str) -> str:
+def _api_message(status: int, body: bytes) -> str:
     """One line for a refused log request: the server's own message (a metav1.Status)."""
     import json
     try:
@@ -176,7 +166,6 @@ def _logs_via_api(args: argparse.Namespace, namespace: str) -> int:
     import codecs
     import urllib.parse
 
-    from .core.logquery import LogQuery
     prog = getattr(args, "prog", "argus")
     try:
         client = _load_kube(args.kubeconfig, args.context)
@@ -197,7 +186,7 @@ def _logs_via_api(args: argparse.Namespace, namespace: str) -> int:
     raw = resp.response
     try:
         if resp.status >= 400:
-            print(f"{prog} logs: {_api_message(resp.status, raw.data, namespace, args.task)}", file=sys.stderr)
+            print(f"{prog} logs: {_api_message(resp.status, raw.data)}", file=sys.stderr)
             return EXIT_FAIL
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         read = getattr(raw, "read1", None) or raw.read
@@ -220,10 +209,7 @@ def _logs_via_api(args: argparse.Namespace, namespace: str) -> int:
 
 
 def _print_tail(text: str, tail: int | None) -> None:
-    if tail is not None and tail >= 0:
-        lines = text.splitlines(keepends=True)
-        text = "".join(lines[-tail:]) if tail else ""
-    sys.stdout.write(text)
+    sys.stdout.write(tail_text(text, tail if tail is not None and tail >= 0 else None))
     sys.stdout.flush()
 
 

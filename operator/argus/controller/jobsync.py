@@ -21,6 +21,11 @@ from .view import Key, TaskView
 log = logging.getLogger(__name__)
 
 
+def ray_error_reason(exc: Exception) -> str:
+    """The condition reason a failed Ray read shows: refused credentials or an outage."""
+    return lifecycle.RAY_AUTH_FAILED if isinstance(exc, RayAuthFailed) else "RayUnreachable"
+
+
 class NodeCache:
     """Ray's alive nodes, read at most once per ``max_age`` seconds: ticks come as often as
     young jobs are due; node sets change rarely."""
@@ -46,7 +51,7 @@ class NodeCache:
                 self._groups = await self.ray.placement_groups()
             except (RayUnreachable, RayRefused) as exc:
                 self._nodes, self._error = None, str(exc)
-                self.error_reason = lifecycle.RAY_AUTH_FAILED if isinstance(exc, RayAuthFailed) else "RayUnreachable"
+                self.error_reason = ray_error_reason(exc)
         return self._nodes, self._error
 
     def workers(self, nodes: list[RayNode]) -> list[RayNode]:
@@ -135,7 +140,7 @@ class JobSync:
         except RayJobUnknown:
             return lifecycle.JobUnknown()
         except (RayUnreachable, RayRefused) as exc:
-            return lifecycle.RayUnreachable(str(exc), lifecycle.RAY_AUTH_FAILED if isinstance(exc, RayAuthFailed) else "RayUnreachable")
+            return lifecycle.RayUnreachable(str(exc), ray_error_reason(exc))
         if job.job_id:
             self.job_ids[key] = job.job_id
         on_worker: bool | None = None

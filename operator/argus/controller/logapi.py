@@ -40,7 +40,8 @@ from aiohttp import web
 from ..adapters.kubeauth import Access, FrontProxy
 from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.fanout import Broadcast, FollowerLimit, Reader
-from ..core.logquery import AttemptLog, LogQuery, LogQueryError, attempt_log, parse_log_query, tail_text
+from ..core.logquery import (AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, parse_log_query, removed_from_history,
+                             tail_text, where_the_file_is)
 from ..core.times import parse_time
 from .logapi_settings import LogApiSettings
 from .view import Key, TaskView
@@ -326,22 +327,20 @@ class LogApi:
         """(the log, or None with a one-line reason) from Ray, else the file."""
         sid = where.submission_id
         assert sid
-        why = f"Ray's job history no longer holds {sid} (removed after the task ended)"
+        why = removed_from_history(sid)
         if not view.status.get("rayJobsRemoved"):
             try:
                 return await self.ray.logs(sid), ""
             except RayJobUnknown:
-                why = f"Ray no longer has job {sid} (the head restarted, or the job left its history)"
+                why = forgotten_by_ray(sid)
             except (RayUnreachable, RayRefused) as exc:
                 why = f"the Ray cluster cannot be read now ({exc})"
-        if where.job_path is None:
-            return None, f"{why}; the task's status names no job folder"
-        if self.settings.shared_tree:
+        if where.job_path is not None and self.settings.shared_tree:
             try:
                 return await asyncio.to_thread(self.read_file, where.job_path), ""
             except OSError:
                 pass
-        return None, f"{why}; the log is in the job folder: {where.user_path} (on the workers: {where.job_path})"
+        return None, where_the_file_is(why, where)
 
     async def _whole(self, view: TaskView, where: AttemptLog, query: LogQuery) -> web.StreamResponse:
         text, why = await self._text(view, where)

@@ -121,3 +121,19 @@ def attempt_log(status: Mapping[str, object], wanted: int | None) -> AttemptLog:
         job_path = f"{job_dir['jobPath']}/{name}"
         user_path = f"{job_dir.get('userPath') or job_dir['jobPath']}/{name}"
     return AttemptLog(attempt, sid, user_path, job_path, attempt == current)
+
+
+# Why a log is not read from Ray, said alike by the log API and ``argus logs --direct-ray``.
+def removed_from_history(submission_id: str) -> str:
+    return f"Ray's job history no longer holds {submission_id} (removed after the task ended)"
+
+
+def forgotten_by_ray(submission_id: str) -> str:
+    return f"Ray no longer has job {submission_id} (the head restarted, or the job left its history)"
+
+
+def where_the_file_is(why: str, where: AttemptLog) -> str:
+    """One line: why Ray's copy cannot be read, and where the attempt's log file is."""
+    if where.job_path is None:
+        return f"{why}; the task's status names no job folder"
+    return f"{why}; the log is in the job folder: {where.user_path} (on the workers: {where.job_path})"
