@@ -38,13 +38,13 @@ from typing import Any
 import pytest
 
 from argus_testbed import Backend, ControlPlane, KubeCluster, ServiceNetwork
+from argus_testbed.logsapi import API_SERVICE, api_service_available, ready_endpoint_slice
 from argus_testbed.harness import REPO, advanced_task, apply_text, forget_ray_job, get_task, ppo_command, wait_for, wait_phase
 
 from test_chart import CHART, chart_flags, flag_value, helm, render, sa_kubeconfig, secret_files  # noqa: F401 - helm: a fixture
 
 pytestmark = pytest.mark.integration
 RELEASE = RELEASE_NS = "argus-logs"
-API_SERVICE = "v1alpha1.logs.argus.io"
 MAX_FOLLOWERS = 3
 VALUES = ["--set", "logsApi.enabled=true", "--set", "leaderElection.enabled=false", "--set", "metrics.enabled=false",
           "--set", f"logsApi.maxFollowersPerUser={MAX_FOLLOWERS}", "--set-json", 'logsApi.sharedTree.volume={"emptyDir":{}}']
@@ -97,13 +97,7 @@ def setup(helm: Any, control_plane: ControlPlane, service_network: ServiceNetwor
     tls = secret_files(cp, RELEASE_NS, f"{RELEASE}-logs-api-tls", work / "logs-api-tls")  # what the pod mounts
     flags = chart_flags(objs, logs_tls_dir=tls)
     svc = json.loads(cp.kubectl("get", "service", f"{RELEASE}-logs-api", "-n", RELEASE_NS, "-o", "json").stdout)
-    # The endpoint slice controller's part: a ready address for the Service (the aggregator's
-    # availability check wants one; it dials the ClusterIP, never this address).
-    cp.kubectl("apply", "-f", "-", input=json.dumps({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": f"{RELEASE}-logs-api-1", "namespace": RELEASE_NS, "labels": {"kubernetes.io/service-name": f"{RELEASE}-logs-api"}},
-        "addressType": "IPv4", "endpoints": [{"addresses": ["192.0.2.10"], "conditions": {"ready": True}}],
-        "ports": [{"name": "https-logs-api", "port": 8443, "protocol": "TCP"}]}))
+    ready_endpoint_slice(cp, RELEASE_NS, f"{RELEASE}-logs-api")
     ns_a, ns_b = namespace(cp, "logs-a", "alice"), namespace(cp, "logs-b", "bob")
     from argus_testbed.harness import OperatorProcess, STANDIN  # noqa: F401
     op = OperatorProcess.start(work / "operator", kubeconfig=sa_kubeconfig(cp, RELEASE, RELEASE_NS), ray_address=ray_cluster.dashboard_url,
@@ -115,12 +109,8 @@ def setup(helm: Any, control_plane: ControlPlane, service_network: ServiceNetwor
     alice = cp.mint_user("alice")
     cp.kubectl("create", "rolebinding", "alice-view", "-n", ns_a, "--clusterrole=argus-view", "--user=alice")
 
-    def available() -> bool:
-        doc = json.loads(cp.kubectl("get", "apiservice", API_SERVICE, "-o", "json").stdout)
-        return any(c["type"] == "Available" and c["status"] == "True" for c in doc.get("status", {}).get("conditions", []))
-
     try:
-        wait_for(available, 90, "the APIService to be Available",
+        wait_for(lambda: api_service_available(cp), 90, "the APIService to be Available",
                  on_timeout=lambda: cp.kubectl("get", "apiservice", API_SERVICE, "-o", "yaml").stdout + op.log_tail(60))
         yield {"op": op, "ns_a": ns_a, "ns_b": ns_b, "alice": alice, "port": port, "work": work, "ray": ray_cluster}
     finally:

@@ -32,12 +32,14 @@ def spec(gpus: int = 1, **extra: Any) -> dict[str, Any]:
 class World:
     """A reconciler over fakes, and the means to move time and Ray along."""
 
-    def __init__(self, *, max_running: int = 4, ray_grace: float = 300, delete_grace: float = 300, gpus: float = 4):
+    def __init__(self, *, max_running: int = 4, ray_grace: float = 300, delete_grace: float = 300, gpus: float = 4,
+                 ray_job_retention: float | None = None):
         self.clock = FakeClock()
         self.cluster = FakeCluster(self.clock)
         self.ray = FakeRay(self.clock, worker_gpus=gpus)
         self.config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=max_running,
-                                     poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace)
+                                     poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace,
+                                     ray_job_retention_seconds=ray_job_retention)
         self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, now=self.clock.now, monotonic=self.clock.monotonic)
         self.cluster.onboard(NS, "alice")
         # One event loop for the world's life: background work (log streams) goes on across ticks.
@@ -623,8 +625,7 @@ def test_an_ended_task_is_deleted_after_its_ttl_with_its_ray_job(world: World) -
 
 
 def test_ray_job_history_is_trimmed_after_the_retention() -> None:
-    world = World()
-    world.reconciler.settings = world.reconciler.settings.__class__(**{**world.reconciler.settings.__dict__, "ray_job_retention_seconds": 120})
+    world = World(ray_job_retention=120)
     key = world.cluster.create("t", spec())
     world.tick()
     sid = world.sid(key)
@@ -644,8 +645,7 @@ def test_a_job_ray_writes_back_into_its_history_after_the_removal_is_removed_aga
     """Ray's job monitor can write a job's record again (FAILED, supervisor died) when the
     removal came before it noticed the job's supervisor exit: rayJobsRemoved stays true only
     because the operator looks again and removes it again."""
-    world = World()
-    world.reconciler.settings = world.reconciler.settings.__class__(**{**world.reconciler.settings.__dict__, "ray_job_retention_seconds": 1})
+    world = World(ray_job_retention=1)
     key = world.cluster.create("t", spec())
     world.tick()
     sid = world.sid(key)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from argus.controller.tls import self_signed_certificate
 
 from .controlplane import KubeCluster
+from .harness import wait_for
 from .servicenet import Backend, ServiceNetwork
 
 API_SERVICE = "v1alpha1.logs.argus.io"
@@ -45,15 +45,23 @@ class LogsApi:
         self.net.route(svc["spec"]["clusterIP"], 443, [Backend(self.port, ready_url)])
 
     def wait_available(self, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            doc = json.loads(self.cp.kubectl("get", "apiservice", API_SERVICE, "-o", "json").stdout)
-            conditions = doc.get("status", {}).get("conditions", [])
-            if any(c["type"] == "Available" and c["status"] == "True" for c in conditions):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"APIService {API_SERVICE} not Available after {timeout:.0f} s: {conditions}")
-            time.sleep(0.5)
+        wait_for(lambda: api_service_available(self.cp), timeout, f"APIService {API_SERVICE} to be Available",
+                 on_timeout=lambda: self.cp.kubectl("get", "apiservice", API_SERVICE, "-o", "yaml").stdout)
+
+
+def api_service_available(cp: KubeCluster) -> bool:
+    doc = json.loads(cp.kubectl("get", "apiservice", API_SERVICE, "-o", "json").stdout)
+    return any(c["type"] == "Available" and c["status"] == "True" for c in doc.get("status", {}).get("conditions", []))
+
+
+def ready_endpoint_slice(cp: KubeCluster, namespace: str, service: str, port_name: str = "https-logs-api", port: int = 8443) -> None:
+    """The endpoint slice controller's part for a Service: one ready address (the aggregator's
+    availability check wants one; it is never dialled, the service network maps the ClusterIP)."""
+    cp.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": f"{service}-1", "namespace": namespace, "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4", "endpoints": [{"addresses": ["192.0.2.10"], "conditions": {"ready": True}}],
+        "ports": [{"name": port_name, "port": port, "protocol": "TCP"}]}))
 
 
 def register_logs_api(cp: KubeCluster, net: ServiceNetwork, workdir: Path, port: int, *,
@@ -68,15 +76,11 @@ def register_logs_api(cp: KubeCluster, net: ServiceNetwork, workdir: Path, port:
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": service, "namespace": namespace},
          "spec": {"ports": [{"name": "https-logs-api", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}},
-        # The endpoint slice controller's part (never dialled: the service network maps the ClusterIP).
-        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-         "metadata": {"name": f"{service}-1", "namespace": namespace, "labels": {"kubernetes.io/service-name": service}},
-         "addressType": "IPv4", "endpoints": [{"addresses": ["192.0.2.10"], "conditions": {"ready": True}}],
-         "ports": [{"name": "https-logs-api", "port": 8443, "protocol": "TCP"}]},
         {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": API_SERVICE},
          "spec": {"group": "logs.argus.io", "version": "v1alpha1", "service": {"name": service, "namespace": namespace, "port": 443},
                   "caBundle": base64.b64encode(cert).decode(), "groupPriorityMinimum": 1000, "versionPriority": 15}},
     ]
     for obj in objects:
         cp.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    ready_endpoint_slice(cp, namespace, service)
     return LogsApi(cp, net, namespace, service, port, cert_file, key_file)
