@@ -121,6 +121,8 @@ def main() -> int:
         if args.keep:
             say(f"left running. export KUBECONFIG={cp.kubeconfig}  (Ray dashboard: {ray.dashboard_url}); stop with: kill {os.getpid()}")
             say(f"alice's own kubeconfig (argus-edit in namespace alice): {alice}")
+            # `kill PID` (SIGTERM) tears down as Ctrl-C does: through the finally below.
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
             signal.pause()
         return 0 if ok else 1
     finally:
