@@ -5,6 +5,8 @@
 #   - kube-apiserver, etcd and helm built from Go modules (hack/build-testbed-bins.sh);
 #   - a virtual environment with the oldest Ray that Argus is tested against, for the
 #     version-range test (hack/build-ray-env.sh).
+#
+#   hack/setup.sh [--python-only]     --python-only: the .venv alone (what the unit tests need)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage() { printf '\n==> %s\n' "$*" >&2; }
@@ -21,6 +23,7 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp || tests/testbed/pyproject.toml -
   touch "$stamp"
 fi
 echo "setup: python environment ready in $((SECONDS - t0)) s" >&2
+[[ "${1:-}" == --python-only ]] && exit 0
 t1=$SECONDS
 stage "kube-apiserver, etcd, helm (built once from Go modules, then cached)"
 bash hack/build-testbed-bins.sh >/dev/null
