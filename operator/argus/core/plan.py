@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from .command import check_command
 from .config import PlatformConfig
-from .expand import expand
+from .expand import REMOVED_COMMON, expand, uses_common, without_common
 from .policy import Findings, PathPolicy, check_text
 from .problems import Problem
 from .rules import kind_problems
@@ -118,6 +118,9 @@ def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy:
         if value is None:
             continue
         if not check_text(f"spec.{key}", value, findings):
+            continue
+        if uses_common(value):
+            findings.error(f"spec.{key}", value, f"{REMOVED_COMMON}: $HOME/common/... replaces it: write {without_common(value)}")
             continue
         value = expand(value, user, config)
         expanded[attr] = value
