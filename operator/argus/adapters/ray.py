@@ -103,6 +103,7 @@ class RayJob:
     start_time_ms: int | None
     end_time_ms: int | None
     job_id: str | None = None  # Ray's own id of the driver (placement groups name their creator by it)
+    entrypoint_gpus: float = 0.0  # GPUs the driver itself holds (entrypoint_num_gpus), on driver_node_id
 
 
 @dataclass(frozen=True)
@@ -333,6 +334,9 @@ class RayJobsClient:
                 entrypoint=plan.entrypoint,
                 submission_id=plan.submission_id,
                 entrypoint_resources=plan.entrypoint_resources,
+                # Only when the driver takes GPUs (a torchrun launch): Ray then places it
+                # on a node with that many free, counts them and sets CUDA_VISIBLE_DEVICES.
+                **({"entrypoint_num_gpus": plan.entrypoint_num_gpus} if plan.entrypoint_num_gpus else {}),
                 runtime_env=plan.runtime_env,
                 metadata=plan.metadata,
             )
@@ -346,7 +350,7 @@ class RayJobsClient:
         return RayJob(
             submission_id=submission_id, status=str(status), message=info.message or "",
             driver_node_id=info.driver_node_id, start_time_ms=info.start_time, end_time_ms=info.end_time,
-            job_id=getattr(info, "job_id", None),
+            job_id=getattr(info, "job_id", None), entrypoint_gpus=float(getattr(info, "entrypoint_num_gpus", None) or 0.0),
         )
 
     async def stop(self, submission_id: str) -> bool:

@@ -97,12 +97,16 @@ class JobSync:
         self._submitted_at: dict[Key, float] = {}  # monotonic time this process submitted it
         self._known_drivers: dict[Key, str] = {}
         self.job_ids: dict[Key, str] = {}  # Ray's own job id of each followed task's driver
+        # Where Ray placed each task's GPU-holding driver (a torchrun launch): submission id,
+        # node id, GPUs. The queue's claim for it stays on that node (admission.claims).
+        self.gpu_drivers: dict[Key, tuple[str, str, float]] = {}
 
     def forget(self, key: Key) -> None:
         self._read_at.pop(key, None)
         self._submitted_at.pop(key, None)
         self._known_drivers.pop(key, None)
         self.job_ids.pop(key, None)
+        self.gpu_drivers.pop(key, None)
 
     def forget_all(self) -> None:
         """Another replica leads: read every job afresh if this one leads again."""
@@ -143,6 +147,10 @@ class JobSync:
             return lifecycle.RayUnreachable(str(exc), ray_error_reason(exc))
         if job.job_id:
             self.job_ids[key] = job.job_id
+        if job.driver_node_id and job.entrypoint_gpus > 0 and job.status.upper() in lifecycle.RAY_ACTIVE:
+            self.gpu_drivers[key] = (task.submission_id, job.driver_node_id, job.entrypoint_gpus)
+        else:
+            self.gpu_drivers.pop(key, None)
         on_worker: bool | None = None
         if job.driver_node_id and self._known_drivers.get(key) != job.driver_node_id:
             on_worker = await self.nodes.on_worker(job.driver_node_id)
