@@ -104,7 +104,7 @@ class FakeRay:
             raise RayJobUnknown(f"Job {submission_id} does not exist.")
         return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms,
                       job_id=f"job-{submission_id}" if job.status != "PENDING" else None,
-                      entrypoint_gpus=float(job.plan.entrypoint_num_gpus))
+                      entrypoint_gpus=float(job.plan.metadata.get("argus.io/driver-gpus", 0)))
 
     async def stop(self, submission_id: str) -> bool:
         self._check("stop", submission_id)

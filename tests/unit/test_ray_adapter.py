@@ -62,7 +62,7 @@ class FakeJobSubmissionClient:
             raise RuntimeError(f"Request failed with status code 404: Job {submission_id} does not exist.")
         from types import SimpleNamespace
         return SimpleNamespace(status=self.jobs[submission_id], message="", driver_node_id=None, start_time=None, end_time=None,
-                               entrypoint_num_gpus=(self.submitted.get(submission_id) or {}).get("entrypoint_num_gpus"))
+                               metadata=(self.submitted.get(submission_id) or {}).get("metadata"))
 
     def stop_job(self, submission_id: str) -> bool:
         self._up()
@@ -82,14 +82,16 @@ def _client() -> tuple[object, FakeJobSubmissionClient, list[tuple[str, str]]]:
 
 
 def _plan(sid: str = "argus-ns-t-0a1b2c3d", entrypoint_num_gpus: int = 0) -> object:
-    from argus.core.plan import SubmissionPlan
+    from argus.core.plan import DRIVER_GPUS_KEY, SubmissionPlan
     return SubmissionPlan(submission_id=sid, user="alice", command="x", entrypoint="bash -lc x", entrypoint_resources={"worker_node": 1},
-                          entrypoint_num_gpus=entrypoint_num_gpus, runtime_env={}, metadata={}, job_dir="/j", gpus=1)
+                          entrypoint_num_gpus=entrypoint_num_gpus, runtime_env={},
+                          metadata={DRIVER_GPUS_KEY: str(entrypoint_num_gpus)} if entrypoint_num_gpus else {}, job_dir="/j", gpus=1)
 
 
 def test_a_driver_that_holds_gpus_reserves_them_through_the_entrypoint() -> None:
     """A torchrun plan's GPUs go to Ray as entrypoint_num_gpus (Ray counts them on the
-    driver's node and reads them back in the job's details); a verl plan sends none."""
+    driver's node); the job's metadata says so, and the job read gives it back (Ray's job
+    details leave entrypoint_num_gpus out). A verl plan sends none."""
     import asyncio
     client, fake, _ = _client()
     asyncio.run(client.submit(_plan("argus-ns-sft-0a1b2c3d", entrypoint_num_gpus=2)))

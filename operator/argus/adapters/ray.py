@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.plan import SubmissionPlan
+from ..core.plan import DRIVER_GPUS_KEY, SubmissionPlan
 
 DEFAULT_TIMEOUT = 10.0
 # The cluster versions CI runs the operator's lifecycle against (README: supported Ray).
@@ -243,6 +243,15 @@ def _timed_client_class(timeout: float) -> type:
     return TimedJobSubmissionClient
 
 
+def _driver_gpus(metadata: Any) -> float:
+    """GPUs the job's driver reserved, as the plan recorded them in the job's metadata (Ray's
+    job details leave entrypoint_num_gpus out); 0 when none or unreadable."""
+    try:
+        return max(0.0, float((metadata or {}).get(DRIVER_GPUS_KEY) or 0.0))
+    except (TypeError, ValueError, AttributeError):
+        return 0.0
+
+
 class RayJobsClient:
     """Ray's job and node APIs at ``address`` (the dashboard, e.g. http://ray-head:8265).
 
@@ -350,7 +359,7 @@ class RayJobsClient:
         return RayJob(
             submission_id=submission_id, status=str(status), message=info.message or "",
             driver_node_id=info.driver_node_id, start_time_ms=info.start_time, end_time_ms=info.end_time,
-            job_id=getattr(info, "job_id", None), entrypoint_gpus=float(getattr(info, "entrypoint_num_gpus", None) or 0.0),
+            job_id=getattr(info, "job_id", None), entrypoint_gpus=_driver_gpus(getattr(info, "metadata", None)),
         )
 
     async def stop(self, submission_id: str) -> bool:

@@ -30,6 +30,10 @@ from .template import basic_command
 from .user import InvalidUserId, check_user_id
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# The job's metadata key that says how many GPUs its driver reserved (entrypoint_num_gpus):
+# Ray's job details do not return that number, and the operator needs it back to keep the
+# queue's claim on the driver's node (also after a restart, for a job it adopts).
+DRIVER_GPUS_KEY = "argus.io/driver-gpus"
 
 
 class SubmissionPlan(BaseModel):
@@ -296,6 +300,8 @@ def resolve_plan(
         env_vars["HF_HOME"] = hf_home
     # A torchrun launch runs its GPU processes in the driver: the driver reserves them.
     torchrun = checked is not None and checked.launch.kind == "torchrun"
+    if torchrun:
+        metadata[DRIVER_GPUS_KEY] = str(spec.n_gpus_per_node)
     return SubmissionPlan(
         submission_id=submission_id_for(namespace, name, uid, attempt) if namespace and name and uid else None,
         user=user,
