@@ -615,6 +615,7 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     (["--set", "webhook.certificate.source=self-signed"], "source"),
     (["--set", "probes.watchStaleSeconds=60"], "watchStaleSeconds"),
     (["--set", "image.digest=latest"], "digest"),
+    (["--set", "operator.hfHome=hf"], "hfHome"),  # HF_HOME must be absolute (or empty: none)
 ])
 def test_values_mistake_fails_helm_install(values: list[str], message: str, helm: Any, control_plane: KubeCluster) -> None:
     out = helm("install", "typo", str(CHART), "--namespace", "typo-system", "--create-namespace", *values, check=False, cluster=True)
