@@ -24,7 +24,7 @@ from typing import Any
 
 from argus.adapters.ray import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from argus.core.patch import apply_merge_patch
-from argus.core.plan import DRIVER_GPUS_KEY, SubmissionPlan
+from argus.core.plan import SubmissionPlan
 from argus.core.times import format_time
 from argus.controller.view import TaskView
 
@@ -104,7 +104,7 @@ class FakeRay:
             raise RayJobUnknown(f"Job {submission_id} does not exist.")
         return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms,
                       job_id=f"job-{submission_id}" if job.status != "PENDING" else None,
-                      entrypoint_gpus=float(job.plan.metadata.get(DRIVER_GPUS_KEY, 0)))
+                      metadata=dict(job.plan.metadata))
 
     async def stop(self, submission_id: str) -> bool:
         self._check("stop", submission_id)

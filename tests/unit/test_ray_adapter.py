@@ -99,8 +99,9 @@ def test_a_driver_that_holds_gpus_reserves_them_through_the_entrypoint() -> None
     assert fake.submitted["argus-ns-sft-0a1b2c3d"]["entrypoint_num_gpus"] == 2
     assert fake.submitted["argus-ns-sft-0a1b2c3d"]["entrypoint_resources"] == {"worker_node": 1}
     assert "entrypoint_num_gpus" not in fake.submitted["argus-ns-ppo-0a1b2c3d"]
-    assert asyncio.run(client.job("argus-ns-sft-0a1b2c3d")).entrypoint_gpus == 2.0
-    assert asyncio.run(client.job("argus-ns-ppo-0a1b2c3d")).entrypoint_gpus == 0.0
+    from argus.core.plan import driver_gpus
+    assert driver_gpus(asyncio.run(client.job("argus-ns-sft-0a1b2c3d")).metadata) == 2.0
+    assert driver_gpus(asyncio.run(client.job("argus-ns-ppo-0a1b2c3d")).metadata) == 0.0
 
 
 def test_submitting_an_id_ray_already_has_is_an_adoption() -> None:

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.plan import DRIVER_GPUS_KEY, SubmissionPlan
+from ..core.plan import SubmissionPlan
 
 DEFAULT_TIMEOUT = 10.0
 # The cluster versions CI runs the operator's lifecycle against (README: supported Ray).
@@ -103,7 +103,7 @@ class RayJob:
     start_time_ms: int | None
     end_time_ms: int | None
     job_id: str | None = None  # Ray's own id of the driver (placement groups name their creator by it)
-    entrypoint_gpus: float = 0.0  # GPUs the driver itself holds (entrypoint_num_gpus), on driver_node_id
+    metadata: dict[str, str] = field(default_factory=dict)  # as submitted (SubmissionPlan.metadata)
 
 
 @dataclass(frozen=True)
@@ -243,15 +243,6 @@ def _timed_client_class(timeout: float) -> type:
     return TimedJobSubmissionClient
 
 
-def _driver_gpus(metadata: Any) -> float:
-    """GPUs the job's driver reserved, as the plan recorded them in the job's metadata (Ray's
-    job details leave entrypoint_num_gpus out); 0 when none or unreadable."""
-    try:
-        return max(0.0, float((metadata or {}).get(DRIVER_GPUS_KEY) or 0.0))
-    except (TypeError, ValueError, AttributeError):
-        return 0.0
-
-
 class RayJobsClient:
     """Ray's job and node APIs at ``address`` (the dashboard, e.g. http://ray-head:8265).
 
@@ -359,7 +350,8 @@ class RayJobsClient:
         return RayJob(
             submission_id=submission_id, status=str(status), message=info.message or "",
             driver_node_id=info.driver_node_id, start_time_ms=info.start_time, end_time_ms=info.end_time,
-            job_id=getattr(info, "job_id", None), entrypoint_gpus=_driver_gpus(getattr(info, "metadata", None)),
+            job_id=getattr(info, "job_id", None),
+            metadata=dict(info.metadata) if isinstance(getattr(info, "metadata", None), dict) else {},
         )
 
     async def stop(self, submission_id: str) -> bool:

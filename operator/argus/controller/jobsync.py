@@ -12,6 +12,7 @@ from typing import Callable
 from ..adapters.ray import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
+from ..core.plan import driver_gpus
 from ..core.polling import FASTEST_POLL_SECONDS, poll_delay
 from ..core.queue import Capacity, WorkerNode
 from ..core.times import parse_time
@@ -147,8 +148,9 @@ class JobSync:
             return lifecycle.RayUnreachable(str(exc), ray_error_reason(exc))
         if job.job_id:
             self.job_ids[key] = job.job_id
-        if job.driver_node_id and job.entrypoint_gpus > 0 and job.status.upper() in lifecycle.RAY_ACTIVE:
-            self.gpu_drivers[key] = (task.submission_id, job.driver_node_id, job.entrypoint_gpus)
+        gpus = driver_gpus(job.metadata)
+        if job.driver_node_id and gpus > 0 and job.status.upper() in lifecycle.RAY_ACTIVE:
+            self.gpu_drivers[key] = (task.submission_id, job.driver_node_id, gpus)
         else:
             self.gpu_drivers.pop(key, None)
         on_worker: bool | None = None

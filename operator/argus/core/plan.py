@@ -36,6 +36,15 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 DRIVER_GPUS_KEY = "argus.io/driver-gpus"
 
 
+def driver_gpus(metadata: Mapping[str, Any] | None) -> float:
+    """GPUs a job's driver reserved, as its plan recorded them in the job's metadata; 0 when
+    none (a verl launch) or unreadable."""
+    try:
+        return max(0.0, float((metadata or {}).get(DRIVER_GPUS_KEY) or 0.0))
+    except (TypeError, ValueError):
+        return 0.0
+
+
 class SubmissionPlan(BaseModel):
     """Everything the Ray Jobs API is given for one task; the operator submits it as is."""
 
