@@ -303,10 +303,3 @@ def test_a_command_that_exports_its_own_hf_home_keeps_it(command: str) -> None:
     plan = plan_of(task(advanced(command)))
     assert "HF_HOME" not in plan.runtime_env["env_vars"]
     assert "HF_HOME=/private/users/alice/hf" in plan.command
-
-
-def test_a_plain_hf_home_assignment_still_wins_over_the_shared_one() -> None:
-    """bash exports a variable it inherited: the job's HF_HOME is the command's value."""
-    plan = plan_of(task(advanced("HF_HOME=$HOME/hf\n" + ADVANCED)))
-    assert plan.runtime_env["env_vars"]["HF_HOME"] == "/private/hf"
-    assert plan.command.startswith("HF_HOME=/private/users/alice/hf\n")

@@ -48,8 +48,7 @@ class CheckedCommand:
 
     def exports(self, name: str) -> bool:
         """Whether the command puts ``name`` in its entrypoint's environment itself
-        (``export NAME=...``, ``export NAME`` or a ``NAME=...`` prefix of the entrypoint).
-        A plain ``NAME=...`` does not: bash exports it only when ``NAME`` was inherited."""
+        (``export NAME=...``, ``export NAME`` or a ``NAME=...`` prefix of the entrypoint)."""
         for s in self.script.statements:
             if type(s) is Assign and s.export and s.name == name:  # type: ignore[union-attr]
                 return True
