@@ -105,6 +105,8 @@ def test_two_one_gpu_torchrun_tasks_on_a_one_gpu_worker_do_not_run_at_once(contr
     wait_phase(control_plane, ns, "first", ("Submitted", "Running"), timeout=60, op=op)
     apply_text(control_plane, ns, advanced_task("second", SFT, workload="sft"))
     wait_phase(control_plane, ns, "first", "Running", timeout=60, op=op)
+    # Ray counts the driver's GPU on the worker (the operator's submission reserved it).
+    wait_for(lambda: gpus_used(one_gpu).get(worker) == 1.0, 30, "Ray to report the first driver's GPU in use", on_timeout=op.log_tail)
     # While first runs, second waits in the queue for the GPU (not in Ray: nothing submitted).
     second = wait_for(lambda: (s := get_task(control_plane, ns, "second").get("status") or {}).get("reason") == "Queued" and s,
                       30, "second to say what it waits for", on_timeout=op.log_tail)
