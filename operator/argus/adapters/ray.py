@@ -103,6 +103,7 @@ class RayJob:
     start_time_ms: int | None
     end_time_ms: int | None
     job_id: str | None = None  # Ray's own id of the driver (placement groups name their creator by it)
+    metadata: dict[str, str] = field(default_factory=dict)  # as submitted (SubmissionPlan.metadata)
 
 
 @dataclass(frozen=True)
@@ -333,6 +334,9 @@ class RayJobsClient:
                 entrypoint=plan.entrypoint,
                 submission_id=plan.submission_id,
                 entrypoint_resources=plan.entrypoint_resources,
+                # Only when the driver takes GPUs (a torchrun launch): Ray then places it
+                # on a node with that many free, counts them and sets CUDA_VISIBLE_DEVICES.
+                **({"entrypoint_num_gpus": plan.entrypoint_num_gpus} if plan.entrypoint_num_gpus else {}),
                 runtime_env=plan.runtime_env,
                 metadata=plan.metadata,
             )
@@ -347,6 +351,7 @@ class RayJobsClient:
             submission_id=submission_id, status=str(status), message=info.message or "",
             driver_node_id=info.driver_node_id, start_time_ms=info.start_time, end_time_ms=info.end_time,
             job_id=getattr(info, "job_id", None),
+            metadata=dict(info.metadata) if isinstance(getattr(info, "metadata", None), dict) else {},
         )
 
     async def stop(self, submission_id: str) -> bool:

@@ -28,7 +28,7 @@ from .checks import Checker, check_environment
 from .emit import emit
 from .hydra import Setting, read_hydra_args
 from .launchers import Launch, read_launch
-from .program import Refusal, Run, Script, Word
+from .program import Assign, Export, Refusal, Run, Script, Word
 from .resolve import resolve
 from .syntax import parse
 
@@ -45,6 +45,18 @@ class CheckedCommand:
     launch: Launch
     settings: list[Setting]
     text: str
+
+    def exports(self, name: str) -> bool:
+        """Whether the command puts ``name`` in its entrypoint's environment itself
+        (``export NAME=...``, ``export NAME`` or a ``NAME=...`` prefix of the entrypoint)."""
+        for s in self.script.statements:
+            if type(s) is Assign and s.export and s.name == name:  # type: ignore[union-attr]
+                return True
+            if type(s) is Export and s.name == name:  # type: ignore[union-attr]
+                return True
+            if type(s) is Run and any(a.name == name for a in s.env):  # type: ignore[union-attr]
+                return True
+        return False
 
     @property
     def argv(self) -> list[str]:

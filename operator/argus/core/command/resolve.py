@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..expand import REMOVED_COMMON, without_common
 from .program import Assign, Date, Export, Part, Refusal, Run, Script, SetOptions, Statement, Tee, Var, Word
 
 # A value substituted into itself over and over (A=xx, B=$A$A, C=$B$B ...) grows
@@ -122,6 +123,9 @@ class _Resolver:
                 if name == "HOME":
                     self.refuse(w.line, w.source, "$HOME must be followed by '/' or end the path",
                                 "write $HOME/..., or ${HOME}/...; text glued to $HOME would name another folder")
+                elif name == "COMMON":
+                    self.refuse(w.line, w.source or "$COMMON", REMOVED_COMMON,
+                                f"$HOME/common/... replaces it: write {without_common(w.source) if w.source else '$HOME/common/...'}")
                 else:
                     self.refuse(w.line, f"${name}", f"${name} is not assigned earlier in the command",
                                 "assign it before its use (NAME=value), or write the value out; only the command's own "
