@@ -169,3 +169,43 @@ def test_the_table_says_each_failure_with_its_fix(odd_cluster: RayCluster, healt
     assert [lines[i].split(" FAIL ")[0].split()[-1] for i in fails] == ["workers", "worker-resource", "python3"]
     assert all(lines[i + 1].strip().startswith("fix: ") for i in fails)
     assert lines[-1].startswith("3 failed,")
+
+
+def test_the_operator_runs_the_doctor_at_start(control_plane: Any, ray_cluster: RayCluster, healthy_root: Path, kube_namespace: str,
+                                                tmp_path: Path) -> None:
+    """As the leader: the gauge per node and check, an Event on the leader Lease, its log."""
+    import urllib.request
+
+    from argus_testbed.harness import OperatorProcess
+    from argus_testbed.ports import free_port
+    from prometheus_client.parser import text_string_to_metric_families
+    port = free_port()
+    op = OperatorProcess.start(tmp_path / "operator", kubeconfig=control_plane.kubeconfig, ray_address=ray_cluster.dashboard_url,
+                               root=healthy_root, namespaces=[kube_namespace], doctor_interval=3600,
+                               extra_args=["--metrics-port", str(port), "--metrics-host", "127.0.0.1", "--leader-elect",
+                                           "--leader-election-namespace", kube_namespace, "--leader-election-name", "argus-leader",
+                                           "--verl-code-path", str(healthy_root / "common" / "code" / "verl" / "verl_repo")])
+    try:
+        def ready() -> dict[tuple[str, str], float] | None:
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            except OSError:
+                return None
+            found = {(s.labels["node"], s.labels["check"]): s.value for f in text_string_to_metric_families(text)
+                     if f.name == "argus_cluster_ready" for s in f.samples}
+            return found or None
+
+        gauge = wait_for(ready, 120, "argus_cluster_ready", on_timeout=op.log_tail)
+        worker = next(node for node, _ in gauge if node.startswith(ray_cluster.worker_node_ids[0][:12]))
+        assert gauge[(worker, "python3")] == 1 and gauge[(worker, "homes-writable")] == 1 and gauge[("cluster", "ray-version")] == 1
+
+        def event() -> dict[str, Any] | None:
+            items = json.loads(control_plane.kubectl("get", "events", "-n", kube_namespace, "-o", "json").stdout)["items"]
+            return next((e for e in items if e["involvedObject"]["kind"] == "Lease" and e["reason"] == "ClusterReady"), None)
+
+        found = wait_for(event, 30, "the ClusterReady Event on the Lease", on_timeout=op.log_tail)
+        assert found["involvedObject"]["name"] == "argus-leader" and "every check passed on 1 worker node(s)" in found["message"]
+        assert "argus doctor: every check passed" in op.log_tail(400)
+        no_probe_left(ray_cluster.dashboard_url)
+    finally:
+        op.stop()

@@ -290,3 +290,50 @@ def test_an_unreachable_cluster_fails_with_one_row(capsys: pytest.CaptureFixture
     assert main(["doctor", "--ray-address", "http://127.0.0.1:9", "-o", "json"], prog="argus") == 1
     out = json.loads(capsys.readouterr().out)
     assert [c["check"] for c in out["checks"]] == ["ray-version"] and "cannot reach the Ray dashboard at http://127.0.0.1:9" in out["checks"][0]["detail"]
+
+
+# ------------------------------------------------------------------------------ the operator's loop
+
+def test_the_operators_loop_sets_the_gauge_posts_an_event_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    from prometheus_client import REGISTRY
+
+    from argus.controller import metrics
+    from argus.controller.doctor import DoctorLoop
+    ray, clock, doctor = fake_world()
+    events: list[tuple[str, str, str]] = []
+
+    async def post(type_: str, reason: str, message: str) -> None:
+        events.append((type_, reason, message))
+
+    loop = DoctorLoop(doctor, 3600, leads=lambda: True, observe=metrics.observe_doctor, post_event=post)
+    asyncio.run(loop.run_once())
+    node = "w10000000000 (10.0.0.7)"
+    assert REGISTRY.get_sample_value("argus_cluster_ready", {"node": node, "check": "python3"}) == 1
+    assert events[-1][:2] == ("Normal", "ClusterReady") and "every check passed on 1 worker node(s)" in events[-1][2]
+    ray.probe_answer = lambda probe, n: ("SUCCEEDED", REPORT_MARKER + json.dumps(report(python=None)) + "\n")
+    asyncio.run(loop.run_once())
+    assert REGISTRY.get_sample_value("argus_cluster_ready", {"node": node, "check": "python3"}) == 0
+    assert REGISTRY.get_sample_value("argus_cluster_ready", {"node": node, "check": "verl-snapshot"}) is None  # not checked: absent
+    assert events[-1][:2] == ("Warning", "ClusterNotReady") and f"{node} python3: no python3" in events[-1][2]
+    assert any("argus doctor:" in r.message and "python3 fail" in r.message and "fix: " in r.message for r in caplog.records)
+
+
+def test_the_operators_loop_runs_when_it_leads_and_then_every_interval() -> None:
+    from argus.controller.doctor import DoctorLoop
+    ray, clock, doctor = fake_world()
+    leading = {"now": False}
+    runs: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        clock.advance(seconds)
+        leading["now"] = clock.mono >= 1030  # takes over after 30 s
+        if clock.mono > 1030 + 2 * 3600 + 5:
+            raise asyncio.CancelledError
+
+    loop = DoctorLoop(doctor, 3600, leads=lambda: leading["now"], observe=lambda rows: runs.append(clock.mono), post_event=None,
+                      sleep=sleep, monotonic=clock.monotonic)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(loop.run())
+    # At once on leading (it looks every 10 s; the probe's removal check takes 2 s of it), then hourly.
+    assert len(runs) == 3 and 1030 <= runs[0] <= 1030 + 10 + 3
+    assert all(abs(b - a - 3600) < 10 for a, b in zip(runs, runs[1:]))

@@ -120,3 +120,55 @@ class Doctor:
                 return
             await self.sleep(max(0.0, due))
             await removals.check()
+
+
+class DoctorLoop:
+    """The operator's ``argus doctor``: at start and every ``interval`` seconds (while this
+    replica leads), the rows go to the log (one line per failure or warning, with its fix),
+    to ``observe`` (the ``argus_cluster_ready`` gauge) and, as one Event, to ``post_event``
+    (on the leader Lease: ``kubectl describe lease``)."""
+
+    def __init__(self, doctor: Doctor, interval: float, *, leads: Callable[[], bool],
+                 observe: Callable[[list[Row]], None], post_event: Callable[[str, str, str], Awaitable[None]] | None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, monotonic: Callable[[], float] = time.monotonic):
+        self.doctor = doctor
+        self.monotonic = monotonic
+        self.interval = interval
+        self.leads = leads
+        self.observe = observe
+        self.post_event = post_event
+        self.sleep = sleep
+        self.last: list[Row] | None = None
+
+    async def run_once(self) -> list[Row]:
+        rows = await self.doctor.run()
+        self.last = rows
+        self.observe(rows)
+        bad = [r for r in rows if r.status in (Status.fail, Status.warn)]
+        for r in bad:
+            level = logging.WARNING if r.status is Status.fail else logging.INFO
+            log.log(level, "argus doctor: %s %s %s: %s%s", r.node, r.check.value, r.status.value, r.detail, f" (fix: {r.fix})" if r.fix else "")
+        failing = [r for r in rows if r.status is Status.fail]
+        probed = len({r.node for r in rows if r.check is Check.probe})
+        if failing:
+            message = f"{len(failing)} check(s) failed on the Ray cluster: " + "; ".join(f"{r.node} {r.check.value}: {r.detail}" for r in failing)
+            log.warning("argus doctor: %d check(s) failed (argus doctor shows each with its fix)", len(failing))
+        else:
+            message = f"every check passed on {probed} worker node(s)" + (f" ({len(bad)} warning(s))" if bad else "")
+            log.info("argus doctor: %s", message)
+        if self.post_event is not None:
+            await self.post_event("Warning" if failing else "Normal", "ClusterNotReady" if failing else "ClusterReady", message)
+        return rows
+
+    async def run(self, look_every: float = 10.0) -> None:
+        """At once when this replica leads (at start, or when it takes over), then every
+        ``interval``; a replica that does not lead looks again every ``look_every`` seconds."""
+        last: float | None = None
+        while True:
+            if self.leads() and (last is None or self.monotonic() - last >= self.interval):
+                last = self.monotonic()
+                try:
+                    await self.run_once()
+                except Exception:  # noqa: BLE001 - the next run tries again; the controller goes on
+                    log.exception("argus doctor failed")
+            await self.sleep(min(self.interval, look_every))
