@@ -117,7 +117,6 @@ TASK_RULES = [
 LEASE_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["argus-leader"], "verbs": ["get", "update"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},  # argus doctor's Event on the Lease
 ]
 CLUSTERWIDE = {("ClusterRole", SA, None): [NAMESPACES_GET, CRDS_WATCH, *TASK_RULES],
                ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}

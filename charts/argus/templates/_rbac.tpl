@@ -42,8 +42,4 @@
   resources: [leases]
   resourceNames: [{{ include "argus.leaseName" . | quote }}]
   verbs: [get, update]
-# argus doctor's verdict on the Ray cluster, as an Event on that Lease (--doctor-interval).
-- apiGroups: [""]
-  resources: [events]
-  verbs: [create]
 {{- end }}

@@ -111,10 +111,13 @@ class Operator:
 
     def doctor_loop(self) -> DoctorLoop:
         """argus doctor's checks, run as the leader; the verdict as an Event on the leader
-        Lease (without leader election: in the log and the metric only)."""
+        Lease when the operator may create Events there: it watches every namespace, or the
+        Lease's among them (its RBAC lets it create Events where it watches tasks). Otherwise,
+        and without leader election, in the log and the metric only."""
         settings = DoctorSettings(self.config.platform, token_configured=bool(self.config.ray_token_file))
         post = None
-        if self.config.leader_election_namespace:
+        lease_ns = self.config.leader_election_namespace
+        if lease_ns and (not self.config.namespaces or lease_ns in self.config.namespaces):
             namespace, name = self.config.leader_election_namespace, self.config.leader_election_name
 
             async def post(type_: str, reason: str, message: str) -> None:
