@@ -9,9 +9,9 @@ through the Ray port. docs/deploy.md ("Ray cluster requirements") explains each 
 The probe runs through the very path a task's driver runs through: the configured
 entrypoint shell (``bash -lc``, a login shell: the PATH a task sees), with a runtime env
 built as a task's is (the verl snapshot first on ``PYTHONPATH``), and a share of the worker
-resource. It is pinned to its node by Ray's ``ray.io/node-id`` label selector (Ray >= 2.5x's
-Jobs API), or, on a cluster whose Jobs API predates it, by the node's ``node:<ip>``
-resource. It reserves no GPU and no CPU, and only ``PROBE_WORKER_SHARE`` of the worker
+resource. It is pinned to its node by Ray's ``ray.io/node-id`` label selector (the Jobs
+API's ``entrypoint_label_selector``: Ray 2.60 has it, 2.41 refuses the field), or, on a
+cluster whose Jobs API predates it, by the node's ``node:<ip>`` resource. It reserves no GPU and no CPU, and only ``PROBE_WORKER_SHARE`` of the worker
 resource: it never takes a GPU a task needs, and it delays a task's driver only on a node
 whose every driver slot but a thousandth is taken, for the second the probe lasts.
 
