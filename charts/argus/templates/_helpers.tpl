@@ -110,6 +110,7 @@ app.kubernetes.io/part-of: argus
 - {{ printf "--poll-interval=%v" $o.pollInterval | quote }}
 - {{ printf "--ray-grace=%v" $o.rayGraceSeconds | quote }}
 - {{ printf "--delete-grace=%v" $o.deleteGraceSeconds | quote }}
+- {{ printf "--doctor-interval=%v" $o.doctorIntervalSeconds | quote }}
 {{- range $o.entrypointAllowlist }}
 - {{ printf "--allow-entrypoint=%v" . | quote }}
 {{- end }}
