@@ -478,7 +478,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from .controller.doctor import Doctor
     from .core.doctor import DoctorSettings
     logging.getLogger("argus.adapters.ray").addHandler(logging.NullHandler())  # a refusal is a row, not a log line
-    settings = DoctorSettings(config, expected_verl=args.expect_verl or None, hf_home=args.hf_cache,
+    settings = DoctorSettings(config, expected_verl=args.expect_verl or None,
                               token_configured=bool(args.ray_token_file))
     ray = RayJobsClient(args.ray_address, threads=8, token_file=args.ray_token_file or None)
     rows = asyncio.run(Doctor(ray, settings, address=args.ray_address, start_timeout=args.start_timeout, run_timeout=args.timeout).run())
@@ -508,8 +508,6 @@ def register_cluster_commands(sub: Any) -> None:
                    help="file holding the Ray cluster's token, when it requires one (env ARGUS_RAY_TOKEN_FILE)")
     p.add_argument("--expect-verl", default=os.environ.get("ARGUS_EXPECT_VERL") or None, metavar="VERSION",
                    help="the verl version the snapshot must be (its verl/version/version); default: shown, not compared")
-    p.add_argument("--hf-cache", default=os.environ.get("ARGUS_HF_CACHE"),
-                   help="the shared Hugging Face cache jobs use (default <root>/hf; empty: none)")
     p.add_argument("--start-timeout", type=float, default=60.0, help="seconds a probe may wait to start (default 60)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a probe may run (default 120)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")

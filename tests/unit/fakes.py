@@ -139,7 +139,7 @@ class FakeRay:
             raise RayJobUnknown(f"Job {submission_id} does not exist.")
         return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms,
                       job_id=f"job-{submission_id}" if job.status != "PENDING" else None,
-                      metadata=dict(job.plan.metadata))
+                      metadata=dict(job.plan.metadata) if job.plan is not None else {})
 
     async def stop(self, submission_id: str) -> bool:
         self._check("stop", submission_id)

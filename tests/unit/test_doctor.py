@@ -129,7 +129,7 @@ def test_what_is_shown_but_not_failed() -> None:
     assert rows[Check.hf_home].status is Status.warn
     assert rows[Check.gpus].status is Status.warn and "Ray counts 2 GPU(s); the node shows none" in rows[Check.gpus].detail
     assert not failed(list(rows.values()))
-    assert by_check(probe_rows(DoctorSettings(CONFIG, hf_home=""), WORKER, outcome()))[Check.hf_home].status is Status.skip
+    assert by_check(probe_rows(DoctorSettings(PlatformConfig(root=CONFIG.root, hf_home="")), WORKER, outcome()))[Check.hf_home].status is Status.skip
 
 
 def test_a_probe_that_never_started_or_gave_no_report() -> None:

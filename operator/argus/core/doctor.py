@@ -96,16 +96,15 @@ class Node:
 @dataclass(frozen=True)
 class DoctorSettings:
     """What the checks compare against. ``expected_verl``: the verl version Argus composes
-    with (None: the snapshot's version is shown, not compared). ``hf_home``: the shared
-    Hugging Face cache jobs use (None: ``<root>/hf``; "": no shared cache)."""
+    with (None: the snapshot's version is shown, not compared). The shared Hugging Face
+    cache is the one jobs get (``PlatformConfig.hf_cache``, the ``--hf-home`` flag)."""
 
     config: PlatformConfig
     expected_verl: str | None = None
-    hf_home: str | None = None
     token_configured: bool = False
 
     def shared_hf(self) -> str:
-        return self.config.shared("hf") if self.hf_home is None else self.hf_home
+        return self.config.hf_cache() or ""
 
 
 @dataclass(frozen=True)
@@ -224,7 +223,8 @@ def probe_job(settings: DoctorSettings, node: Node, nonce: str) -> ProbeJob:
         label_selector={NODE_ID_LABEL: node.node_id},
         fallback_resources={**share, f"node:{node.ip}": PROBE_WORKER_SHARE} if node.ip else None,
         # As a task's: the verl snapshot first on PYTHONPATH (core.plan.resolve_plan).
-        runtime_env={"env_vars": {"PYTHONPATH": config.verl_code(), "ARGUS_DOCTOR": "1"}},
+        runtime_env={"env_vars": {"PYTHONPATH": config.verl_code(), "ARGUS_DOCTOR": "1",
+                                  **({"HF_HOME": config.hf_cache()} if config.hf_cache() else {})}},
         metadata={PROBE_METADATA_KEY: "doctor", "argus.io/node": node.node_id},
     )
 
