@@ -41,17 +41,23 @@ if [[ ! -f $STAMP ]]; then
     log "building verl $VERSION (with torch: several GB, minutes) for Python $pyver in $ENV"
     rm -rf "$ENV"  # what an interrupted build left
     "$PYTHON" -m venv "$ENV"
-    if ! "$ENV/bin/python" -m pip install -q --disable-pip-version-check -c "$CONSTRAINTS" "verl==$VERSION" >"$ENV/.pip.log" 2>&1; then
+    # uvicorn and fastapi: verl.trainer.sft_trainer imports them (through
+    # verl.workers.rollout.utils) but verl does not declare them.
+    if ! "$ENV/bin/python" -m pip install -q --disable-pip-version-check -c "$CONSTRAINTS" "verl==$VERSION" uvicorn fastapi >"$ENV/.pip.log" 2>&1; then
       tail -n 40 "$ENV/.pip.log" >&2
       exit 1
     fi
     # What the oracle test imports, on CPU: verl's config checks and Hydra.
-    "$ENV/bin/python" -c "
+    if ! "$ENV/bin/python" -W ignore -c "
 import verl, hydra
 from verl.utils.config import validate_config
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
+from verl.trainer.sft_trainer import SFTTrainer
 assert verl.__version__ == '$VERSION', verl.__version__
-"
+" >"$ENV/.check.log" 2>&1; then
+      tail -n 40 "$ENV/.check.log" >&2
+      exit 1
+    fi
     echo "verl $VERSION python $pyver pins $pins built $(date -u +%FT%TZ) in $((SECONDS - t0)) s" > "$STAMP.tmp"
     mv -f "$STAMP.tmp" "$STAMP"
     log "built verl $VERSION in $((SECONDS - t0)) s"

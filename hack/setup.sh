@@ -4,7 +4,10 @@
 #     (tests/testbed: test and demo infrastructure, not part of the product);
 #   - kube-apiserver, etcd and helm built from Go modules (hack/build-testbed-bins.sh);
 #   - a virtual environment with the oldest Ray that Argus is tested against, for the
-#     version-range test (hack/build-ray-env.sh).
+#     version-range test (hack/build-ray-env.sh);
+#   - the verl releases Argus composes against (hack/fetch-verl.sh), and the verl oracle: a
+#     virtual environment with verl 0.9.1 and torch, for the test that holds Argus's restated
+#     start-up checks to verl's own (hack/build-verl-oracle.sh; about 6 GB, built once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage() { printf '\n==> %s\n' "$*" >&2; }
@@ -29,3 +32,8 @@ t2=$SECONDS
 stage "an older Ray for the version-range test (built once from PyPI, then cached)"
 bash hack/build-ray-env.sh >/dev/null
 echo "setup: older-Ray environment ready in $((SECONDS - t2)) s" >&2
+t3=$SECONDS
+stage "the verl releases, and verl itself as the oracle of the start-up checks (built once from PyPI, then cached)"
+bash hack/fetch-verl.sh >/dev/null
+bash hack/build-verl-oracle.sh >/dev/null
+echo "setup: verl releases and oracle ready in $((SECONDS - t3)) s" >&2

@@ -1,13 +1,13 @@
 """verl's own verdict on verl calls: runs INSIDE the verl oracle environment
 (hack/build-verl-oracle.sh), never in the product's .venv.
 
-    <oracle python> verl_oracle_runner.py [--verl-root DIR] < cases.json > verdicts.json
+    <oracle python> verl_oracle_runner.py < cases.json > verdicts.json
 
-stdin: a JSON list of cases ``{"id", "entry", "config_name", "overrides"}``. With
-``--verl-root`` the verl package is imported from DIR (an older release's unpacked wheel)
-instead of the installed one. stdout: one JSON object, ``{"version": ..., "verdicts":
+stdin: a JSON list of cases ``{"id", "entry", "config_name", "overrides"}``. stdout: one JSON object, ``{"version": ..., "verdicts":
 {id: {"ok": bool, "stage": ..., "error": ...}}}``.
 
+The model is the one thing replaced: every key naming it points at a tiny local model (a
+Hugging Face config and tokenizer, no weights), which verl loads as it builds its config.
 For each case, in the order verl's entry point does it, on CPU:
 - Hydra composes the case with the imported verl's own config tree (a composition error is
   a refusal: verl would not start);
@@ -30,12 +30,12 @@ fsdp_workers.py, 0.6.1: ``world_size % (tp * dp * pp) == 0``), marked ``"worker 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import inspect
 import io
 import json
 import sys
+import tempfile
 import traceback
 import types
 import warnings
@@ -132,9 +132,35 @@ def _sft_legacy(cfg: Any) -> tuple[str, str] | None:
     return None
 
 
-def verdict(case: dict[str, Any], config_dir: Path) -> dict[str, Any]:
+# verl loads the model's Hugging Face config and tokenizer when it builds its config
+# dataclasses (HFModelConfig.__post_init__): the one thing the runner replaces is the model,
+# by a tiny local one (no weights), under every key that names it.
+MODEL_KEYS = ("actor_rollout_ref.model.path", "critic.model.path", "model.path")
+
+
+def tiny_model(folder: Path) -> Path:
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast, Qwen2Config
+
+    vocab = {"<unk>": 0, "<pad>": 1, "<eos>": 2, "a": 3, "b": 4}
+    tokenizer = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>")
+    fast.save_pretrained(folder)
+    Qwen2Config(vocab_size=len(vocab), hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
+                num_key_value_heads=1, max_position_embeddings=64, architectures=["Qwen2ForCausalLM"]).save_pretrained(folder)
+    return folder
+
+
+def with_model(overrides: list[str], model: Path) -> list[str]:
+    return [f"{w.split('=', 1)[0]}={model}" if w.split("=", 1)[0].lstrip("+") in MODEL_KEYS else w for w in overrides]
+
+
+def verdict(case: dict[str, Any], config_dir: Path, model: Path) -> dict[str, Any]:
     try:
-        cfg = _compose(config_dir, case["config_name"], list(case["overrides"]))
+        cfg = _compose(config_dir, case["config_name"], with_model(list(case["overrides"]), model))
     except Exception as exc:  # noqa: BLE001
         return {"ok": False, "stage": "compose", "error": _first_line(exc)}
     checks = {"verl.trainer.main_ppo": _ppo, "verl.trainer.sft_trainer": _sft_engine,
@@ -155,18 +181,17 @@ def verdict(case: dict[str, Any], config_dir: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--verl-root", help="import verl from this folder (an unpacked wheel)")
-    args = parser.parse_args()
-    if args.verl_root:
-        sys.path.insert(0, args.verl_root)
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import verl
     config_dir = Path(verl.__file__).parent / "trainer" / "config"
     version = (Path(verl.__file__).parent / "version" / "version").read_text().strip()
     cases = json.load(sys.stdin)
-    json.dump({"version": version, "verdicts": {c["id"]: verdict(c, config_dir) for c in cases}}, sys.stdout)
+    with tempfile.TemporaryDirectory(prefix="verl-oracle-model-") as tmp:
+        with contextlib.redirect_stdout(io.StringIO()):
+            model = tiny_model(Path(tmp))
+        verdicts = {c["id"]: verdict(c, config_dir, model) for c in cases}
+    json.dump({"version": version, "verdicts": verdicts}, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,105 @@
+"""verl itself as the oracle of Argus's restated start-up checks.
+
+Every example, every basic template (a grid of nnodes, nGpusPerNode and workloads) and the
+corpus in verl_corpus/startup.yaml are composed with verl's real config tree and checked by
+verl's own code (tests/integration/verl_oracle_runner.py, in the environment
+hack/build-verl-oracle.sh builds for each supported release: verl with torch, never the
+product's .venv), and side by side by Argus (Hydra's compose in .venv, then
+argus.core.verlconfig.startup). Every disagreement fails, with both verdicts.
+
+One subprocess a verl version runs the whole corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from verl_cases import argus_calls, corpus_cases
+
+from argus.core.verlconfig.startup import startup_problems
+from argus_testbed.verl import REPO, VerlCall, compose
+
+pytestmark = pytest.mark.integration
+
+RUNNER = Path(__file__).resolve().parent / "verl_oracle_runner.py"
+
+
+def oracle_python(version: str) -> str:
+    """The oracle environment of ``version`` (built once, cached; hack/build-verl-oracle.sh)."""
+    done = subprocess.run(["bash", str(REPO / "hack" / "build-verl-oracle.sh"), version], check=True,
+                          capture_output=True, text=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def run_oracle(version: str, cases: dict[str, VerlCall]) -> dict[str, dict[str, Any]]:
+    args = [oracle_python(version), str(RUNNER)]
+    payload = [{"id": i, "entry": c.entry, "config_name": c.config_name, "overrides": list(c.overrides)}
+               for i, c in cases.items()]
+    done = subprocess.run(args, input=json.dumps(payload), capture_output=True, text=True, timeout=900, cwd="/tmp")
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout)
+    assert out["version"] == version, out["version"]
+    return out["verdicts"]
+
+
+def argus_verdict(version: str, call: VerlCall) -> dict[str, Any]:
+    try:
+        config = compose(version, call)
+    except Exception as exc:  # noqa: BLE001 - Hydra's refusal is Argus's verdict too
+        return {"ok": False, "stage": "compose", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    found = startup_problems(config, version=version, entry=call.entry)
+    return {"ok": not found, "stage": "startup_problems",
+            "error": " | ".join(f"{p.key}: {p.message}" for p in found)}
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, dict[str, Any]]:
+    """Per version: {case id: {"call", "expect", "verl", "argus"}} for the corpus, the
+    examples and the templates."""
+    by_version: dict[str, dict[str, dict[str, Any]]] = {}
+    for case in corpus_cases():
+        by_version.setdefault(case.version, {})[f"corpus:{case.id}"] = {"call": case.call, "expect": case.expect}
+    for task in argus_calls():
+        by_version.setdefault(task.version, {})[task.label] = {"call": task.call, "expect": "pass"}
+    out: dict[str, dict[str, Any]] = {}
+    for version, cases in by_version.items():
+        verl = run_oracle(version, {i: c["call"] for i, c in cases.items()})
+        for i, c in cases.items():
+            out[f"{version} {i}"] = {**c, "verl": verl[i], "argus": argus_verdict(version, c["call"])}
+    return out
+
+
+def _show(name: str, v: dict[str, Any]) -> str:
+    call = v["call"]
+    return (f"{name}\n    python3 -m {call.entry} {' '.join(call.overrides)}\n"
+            f"    verl:  {'pass' if v['verl']['ok'] else 'refuse'} [{v['verl']['stage']}] {v['verl']['error']}\n"
+            f"    argus: {'pass' if v['argus']['ok'] else 'refuse'} [{v['argus']['stage']}] {v['argus']['error']}")
+
+
+def test_argus_and_verl_agree_on_every_call(verdicts: dict[str, dict[str, Any]]) -> None:
+    disagreements = [_show(name, v) for name, v in verdicts.items() if v["verl"]["ok"] != v["argus"]["ok"]]
+    assert not disagreements, f"{len(disagreements)} disagreements:\n" + "\n".join(disagreements)
+
+
+def test_verl_does_what_the_corpus_says(verdicts: dict[str, dict[str, Any]]) -> None:
+    """The corpus's own claims (and every example and template passing) hold for verl."""
+    wrong = [_show(name, v) for name, v in verdicts.items() if v["verl"]["ok"] != (v["expect"] == "pass")]
+    assert not wrong, f"{len(wrong)} calls where verl does not do what the corpus or the template promises:\n" + "\n".join(wrong)
+
+
+def test_verl_crashed_on_none(verdicts: dict[str, dict[str, Any]]) -> None:
+    """A refusal is verl's check, not a crash of the runner (an import missing, a bad call)."""
+    crashed = [_show(name, v) + "\n" + v["verl"].get("trace", "") for name, v in verdicts.items()
+               if v["verl"]["stage"] in ("crash", "entry")]
+    assert not crashed, "\n".join(crashed)
+
+
+def test_the_corpus_covers_what_the_issue_names(verdicts: dict[str, dict[str, Any]]) -> None:
+    refused = {name.split("corpus:", 1)[1] for name, v in verdicts.items() if "corpus:" in name and not v["verl"]["ok"]}
+    for case in ("actor-micro-batch-missing", "rollout-tp-too-big", "batch-not-divisible-by-gpus",
+                 "mini-batch-larger-than-batch", "actor-micro-batch-both-spellings", "rollout-name-unset", "override-typo"):
+        assert case in refused, case
