@@ -6,8 +6,9 @@
 #   - a virtual environment with the oldest Ray that Argus is tested against, for the
 #     version-range test (hack/build-ray-env.sh);
 #   - the verl releases Argus composes against (hack/fetch-verl.sh), and the verl oracle: a
-#     virtual environment with verl 0.9.1 and torch, for the test that holds Argus's restated
-#     start-up checks to verl's own (hack/build-verl-oracle.sh; about 6 GB, built once).
+#     virtual environment with the real verl and torch for each release, for the test that
+#     holds Argus's restated start-up checks to verl's own (hack/build-verl-oracle.sh; about
+#     6 GB a release, built once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage() { printf '\n==> %s\n' "$*" >&2; }
@@ -35,5 +36,7 @@ echo "setup: older-Ray environment ready in $((SECONDS - t2)) s" >&2
 t3=$SECONDS
 stage "the verl releases, and verl itself as the oracle of the start-up checks (built once from PyPI, then cached)"
 bash hack/fetch-verl.sh >/dev/null
-bash hack/build-verl-oracle.sh >/dev/null
+for version in $(awk '!/^#/ && NF {print $1}' hack/verl-releases.txt); do
+  bash hack/build-verl-oracle.sh "$version" >/dev/null
+done
 echo "setup: verl releases and oracle ready in $((SECONDS - t3)) s" >&2
