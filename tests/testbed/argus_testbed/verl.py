@@ -12,7 +12,11 @@ resolves it (verl resolves the whole config before training).
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +24,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[3]
 RELEASES_FILE = REPO / "hack" / "verl-releases.txt"
+STANDIN_SOURCE = REPO / "hack" / "verl-standin"
 
 PPO = "verl.trainer.main_ppo"
 SFT = "verl.trainer.sft_trainer"
@@ -47,6 +52,45 @@ def release_dir(version: str) -> Path:
 
 def config_dir(version: str) -> Path:
     return release_dir(version) / "verl" / "trainer" / "config"
+
+
+def _cache() -> Path:
+    base = os.environ.get("ARGUS_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                                            os.path.expanduser("~/.cache"), "argus")
+    return Path(base)
+
+
+@functools.cache
+def standin_snapshot(version: str | None = None) -> Path:
+    """A verl code snapshot for the tests and the demo: the verl stand-in (hack/verl-standin)
+    with the real config tree and version file of verl ``version`` (default: the newest
+    supported) copied in, so that its ``@hydra.main`` composes what verl composes. The
+    stand-in's entry modules that the release does not have are left out (verl 0.9 has no
+    fsdp_sft_trainer). Built once per stand-in content and release, in the shared cache;
+    the repository never holds verl's files."""
+    version = version or releases()[0]
+    files = sorted(p for p in STANDIN_SOURCE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    digest = hashlib.sha256(version.encode())
+    for path in files:
+        digest.update(str(path.relative_to(STANDIN_SOURCE)).encode() + b"\0" + path.read_bytes())
+    dest = _cache() / "verl-standin" / f"{version}-{digest.hexdigest()[:12]}"
+    if (dest / "verl" / "version" / "version").is_file():
+        return dest
+    release = release_dir(version) / "verl"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=dest.parent))
+    shutil.copytree(STANDIN_SOURCE, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    for module in (tmp / "verl" / "trainer").glob("*.py"):
+        if not module.name.startswith("_") and not (release / "trainer" / module.name).is_file():
+            module.unlink()
+    shutil.copytree(release / "trainer" / "config", tmp / "verl" / "trainer" / "config")
+    (tmp / "verl" / "version").mkdir()
+    shutil.copy(release / "version" / "version", tmp / "verl" / "version" / "version")
+    try:
+        tmp.rename(dest)
+    except OSError:  # another process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
 
 
 @dataclass(frozen=True)
