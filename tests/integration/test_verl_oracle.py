@@ -7,13 +7,19 @@ hack/build-verl-oracle.sh builds for each supported release: verl with torch, ne
 product's .venv), and side by side by Argus (Hydra's compose in .venv, then
 argus.core.verlconfig.startup). Every disagreement fails, with both verdicts.
 
+The verl stand-in's own start-up checks (hack/verl-standin, composed by Hydra with the same
+tree) are held to verl's too: they never refuse what verl accepts, and refuse the mistakes
+the issue names.
+
 One subprocess a verl version runs the whole corpus.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +27,7 @@ import pytest
 from verl_cases import argus_calls, corpus_cases
 
 from argus.core.verlconfig.startup import startup_problems
-from argus_testbed.verl import REPO, VerlCall, compose
+from argus_testbed.verl import REPO, VerlCall, compose, compose_config, standin_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -44,6 +50,30 @@ def run_oracle(version: str, cases: dict[str, VerlCall]) -> dict[str, dict[str, 
     out = json.loads(done.stdout)
     assert out["version"] == version, out["version"]
     return out["verdicts"]
+
+
+def standin_checks(version: str) -> Any:
+    """The stand-in's start-up checks (its _standin module, from the version's snapshot)."""
+    path = standin_snapshot(version) / "verl" / "trainer" / "_standin.py"
+    spec = importlib.util.spec_from_file_location(f"standin_{version.replace('.', '_')}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def standin_verdict(version: str, call: VerlCall) -> dict[str, Any]:
+    try:
+        config = compose_config(version, call)
+    except Exception as exc:  # noqa: BLE001 - Hydra's refusal: the stand-in's @hydra.main says the same
+        return {"ok": False, "stage": "compose", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    module = standin_checks(version)
+    try:
+        module.startup_checks(module.Config(config), call.entry.rsplit(".", 1)[-1])
+    except Exception as exc:  # noqa: BLE001 - a refusal
+        return {"ok": False, "stage": "startup_checks", "error": f"{type(exc).__name__}: {exc}"}
+    return {"ok": True, "stage": "passed", "error": ""}
 
 
 def argus_verdict(version: str, call: VerlCall) -> dict[str, Any]:
@@ -69,7 +99,8 @@ def verdicts() -> dict[str, dict[str, Any]]:
     for version, cases in by_version.items():
         verl = run_oracle(version, {i: c["call"] for i, c in cases.items()})
         for i, c in cases.items():
-            out[f"{version} {i}"] = {**c, "verl": verl[i], "argus": argus_verdict(version, c["call"])}
+            out[f"{version} {i}"] = {**c, "verl": verl[i], "argus": argus_verdict(version, c["call"]),
+                                     "standin": standin_verdict(version, c["call"])}
     return out
 
 
@@ -83,6 +114,22 @@ def _show(name: str, v: dict[str, Any]) -> str:
 def test_argus_and_verl_agree_on_every_call(verdicts: dict[str, dict[str, Any]]) -> None:
     disagreements = [_show(name, v) for name, v in verdicts.items() if v["verl"]["ok"] != v["argus"]["ok"]]
     assert not disagreements, f"{len(disagreements)} disagreements:\n" + "\n".join(disagreements)
+
+
+# The corpus cases the verl stand-in must refuse as verl does: the mistakes the issue names.
+STANDIN_REFUSES = ("actor-micro-batch-missing", "actor-micro-batch-both-spellings", "rollout-log-prob-micro-batch-missing",
+                   "rollout-tp-too-big", "rollout-tp-default-on-one-gpu", "batch-not-divisible-by-gpus",
+                   "mini-batch-larger-than-batch", "rollout-name-unset", "critic-micro-batch-missing",
+                   "grpo-kl-loss-without-ref-micro-batch", "override-typo", "legacy-sft-batch-not-divisible-by-gpus")
+
+
+def test_the_standin_refuses_only_what_verl_refuses(verdicts: dict[str, dict[str, Any]]) -> None:
+    """The stand-in's start-up checks are a subset of verl's: it never refuses what verl
+    accepts (every example and template runs), and it refuses the mistakes the issue names."""
+    wrong = [_show(name, v) + f"\n    stand-in: {v['standin']}" for name, v in verdicts.items()
+             if (v["verl"]["ok"] and not v["standin"]["ok"])
+             or (name.split("corpus:", 1)[-1] in STANDIN_REFUSES and v["standin"]["ok"])]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_verl_does_what_the_corpus_says(verdicts: dict[str, dict[str, Any]]) -> None:

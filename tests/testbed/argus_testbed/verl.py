@@ -123,17 +123,22 @@ def verl_call(argv: Iterable[str]) -> VerlCall:
     return VerlCall(entry, config_name, tuple(overrides))
 
 
-def compose(version: str, call: VerlCall) -> dict[str, Any]:
-    """The job's configuration as verl ``version`` sees it, resolved, as plain containers."""
+def compose_config(version: str, call: VerlCall) -> Any:
+    """The job's configuration as verl ``version`` composes it (an OmegaConf DictConfig)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir(version)), version_base=None):
-        cfg = hydra_compose(config_name=call.config_name, overrides=list(call.overrides))
-    out = OmegaConf.to_container(cfg, resolve=True)
+        return hydra_compose(config_name=call.config_name, overrides=list(call.overrides))
+
+
+def compose(version: str, call: VerlCall) -> dict[str, Any]:
+    """The job's configuration as verl ``version`` sees it, resolved, as plain containers."""
+    from omegaconf import OmegaConf
+
+    out = OmegaConf.to_container(compose_config(version, call), resolve=True)
     assert isinstance(out, dict)
     return out
 
