@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 from verl_cases import argus_calls, corpus_cases
 
 from argus.core.verlconfig.startup import startup_problems
-from argus_testbed.verl import REPO, VerlCall, compose, compose_config, standin_snapshot
+from argus_testbed.verl import REPO, VerlCall, compose_config, standin_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -63,27 +64,21 @@ def standin_checks(version: str) -> Any:
     return module
 
 
-def standin_verdict(version: str, call: VerlCall) -> dict[str, Any]:
+def argus_and_standin_verdicts(version: str, call: VerlCall, standin: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Argus's verdict (Hydra's compose in .venv, resolved, then startup_problems) and the
+    stand-in's (its startup_checks on the same composed config), from one composition."""
     try:
         config = compose_config(version, call)
-    except Exception as exc:  # noqa: BLE001 - Hydra's refusal: the stand-in's @hydra.main says the same
-        return {"ok": False, "stage": "compose", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
-    module = standin_checks(version)
+    except Exception as exc:  # noqa: BLE001 - Hydra's refusal is the verdict of both
+        refused = {"ok": False, "stage": "compose", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        return refused, refused
+    found = startup_problems(OmegaConf.to_container(config, resolve=True), version=version, entry=call.entry)
+    argus = {"ok": not found, "stage": "startup_problems", "error": " | ".join(f"{p.key}: {p.message}" for p in found)}
     try:
-        module.startup_checks(module.Config(config), call.entry.rsplit(".", 1)[-1])
+        standin.startup_checks(standin.Config(config), call.entry.rsplit(".", 1)[-1])
     except Exception as exc:  # noqa: BLE001 - a refusal
-        return {"ok": False, "stage": "startup_checks", "error": f"{type(exc).__name__}: {exc}"}
-    return {"ok": True, "stage": "passed", "error": ""}
-
-
-def argus_verdict(version: str, call: VerlCall) -> dict[str, Any]:
-    try:
-        config = compose(version, call)
-    except Exception as exc:  # noqa: BLE001 - Hydra's refusal is Argus's verdict too
-        return {"ok": False, "stage": "compose", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
-    found = startup_problems(config, version=version, entry=call.entry)
-    return {"ok": not found, "stage": "startup_problems",
-            "error": " | ".join(f"{p.key}: {p.message}" for p in found)}
+        return argus, {"ok": False, "stage": "startup_checks", "error": f"{type(exc).__name__}: {exc}"}
+    return argus, {"ok": True, "stage": "passed", "error": ""}
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +93,10 @@ def verdicts() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for version, cases in by_version.items():
         verl = run_oracle(version, {i: c["call"] for i, c in cases.items()})
+        standin = standin_checks(version)
         for i, c in cases.items():
-            out[f"{version} {i}"] = {**c, "verl": verl[i], "argus": argus_verdict(version, c["call"]),
-                                     "standin": standin_verdict(version, c["call"])}
+            argus, by_standin = argus_and_standin_verdicts(version, c["call"], standin)
+            out[f"{version} {i}"] = {**c, "verl": verl[i], "argus": argus, "standin": by_standin}
     return out
 
 

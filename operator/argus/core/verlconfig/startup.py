@@ -31,7 +31,6 @@ SFT_ENTRY = "verl.trainer.sft_trainer"
 LEGACY_SFT_ENTRY = "verl.trainer.fsdp_sft_trainer"
 
 _MISSING = "???"  # OmegaConf's mark for a mandatory value nobody set
-_UNSET = object()
 
 # vLLM's largest LoRA rank (verl 0.9.1 reads it from vLLM's MaxLoRARanks; 0.6.1 writes 512).
 _VLLM_MAX_LORA_RANK = 512
@@ -85,9 +84,6 @@ class _Config:
                 return default
             node = node[part]
         return node
-
-    def has(self, key: str) -> bool:
-        return self.get(key, _UNSET) is not _UNSET
 
 
 def _is_int(value: object) -> bool:
