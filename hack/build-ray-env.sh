@@ -6,8 +6,9 @@
 #
 #   hack/build-ray-env.sh [VERSION]     (default $ARGUS_OLD_RAY_VERSION or 2.41.0)
 #
-# The environment holds ray[default]==VERSION and pyarrow (the verl stand-in's jobs read
-# parquet), pinned by hack/ray-VERSION-constraints.txt; its folder's name carries a hash of
+# The environment holds ray[default]==VERSION, pyarrow (the verl stand-in's jobs read
+# parquet) and hydra-core (the stand-in composes verl's config with Hydra, as verl does),
+# pinned by hack/ray-VERSION-constraints.txt; its folder's name carries a hash of
 # that file, so changing the pins builds a new one and never touches one in use.
 # Locked (one build per cache at a time; the others wait, then find it built) and atomic in
 # effect: the environment counts as built only once its stamp exists, written last by a
@@ -25,6 +26,9 @@ CONSTRAINTS="hack/ray-$VERSION-constraints.txt"
 
 log() { printf '[build-ray-env] %s\n' "$*" >&2; }
 
+# shellcheck source=hack/install-into.sh
+source hack/install-into.sh
+
 [[ -f $CONSTRAINTS ]] || { log "no $CONSTRAINTS: pin that Ray's environment first (pip freeze of a fresh install)"; exit 1; }
 pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 pins=$(sha256sum "$CONSTRAINTS" | cut -c1-10)
@@ -40,11 +44,11 @@ if [[ ! -f $STAMP ]]; then
     log "building Ray $VERSION for Python $pyver in $ENV"
     rm -rf "$ENV"  # what an interrupted build left
     "$PYTHON" -m venv "$ENV"
-    if ! "$ENV/bin/python" -m pip install -q --disable-pip-version-check -c "$CONSTRAINTS" "ray[default]==$VERSION" pyarrow >"$ENV/.pip.log" 2>&1; then
+    if ! install_into "$ENV" -c "$CONSTRAINTS" "ray[default]==$VERSION" pyarrow hydra-core >"$ENV/.pip.log" 2>&1; then
       tail -n 40 "$ENV/.pip.log" >&2
       exit 1
     fi
-    "$ENV/bin/python" -c "import ray, pyarrow; assert ray.__version__ == '$VERSION', ray.__version__"
+    "$ENV/bin/python" -c "import ray, pyarrow, hydra; assert ray.__version__ == '$VERSION', ray.__version__"
     echo "ray $VERSION python $pyver pins $pins built $(date -u +%FT%TZ) in $((SECONDS - t0)) s" > "$STAMP.tmp"
     mv -f "$STAMP.tmp" "$STAMP"
     log "built Ray $VERSION in $((SECONDS - t0)) s"

@@ -4,7 +4,11 @@
 #     (tests/testbed: test and demo infrastructure, not part of the product);
 #   - kube-apiserver, etcd and helm built from Go modules (hack/build-testbed-bins.sh);
 #   - a virtual environment with the oldest Ray that Argus is tested against, for the
-#     version-range test (hack/build-ray-env.sh).
+#     version-range test (hack/build-ray-env.sh);
+#   - the verl releases Argus composes against (hack/fetch-verl.sh), and the verl oracle: a
+#     virtual environment with the real verl and torch for each release, for the test that
+#     holds Argus's restated start-up checks to verl's own (hack/build-verl-oracle.sh; about
+#     6 GB a release, built once).
 #
 #   hack/setup.sh [--python-only]     --python-only: the .venv alone (what the unit tests need)
 set -euo pipefail
@@ -25,10 +29,19 @@ fi
 echo "setup: python environment ready in $((SECONDS - t0)) s" >&2
 [[ "${1:-}" == --python-only ]] && exit 0
 t1=$SECONDS
-stage "kube-apiserver, etcd, helm (built once from Go modules, then cached)"
+# The Python environments come from PyPI (network) while the Go builds take the CPU: both at
+# once. A failure of either fails the setup.
+stage "in the background: an older Ray for the version-range test, the verl releases, and verl itself as the oracle of the start-up checks (built once from PyPI, then cached)"
+(
+  bash hack/build-ray-env.sh >/dev/null
+  bash hack/fetch-verl.sh >/dev/null
+  for version in $(awk '!/^#/ && NF {print $1}' hack/verl-releases.txt); do
+    bash hack/build-verl-oracle.sh "$version" >/dev/null
+  done
+  echo "setup: older-Ray environment, verl releases and oracles ready in $((SECONDS - t1)) s" >&2
+) &
+envs=$!
+stage "kube-apiserver, kubectl, etcd, helm (built once from Go modules, then cached)"
 bash hack/build-testbed-bins.sh >/dev/null
 echo "setup: testbed binaries ready in $((SECONDS - t1)) s" >&2
-t2=$SECONDS
-stage "an older Ray for the version-range test (built once from PyPI, then cached)"
-bash hack/build-ray-env.sh >/dev/null
-echo "setup: older-Ray environment ready in $((SECONDS - t2)) s" >&2
+wait "$envs"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from argus.core.config import PlatformConfig
 from argus.core.plan import SubmissionPlan, resolve_plan, submission_id_for, validate_spec, validate_task
 from argus.core.spec import ArgusTaskSpec
-from argus.core.template import basic_command
+from argus.core.template import DEFAULT_VERL_VERSION, basic_command
 
 pytestmark = pytest.mark.unit
 
@@ -177,8 +177,18 @@ def test_basic_ppo() -> None:
     assert o["trainer.total_epochs"] == "1"
     assert o["+ray_kwargs.ray_init.address"] == "auto"
     assert o["trainer.experiment_name"] == "team-a-t1"
-    assert o["trainer.default_local_dir"] == "/private/users/alice/checkpoints/argus/team-a-t1"
-    assert "custom_reward_function.path" not in o
+    # The task's uid: a task deleted and created again under the same name starts fresh.
+    assert o["trainer.default_local_dir"] == f"/private/users/alice/checkpoints/argus/team-a-t1/{UID}"
+    assert "reward.custom_reward_function.path" not in o and "custom_reward_function.path" not in o
+    # What verl requires before training, from the GPUs (8 here): a batch they divide, micro
+    # batches per GPU for the actor, the rollout's log-prob pass and the critic (GAE), and a
+    # rollout tensor-parallel size that divides the GPUs.
+    assert o["data.train_batch_size"] == "1024" and o["actor_rollout_ref.actor.ppo_mini_batch_size"] == "256"
+    assert o["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] == "4"
+    assert o["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"] == "4"
+    assert o["critic.ppo_micro_batch_size_per_gpu"] == "4"
+    assert o["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "2"
+    assert "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu" not in o  # no KL, no reference model
     assert plan.gpus == 8
 
 
@@ -190,8 +200,13 @@ def test_basic_grpo() -> None:
     assert o["actor_rollout_ref.rollout.n"] == "8"
     assert o["actor_rollout_ref.actor.use_kl_loss"] == "True"
     assert not [k for k in o if k.startswith("critic.")]
-    assert o["custom_reward_function.path"] == "/private/users/alice/code/reward.py"
-    assert o["custom_reward_function.name"] == "compute_score"
+    # verl 0.9.x's main_ppo reads the reward from the reward group.
+    assert o["reward.custom_reward_function.path"] == "/private/users/alice/code/reward.py"
+    assert o["reward.custom_reward_function.name"] == "compute_score"
+    assert "custom_reward_function.path" not in o
+    # The KL loss needs the reference model: its log-prob micro batch is set too.
+    assert o["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"] == "4"
+    assert o["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "1"  # one GPU
     assert o["trainer.total_epochs"] == "3"
     assert overrides(plan_of(task(basic(workload="grpo"))).command)["actor_rollout_ref.rollout.n"] == "5"
 
@@ -199,9 +214,11 @@ def test_basic_grpo() -> None:
 def test_basic_sft() -> None:
     plan = plan_of(task(basic(workload="sft", nGpusPerNode=2, learningRate=2e-5)))
     words = shlex.split(plan.command)
-    assert words[:6] == ["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=2", "-m", "verl.trainer.fsdp_sft_trainer"]
+    # verl 0.9.x (the default): sft_trainer with its sft_trainer_engine config.
+    assert words[:6] == ["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=2", "-m", "verl.trainer.sft_trainer"]
     o = overrides(plan.command)
-    assert o["model.partial_pretrain"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert o["model.path"] == "Qwen/Qwen2.5-0.5B-Instruct" and "model.partial_pretrain" not in o
+    assert o["data.train_batch_size"] == "256"
     assert o["trainer.nnodes"] == "1" and o["trainer.n_gpus_per_node"] == "2"
     assert o["optim.lr"] == "2e-05"
     assert "+ray_kwargs.ray_init.address" not in o and "actor_rollout_ref.model.path" not in o
@@ -216,8 +233,11 @@ def test_basic_options_reach_the_command() -> None:
     assert (o["data.max_prompt_length"], o["data.max_response_length"]) == ("256", "128")
     assert o["actor_rollout_ref.actor.optim.lr"] == "3e-06"
     assert o["trainer.project_name"] == "gsm8k" and o["trainer.experiment_name"] == "exp-1"
-    assert o["trainer.default_local_dir"] == "/private/users/alice/checkpoints/gsm8k/exp-1"
-    assert o["custom_reward_function.name"] == "score"
+    assert o["trainer.default_local_dir"] == f"/private/users/alice/checkpoints/gsm8k/exp-1/{UID}"
+    assert o["reward.custom_reward_function.name"] == "score"
+    # The user's batch of 64 on one GPU: the mini batch is the batch, 4 per micro batch.
+    assert o["actor_rollout_ref.actor.ppo_mini_batch_size"] == "64"
+    assert o["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] == "4"
 
 
 def test_basic_model_path_is_expanded() -> None:
@@ -241,7 +261,8 @@ def test_the_template_runs_unchanged_through_the_language(spec: dict[str, Any]) 
     verdict = validate_task(task(spec), "alice", CONFIG)
     assert verdict.valid and verdict.warnings == [], verdict.error_lines() + verdict.warning_lines()
     assert verdict.spec is not None and verdict.plan is not None
-    template = basic_command(verdict.spec, home="/private/users/alice", experiment="team-a-t1")
+    template = basic_command(verdict.spec, home="/private/users/alice", experiment="team-a-t1", uid=UID,
+                             verl_version=DEFAULT_VERL_VERSION)
     assert shlex.split(verdict.plan.command) == shlex.split(template)
 
 

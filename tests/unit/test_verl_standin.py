@@ -14,11 +14,22 @@ from pathlib import Path
 
 import pytest
 
+from argus_testbed.verl import standin_snapshot
+
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
-STANDIN = REPO / "hack" / "verl-standin"
+# The stand-in with verl 0.9.1's real config tree copied in (the testbed's verl snapshot).
+STANDIN = standin_snapshot()
 TORCHRUN = STANDIN / "bin" / "torchrun"
+# What verl requires before training, for one GPU (a command without it is refused at start,
+# as verl refuses it); each test's own words come after these, and Hydra keeps the last value.
+PPO_BASE = [
+    "data.train_batch_size=4", "data.val_files=null", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "actor_rollout_ref.rollout.name=vllm",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+    "critic.ppo_micro_batch_size_per_gpu=2", "trainer.n_gpus_per_node=1", "trainer.nnodes=1", "trainer.total_epochs=1",
+]
 STEP_RE = re.compile(r"^step:(\d+) - critic/score/mean:([0-9.]+) - actor/lr:1e-06 - timing_s/step:[0-9.e-]+$", re.M)
 
 REWARD_PY = '''
@@ -61,7 +72,7 @@ def run(args: list[str], cwd: Path, env: dict | None = None, exe: list[str] | No
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("VERL_STANDIN_")}
     full_env["PYTHONPATH"] = pythonpath if pythonpath is not None else str(STANDIN)
     full_env.update(env or {})
-    cmd = (exe or [sys.executable, "-m", "verl.trainer.main_ppo"]) + args
+    cmd = (exe or [sys.executable, "-m", "verl.trainer.main_ppo", *PPO_BASE]) + args
     return subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=60)
 
 
@@ -87,7 +98,7 @@ def test_custom_reward_jsonl_progress_and_checkpoints(work: Path) -> None:
         [
             "data.train_files=[train.jsonl]",
             "data.val_files=train.jsonl",
-            "custom_reward_function.path=reward.py",
+            "reward.custom_reward_function.path=reward.py",
             "trainer.total_epochs=2",
             "trainer.save_freq=2",
             f"trainer.default_local_dir={ckpt}",
@@ -132,8 +143,8 @@ def test_parquet_and_named_function(work: Path) -> None:
     r = run(
         [
             "data.train_files=[train.parquet,'train.jsonl']",
-            "custom_reward_function.path=reward.py",
-            "custom_reward_function.name=length_reward",
+            "reward.custom_reward_function.path=reward.py",
+            "reward.custom_reward_function.name=length_reward",
         ],
         work,
         env={"REWARD_CALLS_FILE": str(log)},
@@ -145,7 +156,7 @@ def test_parquet_and_named_function(work: Path) -> None:
     assert len(steps) == 4 and all(float(score) == 0.25 for _, score in steps)
     assert {c["fn"] for c in calls(log)} == {"length_reward"}
 
-    r = run(["data.train_files=train.parquet", "custom_reward_function.path=reward.py"], work,
+    r = run(["data.train_files=train.parquet", "reward.custom_reward_function.path=reward.py"], work,
             env={"REWARD_CALLS_FILE": str(log)})
     assert r.returncode == 0, r.stderr
     first = [c for c in calls(log) if c["fn"] == "compute_score"][0]
@@ -155,15 +166,15 @@ def test_parquet_and_named_function(work: Path) -> None:
 
 def test_reward_kwargs_need_plus(work: Path) -> None:
     r = run(
-        ["data.train_files=train.jsonl", "custom_reward_function.path=reward.py", "custom_reward_function.reward_kwargs.alpha=0.2"],
+        ["data.train_files=train.jsonl", "reward.custom_reward_function.path=reward.py", "reward.custom_reward_function.reward_kwargs.alpha=0.2"],
         work,
     )
     assert r.returncode == 1
+    # Hydra's own refusal (verl 0.9.1's config declares no reward_kwargs).
     assert (
-        "Could not override 'custom_reward_function.reward_kwargs.alpha'.\n"
-        "To append to your config use +custom_reward_function.reward_kwargs.alpha=0.2\n"
-        "Key 'reward_kwargs' is not in struct"
-    ) in r.stderr
+        "Could not override 'reward.custom_reward_function.reward_kwargs.alpha'.\n"
+        "To append to your config use +reward.custom_reward_function.reward_kwargs.alpha=0.2\n"
+    ) in r.stderr and "Key 'reward_kwargs' is not in struct" in r.stderr
     assert "Total training steps" not in r.stdout
 
 
@@ -172,9 +183,9 @@ def test_reward_kwargs_with_plus_are_passed(work: Path) -> None:
     r = run(
         [
             "data.train_files=train.jsonl",
-            "custom_reward_function.path=reward.py",
-            "+custom_reward_function.reward_kwargs.alpha=0.2",
-            "++custom_reward_function.reward_kwargs.mode='strict'",
+            "reward.custom_reward_function.path=reward.py",
+            "+reward.custom_reward_function.reward_kwargs.alpha=0.2",
+            "++reward.custom_reward_function.reward_kwargs.mode='strict'",
             "trainer.total_training_steps=3",
         ],
         work,
@@ -186,14 +197,14 @@ def test_reward_kwargs_with_plus_are_passed(work: Path) -> None:
 
 
 def test_missing_reward_file(work: Path) -> None:
-    r = run(["data.train_files=train.jsonl", "custom_reward_function.path=nope.py"], work)
+    r = run(["data.train_files=train.jsonl", "reward.custom_reward_function.path=nope.py"], work)
     assert r.returncode == 1
     assert "FileNotFoundError: Reward function file 'nope.py' not found." in r.stderr
 
 
 def test_missing_reward_function(work: Path) -> None:
     r = run(
-        ["data.train_files=train.jsonl", "custom_reward_function.path=reward.py", "custom_reward_function.name=nope"],
+        ["data.train_files=train.jsonl", "reward.custom_reward_function.path=reward.py", "reward.custom_reward_function.name=nope"],
         work,
     )
     assert r.returncode == 1
@@ -202,7 +213,7 @@ def test_missing_reward_function(work: Path) -> None:
 
 def test_reward_module_import_error(work: Path) -> None:
     (work / "broken.py").write_text("import not_a_module_anywhere_xyz\n")
-    r = run(["data.train_files=train.jsonl", "custom_reward_function.path=broken.py"], work)
+    r = run(["data.train_files=train.jsonl", "reward.custom_reward_function.path=broken.py"], work)
     assert r.returncode == 1
     assert "Error loading module from 'broken.py': No module named 'not_a_module_anywhere_xyz'" in r.stderr
 
@@ -222,24 +233,25 @@ def test_missing_train_and_val_files(work: Path) -> None:
     r = run(["data.train_files=train.jsonl", "data.val_files=nope.parquet"], work)
     assert r.returncode == 1
     assert "data.val_files" in r.stderr and "nope.parquet' not found" in r.stderr
+    # verl's own default train file (~/data/rlhf/gsm8k/train.parquet), which is not there.
     r = run([], work)
     assert r.returncode == 1
-    assert "data.train_files is not set" in r.stderr
+    assert "gsm8k/train.parquet' not found" in r.stderr
 
 
 @pytest.mark.parametrize(
-    "arg, message",
+    "arg, message, code",
     [
-        ("foo", "Error parsing override 'foo'"),
-        ("--instant", "unrecognized arguments: --instant"),
-        ("data.train_files=a.jsonl,b.jsonl", "Ambiguous value for argument"),
-        ("+custom_reward_function.path=reward.py", "Could not append to config. An item is already at 'custom_reward_function.path'."),
-        ("ray_kwargs.ray_init.address=auto", "Key 'address' is not in struct"),
+        ("foo", "Error parsing override 'foo'", 1),
+        ("--instant", "unrecognized arguments: --instant", 2),  # Hydra's argparse
+        ("data.train_files=a.jsonl,b.jsonl", "Ambiguous value for argument", 1),
+        ("ray_kwargs.ray_init.address=auto", "Key 'address' is not in struct", 1),
+        ("trainer.n_gpus_per_nod=1", "Could not override 'trainer.n_gpus_per_nod'.", 1),
     ],
 )
-def test_bad_arguments_exit_1(work: Path, arg: str, message: str) -> None:
+def test_bad_arguments_are_hydra_s_refusals(work: Path, arg: str, message: str, code: int) -> None:
     r = run(["data.train_files=train.jsonl", arg], work)
-    assert r.returncode == 1
+    assert r.returncode == code
     assert message in r.stderr
     assert "Total training steps" not in r.stdout
 
@@ -290,12 +302,15 @@ def test_jsonl_works_without_pyarrow(work: Path) -> None:
 def test_sft_through_torchrun_standin(work: Path) -> None:
     (work / "sft.jsonl").write_text(json.dumps({"question": "2+2?", "answer": "4"}) + "\n")
     ckpt = work / "sft-ckpt"
+    # verl 0.9.1: sft_trainer, config sft_trainer_engine, model.path.
     exe = [sys.executable, str(TORCHRUN), "--standalone", "--nnodes=1", "--nproc_per_node=2",
-           "--master_port", "29501", "-m", "verl.trainer.fsdp_sft_trainer"]
+           "--master_port", "29501", "-m", "verl.trainer.sft_trainer"]
+    base = ["data.train_batch_size=4", "data.val_files=null", "trainer.total_epochs=1"]
     r = run(
         [
+            *base,
             "data.train_files=sft.jsonl",
-            "model.partial_pretrain=Qwen/Qwen2.5-0.5B-Instruct",
+            "model.path=Qwen/Qwen2.5-0.5B-Instruct",
             "trainer.save_freq=1",
             f"trainer.default_local_dir={ckpt}",
         ],
@@ -303,18 +318,34 @@ def test_sft_through_torchrun_standin(work: Path) -> None:
         exe=exe,
     )
     assert r.returncode == 0, r.stderr
-    assert "model.partial_pretrain: Qwen/Qwen2.5-0.5B-Instruct" in r.stdout
+    assert "model.path: Qwen/Qwen2.5-0.5B-Instruct" in r.stdout
     assert "Total training steps: 3" in r.stdout
     assert len(re.findall(r"^step:\d+ - train/loss:[0-9.]+ - ", r.stdout, re.M)) == 3
     assert "Final validation metrics: {" in r.stdout
     assert (ckpt / "global_step_3").is_dir()
 
     # The module's exit code comes back through the torchrun stand-in.
-    r = run(["data.train_files=sft.jsonl"], work, exe=exe)
+    r = run([*base, "data.train_files=sft.jsonl", "model.path=null"], work, exe=exe)
     assert r.returncode == 1
-    assert "model.partial_pretrain is not set" in r.stderr
-    r = run(["data.train_files=sft.jsonl", "model.partial_pretrain=m"], work, exe=exe, env={"VERL_STANDIN_EXIT_CODE": "5"})
+    assert "model.path is not set" in r.stderr
+    r = run([*base, "data.train_files=sft.jsonl", "model.path=m"], work, exe=exe, env={"VERL_STANDIN_EXIT_CODE": "5"})
     assert r.returncode == 5
+
+
+def test_sft_trainer_of_each_release(work: Path) -> None:
+    """verl 0.9 has no fsdp_sft_trainer; verl 0.6.1's reads model.partial_pretrain and splits
+    the batch over the GPUs into whole micro batches, as verl does."""
+    (work / "sft.jsonl").write_text(json.dumps({"question": "2+2?", "answer": "4"}) + "\n")
+    legacy = ["-m", "verl.trainer.fsdp_sft_trainer", "data.train_files=sft.jsonl", "data.val_files=null",
+              "model.partial_pretrain=m", "trainer.total_epochs=1", "data.train_batch_size=8", "data.micro_batch_size_per_gpu=4"]
+    r = run(legacy[2:], work, exe=[sys.executable, *legacy[:2]])
+    assert r.returncode == 1 and "No module named verl.trainer.fsdp_sft_trainer" in r.stderr
+    old = str(standin_snapshot("0.6.1"))
+    r = run(legacy[2:] + ["trainer.n_gpus_per_node=1"], work, exe=[sys.executable, *legacy[:2]], pythonpath=old)
+    assert r.returncode == 0, r.stderr
+    assert "model.partial_pretrain: m" in r.stdout
+    r = run(legacy[2:] + ["trainer.n_gpus_per_node=3"], work, exe=[sys.executable, *legacy[:2]], pythonpath=old)
+    assert r.returncode == 1 and "Global batch size 8 is not divisible by dp size 3" in r.stderr
 
 
 def test_torchrun_standin_flags(work: Path) -> None:
@@ -349,3 +380,35 @@ def test_resumes_from_the_newest_checkpoint_as_verl_does(work: Path) -> None:
     assert [int(n) for n, _ in STEP_RE.findall(second.stdout)] == [3, 4, 5, 6]
     disabled = run([*args, "trainer.resume_mode=disable"], work)
     assert [int(n) for n, _ in STEP_RE.findall(disabled.stdout)] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize(("drop", "message"), [
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "[actor] Please set at least one of"),
+    ("actor_rollout_ref.rollout.tensor_model_parallel_size", "rollout world_size: 1 is not divisible by infer_world_size: 2"),
+    ("critic.ppo_micro_batch_size_per_gpu", "[critic] Please set at least one of"),
+    ("actor_rollout_ref.rollout.name", "Missing mandatory value: actor_rollout_ref.rollout.name"),
+])
+def test_a_command_verl_refuses_at_start_fails(work: Path, drop: str, message: str) -> None:
+    """What Argus generated before (no micro batch sizes, verl's tensor-parallel size 2 on
+    one GPU) fails in the stand-in as it fails in verl, before training."""
+    words = [w for w in PPO_BASE if not w.startswith(drop + "=")]
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("VERL_STANDIN_")}
+    full_env["PYTHONPATH"] = str(STANDIN)
+    r = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", *words, "data.train_files=train.jsonl"], cwd=work,
+                       env=full_env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and message in r.stderr, r.stderr
+    assert "Total training steps" not in r.stdout
+
+
+def test_without_default_local_dir_checkpoints_land_in_the_working_folder(work: Path) -> None:
+    """verl's default trainer.default_local_dir is the relative checkpoints/<project>/<experiment>:
+    relative to the process's working folder (for Argus's jobs, the job folder); Hydra's run
+    folder (outputs/<date>/<time>, with .hydra and main_ppo.log) lands there too."""
+    r = run(["data.train_files=train.jsonl", "trainer.save_freq=1", "trainer.project_name=p", "trainer.experiment_name=e"], work)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (work / "checkpoints" / "p" / "e").iterdir())[0] == "global_step_1"
+    assert list(work.glob("outputs/*/*/.hydra/config.yaml")) and list(work.glob("outputs/*/*/main_ppo.log"))
+    # Started again in the same folder, it resumes there (trainer.resume_mode=auto).
+    again = run(["data.train_files=train.jsonl", "trainer.save_freq=1", "trainer.project_name=p",
+                 "trainer.experiment_name=e", "trainer.total_training_steps=4"], work)
+    assert "Resuming from " + str(work / "checkpoints" / "p" / "e" / "global_step_3") in again.stdout, again.stdout

@@ -26,7 +26,7 @@ from .policy import Findings, PathPolicy, check_text
 from .problems import Problem
 from .rules import kind_problems
 from .spec import API_VERSION, KIND, ArgusTaskSpec
-from .template import basic_command
+from .template import DEFAULT_VERL_VERSION, basic_command
 from .user import InvalidUserId, check_user_id
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -156,6 +156,12 @@ def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy:
         else:
             policy.check_under(f, value, (policy.code_root,), "the reward function file", findings, suffix=".py")
         policy.check_string(f, value, findings)
+    if spec.overrides:
+        overrides: list[str] = []
+        for i, word in enumerate(spec.overrides):
+            if check_text(f"spec.overrides[{i}]", word, findings):
+                overrides.append(expand(word, user, config))
+        expanded["overrides"] = overrides
     if spec.workload == "sft":
         if spec.nnodes != 1:
             findings.error("spec.nnodes", spec.nnodes, f"a basic sft task runs torchrun --standalone; {TORCHRUN_ONE_NODE}")
@@ -234,7 +240,8 @@ def validate_spec(
         spec = _check_basic(spec, raw_spec, user, policy, findings)
         if not findings.errors:
             experiment = f"{namespace or 'default'}-{name or spec.workload}"
-            checked = check_command("spec (generated command)", basic_command(spec, home=policy.home, experiment=experiment),
+            checked = check_command("spec (generated command)", basic_command(spec, home=policy.home, experiment=experiment, uid=uid,
+                                                                                 verl_version=DEFAULT_VERL_VERSION),
                                     policy=policy, nnodes=spec.nnodes, gpus_per_node=spec.n_gpus_per_node, findings=findings)
             command = checked.text if checked else None
 

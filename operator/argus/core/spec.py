@@ -71,8 +71,9 @@ PathField = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]
 BASIC_FIELDS = (
     "modelId", "trainFile", "valFile", "codePath", "totalEpochs", "saveFreq", "testFreq",
     "trainBatchSize", "maxPromptLength", "maxResponseLength", "learningRate", "rolloutN",
-    "customRewardPath", "customRewardName", "projectName", "experimentName",
+    "customRewardPath", "customRewardName", "projectName", "experimentName", "overrides",
 )
+MAX_OVERRIDES = 256
 REQUIRED_BASIC_FIELDS = ("modelId", "trainFile", "valFile")
 
 
@@ -109,6 +110,12 @@ class ArgusTaskSpec(_CamelModel):
     custom_reward_name: Optional[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=253)]] = Field(None, description="basic only: the reward function's name in customRewardPath (default compute_score).")
     project_name: Optional[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")]] = Field(None, description="basic only: trainer.project_name (default argus).")
     experiment_name: Optional[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")]] = Field(None, description="basic only: trainer.experiment_name (default <namespace>-<name>).")
+    overrides: Optional[list[Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]]] = Field(
+        None, max_length=MAX_OVERRIDES,
+        description="basic only: more Hydra overrides for verl (key=value, +key=value), appended to the generated command "
+        "after the template's own (the last value of a key wins), e.g. ['actor_rollout_ref.actor.ppo_epochs=2']. "
+        "$HOME expands as in paths; they are checked like the words of an advanced command.",
+    )
     cancel: bool = Field(False, description="Set to true to stop the task (the only change allowed after creation, and only from false to true).")
     active_deadline_seconds: Optional[int] = Field(None, ge=1, le=31536000, description="Stop the task and mark it Failed (DeadlineExceeded) this many seconds after it was admitted.")
     priority: int = Field(0, ge=-1000000, le=1000000, description="Queue priority: higher runs first; ties go by creation time. Default 0.")

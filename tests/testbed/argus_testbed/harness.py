@@ -135,8 +135,15 @@ def advanced_task(name: str, command: str, *, nnodes: int = 1, gpus: int = 1, pr
 
 
 def ppo_command(*, steps: int | None = None, nnodes: int = 1, gpus: int = 1, extra: str = "") -> str:
+    # What verl requires before training (the stand-in checks it as verl does): micro batch
+    # sizes, a batch the GPUs divide, a rollout engine and a tensor-parallel size that fits.
+    batch = 8 * nnodes * gpus
     cmd = ("python3 -m verl.trainer.main_ppo data.train_files=$HOME/common/datasets/gsm8k/train.parquet "
            "data.val_files=$HOME/datasets/gsm8k/test.parquet +ray_kwargs.ray_init.address=auto "
+           f"data.train_batch_size={batch} actor_rollout_ref.actor.ppo_mini_batch_size={batch} "
+           "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 actor_rollout_ref.rollout.name=vllm "
+           "actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1 "
+           "critic.ppo_micro_batch_size_per_gpu=1 trainer.total_epochs=1 "
            f"trainer.nnodes={nnodes} trainer.n_gpus_per_node={gpus}")
     if steps is not None:
         cmd += f" trainer.total_training_steps={steps}"

@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from .controlplane import repo_root
+from .verl import standin_snapshot
 
-STANDIN = repo_root() / "hack" / "verl-standin"
+# The verl code the tests and the demo run: the stand-in with the default verl release's real
+# config tree copied in (argus_testbed.verl.standin_snapshot), in the shared cache.
+STANDIN = standin_snapshot()
 REWARD = repo_root() / "examples" / "data" / "reward.py"
 
 

@@ -4,18 +4,26 @@ This is a TEST AND DEMO DOUBLE of the training workload, not of the system under
 needs GPUs, so the argus operator's tests and demos on machines without accelerators run this
 instead. It imitates the parts of verl that the operator depends on:
 
-* Hydra-style command line overrides (``key=value``, ``+key=value``, ``++key=value``,
-  ``~key``), with Hydra's strict-mode refusal of undeclared keys for the config blocks whose
-  declared keys are known here (``custom_reward_function``, ``ray_kwargs``);
-* verl's custom reward function loading, with verl's exact messages;
+* the configuration: Hydra's own ``@hydra.main`` composes verl's real config tree (the
+  release's ``verl/trainer/config``, copied next to these modules by the testbed; never kept
+  in the repository) with the command line, so overrides, ``hydra.*`` settings (run folder,
+  ``.hydra`` output, the job's log file) and Hydra's refusals are Hydra's own;
+* verl's start-up checks that read only the config (``startup_checks``: micro batch sizes,
+  batch divisibility, the rollout engine and tensor-parallel size), written here from what
+  verl checks, not copied, and held to verl's own by tests/integration/test_verl_oracle.py;
+* verl's custom reward function loading, from the key the release's main_ppo reads
+  (``reward.custom_reward_function`` from 0.9, ``custom_reward_function`` before), with
+  verl's messages;
 * reading a few rows of the training data (``.parquet`` through pyarrow when it is installed,
   ``.jsonl``/``.json`` with the standard library only) and scoring fake responses with the
   reward function;
 * the console progress output (``Total training steps: N``, ``step:<n> - key:value ...``,
-  ``Final validation metrics: {...}``) and ``global_step_<n>`` checkpoint folders.
+  ``Final validation metrics: {...}``) and ``global_step_<n>`` checkpoint folders under
+  ``trainer.default_local_dir`` (verl's default ``checkpoints/<project>/<experiment>``,
+  relative to the working folder), resumed as ``trainer.resume_mode`` says.
 
-It does no training, loads no model and never imports ray or torch. Standard library only
-(pyarrow is imported lazily, for parquet files alone).
+It does no training, loads no model and never imports ray or torch. It needs hydra-core (and
+pyarrow, lazily, for parquet files alone).
 
 Environment knobs (all optional):
 
@@ -26,8 +34,8 @@ Environment knobs (all optional):
   imitate a run that crashed mid-way; a run started again in the same folder resumes from the
   newest checkpoint (``trainer.resume_mode=auto``, verl's default), printing what verl prints.
 * ``VERL_STANDIN_INSTANT`` -- when ``1``/``true``/``yes``, print ``Total training steps: 0`` and
-  exit 0 right after parsing the overrides, without loading the reward function or reading
-  data (for benchmarks that start many tasks).
+  exit 0 right after composing the config, without the start-up checks, the reward function
+  or the data (for benchmarks that start many tasks).
 """
 
 from __future__ import annotations
@@ -44,12 +52,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-HYDRA_FOOTER = "\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."
-GRAMMAR_URL = "https://hydra.cc/docs/1.2/advanced/override_grammar/basic"
 MAX_ROWS = 4
 MIN_STEPS = 3
 
-_MISSING = object()
 
 
 # --------------------------------------------------------------------------------------------
@@ -57,322 +62,49 @@ _MISSING = object()
 # --------------------------------------------------------------------------------------------
 
 
-class OverrideError(Exception):
-    """A command line override that Hydra would refuse before the job starts (exit code 1)."""
+class KnobError(Exception):
+    """A stand-in environment knob with a bad value."""
 
 
 def known(exc: BaseException) -> BaseException:
-    """Mark an exception as an expected failure: it is reported without a traceback."""
+    """Mark an exception as an expected failure (kept for the callers' readability; Hydra's
+    @hydra.main reports every exception from the job the same way)."""
     exc.standin_known = True  # type: ignore[attr-defined]
     return exc
 
 
 # --------------------------------------------------------------------------------------------
-# Hydra-style override values
+# The config: composed by Hydra's own @hydra.main from the verl release's config tree
 # --------------------------------------------------------------------------------------------
-
-_INT_RE = re.compile(r"^[+-]?\d+(_\d+)*$")
-_FLOAT_RE = re.compile(
-    r"^[+-]?("
-    r"(\d+(_\d+)*)?\.\d+([eE][+-]?\d+)?"
-    r"|\d+(_\d+)*\.(\d+)?([eE][+-]?\d+)?"
-    r"|\d+(_\d+)*[eE][+-]?\d+"
-    r"|inf|nan"
-    r")$",
-    re.IGNORECASE,
-)
-
-
-def convert_primitive(text: str) -> Any:
-    """Turn an unquoted Hydra primitive into null, a bool, an int, a float or a string."""
-    s = text.strip()
-    low = s.lower()
-    if low == "null":
-        return None
-    if low == "true":
-        return True
-    if low == "false":
-        return False
-    if _INT_RE.match(s):
-        return int(s.replace("_", ""))
-    if _FLOAT_RE.match(s):
-        return float(s.replace("_", ""))
-    return s
-
-
-class _ValueParser:
-    """A small recursive-descent parser for Hydra override values: primitives, quoted strings,
-    lists ``[a,b]`` and dicts ``{a:1,b:2}`` (nested)."""
-
-    def __init__(self, text: str) -> None:
-        self.s = text
-        self.i = 0
-
-    def error(self, msg: str) -> ValueError:
-        return ValueError(msg)
-
-    def peek(self) -> str:
-        return self.s[self.i] if self.i < len(self.s) else ""
-
-    def skip_ws(self) -> None:
-        while self.i < len(self.s) and self.s[self.i] in " \t":
-            self.i += 1
-
-    def parse_top(self) -> Any:
-        self.skip_ws()
-        if self.i >= len(self.s):
-            return ""
-        if self.peek() in "[{'\"":
-            value = self.parse_element()
-            self.skip_ws()
-            if self.i != len(self.s):
-                raise self.error(f"extraneous input '{self.s[self.i:]}'")
-            return value
-        rest = self.s[self.i :]
-        if self._has_top_level_comma(rest):
-            raise self.error("ambiguous")
-        return convert_primitive(rest)
-
-    @staticmethod
-    def _has_top_level_comma(text: str) -> bool:
-        quote = ""
-        for ch in text:
-            if quote:
-                if ch == quote:
-                    quote = ""
-            elif ch in "'\"":
-                quote = ch
-            elif ch == ",":
-                return True
-        return False
-
-    def parse_element(self) -> Any:
-        self.skip_ws()
-        ch = self.peek()
-        if ch == "[":
-            return self.parse_list()
-        if ch == "{":
-            return self.parse_dict()
-        if ch in "'\"":
-            return self.parse_quoted()
-        return self.parse_bare(stop=",]}")
-
-    def parse_bare(self, stop: str) -> Any:
-        start = self.i
-        while self.i < len(self.s) and self.s[self.i] not in stop:
-            if self.s[self.i] in "[{":
-                raise self.error(f"unexpected '{self.s[self.i]}'")
-            self.i += 1
-        return convert_primitive(self.s[start : self.i])
-
-    def parse_quoted(self) -> str:
-        quote = self.s[self.i]
-        self.i += 1
-        out = []
-        while self.i < len(self.s):
-            ch = self.s[self.i]
-            if ch == "\\" and self.i + 1 < len(self.s) and self.s[self.i + 1] in (quote, "\\"):
-                out.append(self.s[self.i + 1])
-                self.i += 2
-                continue
-            if ch == quote:
-                self.i += 1
-                return "".join(out)
-            out.append(ch)
-            self.i += 1
-        raise self.error("unterminated quoted string")
-
-    def parse_list(self) -> list:
-        self.i += 1  # '['
-        items: list = []
-        self.skip_ws()
-        if self.peek() == "]":
-            self.i += 1
-            return items
-        while True:
-            items.append(self.parse_element())
-            self.skip_ws()
-            ch = self.peek()
-            if ch == ",":
-                self.i += 1
-                continue
-            if ch == "]":
-                self.i += 1
-                return items
-            raise self.error("missing ']'")
-
-    def parse_dict(self) -> dict:
-        self.i += 1  # '{'
-        out: dict = {}
-        self.skip_ws()
-        if self.peek() == "}":
-            self.i += 1
-            return out
-        while True:
-            self.skip_ws()
-            if self.peek() in "'\"":
-                key = self.parse_quoted()
-            else:
-                start = self.i
-                while self.i < len(self.s) and self.s[self.i] not in ":,}":
-                    self.i += 1
-                key = self.s[start : self.i].strip()
-            self.skip_ws()
-            if self.peek() != ":" or not key:
-                raise self.error("missing ':' in dictionary")
-            self.i += 1
-            out[key] = self.parse_element()
-            self.skip_ws()
-            ch = self.peek()
-            if ch == ",":
-                self.i += 1
-                continue
-            if ch == "}":
-                self.i += 1
-                return out
-            raise self.error("missing '}'")
-
-
-def parse_value(text: str) -> Any:
-    return _ValueParser(text).parse_top()
-
-
-# --------------------------------------------------------------------------------------------
-# Overrides and the config tree
-# --------------------------------------------------------------------------------------------
-
-_KEY_RE = re.compile(r"^[A-Za-z0-9_\-/@]+(\.[A-Za-z0-9_\-/@]+)*$")
-
-
-@dataclass
-class Override:
-    text: str
-    prefix: str  # "", "+", "++" or "~"
-    key: str
-    value_text: str | None
-    value: Any
-
-
-def parse_override(arg: str) -> Override:
-    def bad(detail: str) -> OverrideError:
-        return OverrideError(f"Error parsing override '{arg}'\n{detail}\nSee {GRAMMAR_URL} for details")
-
-    if arg.startswith("-"):
-        raise OverrideError(
-            f"unrecognized arguments: {arg}\n"
-            "(the verl entry points take Hydra overrides of the form key=value only)"
-        )
-    prefix = ""
-    body = arg
-    for p in ("++", "+", "~"):
-        if body.startswith(p):
-            prefix, body = p, body[len(p) :]
-            break
-    if "=" not in body:
-        if prefix == "~" and _KEY_RE.match(body):
-            return Override(arg, "~", body, None, None)
-        raise bad("missing EQUAL at '<EOF>'")
-    key, value_text = body.split("=", 1)
-    key = key.strip()
-    if not key or not _KEY_RE.match(key):
-        raise bad(f"no viable key in '{body}'")
-    try:
-        value = parse_value(value_text)
-    except ValueError as exc:
-        if str(exc) == "ambiguous":
-            raise OverrideError(
-                f"Ambiguous value for argument '{arg}'\n"
-                f"1. To use it as a list, use key=[value1,value2]\n"
-                f"2. To use it as string, quote the value: key=\\'value1,value2\\'\n"
-                f"3. To sweep over it, add --multirun to your command line"
-            ) from None
-        raise bad(str(exc)) from None
-    return Override(arg, prefix, key, value_text, value)
 
 
 class Config:
-    """A nested dict config with Hydra struct-mode semantics for the ``closed`` subtrees.
+    """Dotted reads of the DictConfig Hydra composed (interpolations resolved on read, as
+    verl resolves the whole config); containers come back as plain dicts and lists."""
 
-    ``closed`` holds top-level keys whose declared content is known here: inside them an
-    undeclared key can only be added with ``+`` (or ``++``), as with Hydra's strict mode.
-    Elsewhere the stand-in is lenient (it does not know all of verl's several hundred keys),
-    so any key is accepted there."""
-
-    def __init__(self, defaults: dict, closed: set[str]) -> None:
-        self.data = json.loads(json.dumps(defaults))
-        self.closed = closed
-
-    def _is_closed(self, parts: list[str]) -> bool:
-        return bool(parts) and parts[0] in self.closed
-
-    def apply(self, ov: Override) -> None:
-        parts = ov.key.split(".")
-        if ov.prefix == "~":
-            node = self.data
-            for seg in parts[:-1]:
-                node = node.get(seg) if isinstance(node, dict) else None
-            if not isinstance(node, dict) or parts[-1] not in node:
-                raise OverrideError(f"Could not delete from config. '{ov.key}' does not exist.")
-            del node[parts[-1]]
-            return
-        node = self.data
-        for depth, seg in enumerate(parts):
-            last = depth == len(parts) - 1
-            here = parts[: depth + 1]
-            if not isinstance(node, dict):
-                raise OverrideError(
-                    f"Could not override '{ov.key}'.\n"
-                    f"Key '{parts[depth - 1]}' holds a value ({node!r}), not a config node\n"
-                    f"    full_key: {'.'.join(parts[:depth])}"
-                )
-            if seg not in node:
-                if ov.prefix == "" and self._is_closed(here):
-                    raise OverrideError(
-                        f"Could not override '{ov.key}'.\n"
-                        f"To append to your config use +{ov.key}={ov.value_text}\n"
-                        f"Key '{seg}' is not in struct\n"
-                        f"    full_key: {'.'.join(here)}\n"
-                        f"    object_type=dict"
-                    )
-                if last:
-                    node[seg] = ov.value
-                    return
-                node[seg] = {}
-            elif last:
-                if ov.prefix == "+":
-                    raise OverrideError(
-                        f"Could not append to config. An item is already at '{ov.key}'."
-                    )
-                node[seg] = ov.value
-                return
-            node = node[seg]
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
 
     def get(self, key: str, default: Any = None) -> Any:
-        node: Any = self.data
-        for seg in key.split("."):
-            if not isinstance(node, dict) or seg not in node:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        node: Any = self.cfg
+        for part in key.split("."):
+            if not isinstance(node, DictConfig) or part not in node.keys():  # a ??? value is "not in" a DictConfig
                 return default
-            node = node[seg]
+            if OmegaConf.is_missing(node, part):
+                return MISSING
+            node = node[part]
+        if isinstance(node, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(node, resolve=True)
         return node
 
+    def has(self, key: str) -> bool:
+        return self.get(key, _ABSENT) is not _ABSENT
 
-def build_config(argv: list[str], defaults: dict, closed: set[str]) -> Config:
-    cfg = Config(defaults, closed)
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        # Hydra's own flags that select a config: accepted and ignored by the stand-in.
-        if arg in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd"):
-            if i + 1 >= len(argv):
-                raise OverrideError(f"argument {arg}: expected one argument")
-            i += 2
-            continue
-        if arg.split("=", 1)[0] in ("--config-name", "--config-path", "--config-dir"):
-            i += 1
-            continue
-        cfg.apply(parse_override(arg))
-        i += 1
-    return cfg
+
+MISSING = "???"  # OmegaConf's mark for a mandatory value nobody set
+_ABSENT = object()
 
 
 # --------------------------------------------------------------------------------------------
@@ -393,20 +125,20 @@ def read_knobs() -> Knobs:
     try:
         step_seconds = float(raw) if raw else 0.0
     except ValueError:
-        raise OverrideError(f"VERL_STANDIN_STEP_SECONDS must be a number, got {raw!r}") from None
+        raise KnobError(f"VERL_STANDIN_STEP_SECONDS must be a number, got {raw!r}") from None
     if not math.isfinite(step_seconds) or step_seconds < 0:
-        raise OverrideError(f"VERL_STANDIN_STEP_SECONDS must be >= 0, got {raw!r}")
+        raise KnobError(f"VERL_STANDIN_STEP_SECONDS must be >= 0, got {raw!r}")
     raw = os.environ.get("VERL_STANDIN_EXIT_CODE", "").strip()
     try:
         exit_code = int(raw) if raw else 0
     except ValueError:
-        raise OverrideError(f"VERL_STANDIN_EXIT_CODE must be an integer, got {raw!r}") from None
+        raise KnobError(f"VERL_STANDIN_EXIT_CODE must be an integer, got {raw!r}") from None
     instant = os.environ.get("VERL_STANDIN_INSTANT", "").strip().lower() in ("1", "true", "yes")
     raw = os.environ.get("VERL_STANDIN_EXIT_AFTER_STEP", "").strip()
     try:
         exit_after_step = int(raw) if raw else 0
     except ValueError:
-        raise OverrideError(f"VERL_STANDIN_EXIT_AFTER_STEP must be an integer, got {raw!r}") from None
+        raise KnobError(f"VERL_STANDIN_EXIT_AFTER_STEP must be an integer, got {raw!r}") from None
     return Knobs(step_seconds, exit_code, instant, exit_after_step)
 
 
@@ -512,15 +244,22 @@ def read_rows(paths: list[str], what: str, limit: int = MAX_ROWS) -> list[dict]:
 # --------------------------------------------------------------------------------------------
 
 
+def reward_key(config: Config) -> str:
+    """Where the release's main_ppo reads the reward function: the ``reward`` group's
+    ``custom_reward_function`` from verl 0.9 (the top-level keys still compose there, for
+    backward compatibility, but main_ppo does not read them), the top level before."""
+    return "reward.custom_reward_function" if config.has("reward.custom_reward_function") else "custom_reward_function"
+
+
 def get_custom_reward_fn(config: Config) -> Callable[..., Any] | None:
-    """Load ``custom_reward_function.path`` the way verl v0.4/v0.5 does.
+    """Load the reward function (``reward_key``) the way verl v0.4/v0.5 does.
 
     Messages are verl's: ``Reward function file '<path>' not found.`` (FileNotFoundError),
     ``Error loading module from '<path>': <error>`` (RuntimeError), ``Reward function '<name>'
     not found in '<path>'.`` (AttributeError), and on success ``using customized reward function
     '<name>' from '<path>'``. ``custom_reward_function.reward_kwargs`` become keyword arguments
     of each call (verl binds them with functools.partial)."""
-    block = config.get("custom_reward_function") or {}
+    block = config.get(reward_key(config)) or {}
     file_path = block.get("path")
     if not file_path:
         return None
@@ -730,35 +469,15 @@ def check_val_files(config: Config) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-def run_entry(
-    argv: list[str],
-    defaults: dict,
-    closed: set[str],
-    task: Callable[[Config, Knobs], int],
-) -> int:
-    """Parse overrides, then run ``task``; return the process exit code.
-
-    Override errors are reported like Hydra (message plus the HYDRA_FULL_ERROR hint, exit 1).
-    Errors in the job are reported as ``Error executing job with overrides: [...]`` followed by
-    ``<ExceptionType>: <message>`` for expected failures, or a full traceback for others."""
-    try:
-        knobs = read_knobs()
-        config = build_config(argv, defaults, closed)
-    except OverrideError as exc:
-        print(f"{exc}\n{HYDRA_FOOTER}", file=sys.stderr, flush=True)
-        return 1
-    try:
-        return task(config, knobs)
-    except Exception as exc:  # noqa: BLE001 - this is the top level of the process
-        sys.stdout.flush()
-        print(f"Error executing job with overrides: {argv!r}", file=sys.stderr)
-        if getattr(exc, "standin_known", False):
-            print(f"{type(exc).__name__}: {exc.args[0] if exc.args else exc}", file=sys.stderr)
-            print(HYDRA_FOOTER.lstrip("\n"), file=sys.stderr, flush=True)
-        else:
-            traceback.print_exc(file=sys.stderr)
-            sys.stderr.flush()
-        return 1
+def run_task(cfg: Any, task: Callable[[Config, Knobs], int]) -> None:
+    """Run ``task`` on the config Hydra composed; exit with its code. An exception from the
+    job is left to @hydra.main, which reports it as verl's runs do (``Error executing job
+    with overrides: [...]``, the error, exit 1)."""
+    knobs = read_knobs()
+    code = task(Config(cfg), knobs)
+    sys.stdout.flush()
+    if code:
+        sys.exit(code)
 
 
 def startup_done(knobs: Knobs) -> int | None:
@@ -778,3 +497,74 @@ def startup_done(knobs: Knobs) -> int | None:
 def timed_sleep(seconds: float) -> None:
     if seconds > 0:
         time.sleep(seconds)
+
+
+# --------------------------------------------------------------------------------------------
+# verl's start-up checks (those that read only the config)
+# --------------------------------------------------------------------------------------------
+
+
+def _positive_int(config: Config, key: str) -> int:
+    value = config.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise known(ValueError(f"{key} must be a positive integer, got {value!r}"))
+    return value
+
+
+def _exactly_one(config: Config, section: str, param: str, label: str) -> None:
+    old, per_gpu = config.get(f"{section}.{param}"), config.get(f"{section}.{param}_per_gpu")
+    if old is None and per_gpu is None:
+        raise known(ValueError(f"[{label}] Please set at least one of '{section}.{param}' or '{section}.{param}_per_gpu'."))
+    if old is not None and per_gpu is not None:
+        raise known(ValueError(f"[{label}] You have set both '{section}.{param}' AND '{section}.{param}_per_gpu'. "
+                               f"Please remove '{section}.{param}' because only '*_{param}_per_gpu' is supported "
+                               "(the former is deprecated)."))
+
+
+def startup_checks(config: Config, entry: str) -> None:
+    """What verl refuses before training, reading only the config; raises the first refusal.
+
+    main_ppo: the micro batch sizes (actor; rollout log-probs; the reference model when a KL
+    term needs it; the critic with GAE), unless dynamic batch sizes are on; the batch times
+    the responses per prompt divisible by the GPUs and not below the actor's mini batch; the
+    rollout engine set; its tensor x data x pipeline parallel size dividing the GPUs. SFT: the
+    batch split over the GPUs (fsdp_sft_trainer: evenly, into whole micro batches)."""
+    gpus = _positive_int(config, "trainer.n_gpus_per_node") * _positive_int(config, "trainer.nnodes")
+    batch = _positive_int(config, "data.train_batch_size")
+    if entry == "main_ppo":
+        actor, rollout = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
+        if not config.get(f"{actor}.use_dynamic_bsz"):
+            n = _positive_int(config, f"{rollout}.n")
+            if (batch * n) % gpus:
+                raise known(AssertionError(f"real_train_batch_size ({batch * n}) must be divisible by minimal possible "
+                                           f"batch size ({gpus})"))
+            _exactly_one(config, actor, "ppo_micro_batch_size", "actor")
+            mini = _positive_int(config, f"{actor}.ppo_mini_batch_size")
+            if batch < mini:
+                raise known(ValueError(f"train_batch_size ({batch}) must be >= actor.ppo_mini_batch_size ({mini})"))
+            if config.get("algorithm.use_kl_in_reward") or config.get(f"{actor}.use_kl_loss"):
+                _exactly_one(config, "actor_rollout_ref.ref", "log_prob_micro_batch_size", "actor_rollout_ref.ref")
+            _exactly_one(config, rollout, "log_prob_micro_batch_size", rollout)
+        critic = config.get("critic.enable")
+        if (critic if critic is not None else config.get("algorithm.adv_estimator") == "gae") \
+                and not config.get("critic.use_dynamic_bsz"):
+            _exactly_one(config, "critic", "ppo_micro_batch_size", "critic")
+        name = config.get(f"{rollout}.name")
+        if name == MISSING:
+            raise known(ValueError(f"Missing mandatory value: {rollout}.name"))
+        if name not in ("vllm", "sglang", "trtllm"):
+            raise known(ValueError(f"Unknown rollout engine: {name}"))
+        size = 1
+        for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
+            size *= _positive_int(config, f"{rollout}.{key}")
+        if gpus % size:
+            raise known(AssertionError(f"rollout world_size: {gpus} is not divisible by infer_world_size: {size}"))
+    elif entry == "fsdp_sft_trainer":
+        if batch % gpus:
+            raise known(AssertionError(f"Global batch size {batch} is not divisible by dp size {gpus}"))
+        micro = _positive_int(config, "data.micro_batch_size_per_gpu")
+        if (batch // gpus) % micro:
+            raise known(AssertionError(f"data.train_batch_size per GPU ({batch // gpus}) is not divisible by "
+                                       f"data.micro_batch_size_per_gpu ({micro})"))
+    elif batch < gpus:
+        raise known(ValueError(f"batch_size should be a positive integer value, but got batch_size={batch // gpus}"))

@@ -1,37 +1,23 @@
 """verl STAND-IN for ``python3 -m verl.trainer.main_ppo`` (PPO and GRPO).
 
 This is a TEST AND DEMO DOUBLE of the training workload, not of the system under test (the
-argus operator): real verl needs GPUs. It parses verl's Hydra-style overrides, loads
-``custom_reward_function.path`` exactly as verl does (same messages), reads up to 4 rows of
-``data.train_files``, scores fake responses with the reward function and prints verl-style
-progress: ``Total training steps: N``, ``step:<n> - critic/score/mean:<x> - actor/lr:1e-06 -
+argus operator): real verl needs GPUs. Hydra's ``@hydra.main`` composes verl's own config
+tree (``config/ppo_trainer.yaml`` of the release the testbed copied in) with the command
+line; the stand-in then runs verl's start-up checks, loads the custom reward function from
+the key the release reads, with verl's messages, reads up to 4 rows of ``data.train_files``,
+scores fake responses with the reward function and prints verl-style progress: ``Total
+training steps: N``, ``step:<n> - critic/score/mean:<x> - actor/lr:1e-06 -
 timing_s/step:<x>`` and ``Final validation metrics: {...}``. No model, no training, no ray
 import. See ``verl/trainer/_standin.py`` for the environment knobs.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 
+import hydra
+
 from verl.trainer import _standin as s
-
-# The declared (default) config the stand-in knows. ``custom_reward_function`` and
-# ``ray_kwargs`` are closed like Hydra's struct mode: undeclared keys in them need ``+``
-# (e.g. ``+custom_reward_function.reward_kwargs.alpha=0.2``, ``+ray_kwargs.ray_init.address=auto``).
-DEFAULTS: dict = {
-    "data": {"train_files": None, "val_files": None, "prompt_key": "prompt"},
-    "custom_reward_function": {"path": None, "name": "compute_score"},
-    "ray_kwargs": {"ray_init": {"num_cpus": None, "timeline_json_file": None}},
-    "trainer": {
-        "total_epochs": 1,
-        "total_training_steps": None,
-        "save_freq": -1,
-        "default_local_dir": None,
-    },
-}
-CLOSED = {"custom_reward_function", "ray_kwargs"}
-
 
 def _task(config: s.Config, knobs: s.Knobs) -> int:
     s.say("verl stand-in main_ppo (TEST AND DEMO DOUBLE of the training workload; no GPU, no training)")
@@ -43,6 +29,7 @@ def _task(config: s.Config, knobs: s.Knobs) -> int:
         code = s.startup_done(knobs)
         return code if code is not None else 0
 
+    s.startup_checks(config, "main_ppo")
     custom = s.get_custom_reward_fn(config)
     if custom is not None:
         reward_fn, reward_name = custom, custom.standin_name  # type: ignore[attr-defined]
@@ -100,9 +87,10 @@ def _task(config: s.Config, knobs: s.Knobs) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return s.run_entry(sys.argv[1:] if argv is None else argv, DEFAULTS, CLOSED, _task)
+@hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)
+def main(config) -> None:  # type: ignore[no-untyped-def]
+    s.run_task(config, _task)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds the verl oracle: a virtual environment holding the real verl (with torch and the
+# rest of its dependencies, about 6 GB) for tests/integration/test_verl_oracle.py, which runs
+# verl's own composition, validate_config and config dataclasses on every example, every
+# basic template and a corpus of commands, side by side with Argus's restated start-up
+# checks (argus.core.verlconfig.startup). The product's .venv never gets torch: the test
+# runs this environment's python as a subprocess.
+#
+#   hack/build-verl-oracle.sh [VERSION]    (default: the first release in hack/verl-releases.txt)
+#
+# Built once into the cache that every clone shares, beside the testbed binaries; skipped
+# when built. Pinned by hack/verl-VERSION-oracle-constraints.txt (pip freeze of a fresh
+# install); the folder's name carries a hash of that file, so changing the pins builds a new
+# one and never touches one in use. Locked (one build per cache at a time; the others wait,
+# then find it built); it counts as built only once its stamp exists, written last by a
+# rename, so an interrupted build is started over.
+#
+# Prints the environment's python on its last line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VERSION="${1:-$(awk '!/^#/ && NF {print $1; exit}' hack/verl-releases.txt)}"
+PYTHON="${ARGUS_VERL_ORACLE_BASE_PYTHON:-python3}"
+CACHE="${ARGUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/argus}"
+CONSTRAINTS="hack/verl-$VERSION-oracle-constraints.txt"
+
+log() { printf '[build-verl-oracle] %s\n' "$*" >&2; }
+
+# shellcheck source=hack/install-into.sh
+source hack/install-into.sh
+
+[[ -f $CONSTRAINTS ]] || { log "no $CONSTRAINTS: pin that verl's environment first (pip freeze of a fresh install)"; exit 1; }
+pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+pins=$(sha256sum "$CONSTRAINTS" | cut -c1-10)
+ENV="$CACHE/verl-oracle/verl-$VERSION-py$pyver-$pins"
+STAMP="$ENV/.argus-built"
+
+if [[ ! -f $STAMP ]]; then
+  mkdir -p "$CACHE/verl-oracle"
+  exec 9>"$CACHE/verl-oracle/.build.lock"
+  flock -n 9 || { log "another build holds $CACHE/verl-oracle/.build.lock: waiting"; flock 9; }
+  if [[ ! -f $STAMP ]]; then
+    t0=$SECONDS
+    log "building verl $VERSION (with torch: several GB, minutes) for Python $pyver in $ENV"
+    rm -rf "$ENV"  # what an interrupted build left
+    "$PYTHON" -m venv "$ENV"
+    # uvicorn and fastapi: verl.trainer.sft_trainer imports them (through
+    # verl.workers.rollout.utils) but verl does not declare them.
+    if ! install_into "$ENV" -c "$CONSTRAINTS" "verl==$VERSION" uvicorn fastapi >"$ENV/.pip.log" 2>&1; then
+      tail -n 40 "$ENV/.pip.log" >&2
+      exit 1
+    fi
+    # What the oracle test imports, on CPU: verl's config checks and Hydra.
+    if ! "$ENV/bin/python" -W ignore -c "
+import verl, hydra
+from verl.utils.config import validate_config
+from verl.trainer.ppo.utils import need_critic, need_reference_policy
+from verl.trainer.sft_trainer import SFTTrainer
+assert verl.__version__ == '$VERSION', verl.__version__
+" >"$ENV/.check.log" 2>&1; then
+      tail -n 40 "$ENV/.check.log" >&2
+      exit 1
+    fi
+    echo "verl $VERSION python $pyver pins $pins built $(date -u +%FT%TZ) in $((SECONDS - t0)) s" > "$STAMP.tmp"
+    mv -f "$STAMP.tmp" "$STAMP"
+    log "built verl $VERSION in $((SECONDS - t0)) s"
+  fi
+fi
+echo "$ENV/bin/python"

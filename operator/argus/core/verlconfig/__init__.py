@@ -1,0 +1,1 @@
+"""verl configuration: composed with verl's own config tree, resolved, then checked."""
