@@ -76,6 +76,9 @@ class FakeRay:
         # Jobs whose record Ray's job monitor writes again after a delete that came before it
         # noticed the supervisor exit (see controller.jobsync.HistoryRemovals): once each.
         self.rewritten_after_delete: set[str] = set()
+        # The same, but the monitor is late (a loaded machine): the record is written again
+        # only after the first read that found it gone.
+        self.rewritten_late: dict[str, FakeJob] = {}
         # argus doctor: the cluster's version, whether its Jobs API has label selectors, and
         # what a probe does on its node: (final status, log), or None to stay PENDING.
         self.version = "2.60.0"
@@ -136,6 +139,8 @@ class FakeRay:
         self._check("status", submission_id)
         job = self.jobs.get(submission_id)
         if job is None:
+            if submission_id in self.rewritten_late and submission_id in self.deleted:
+                self.jobs[submission_id] = self.rewritten_late.pop(submission_id)  # written just after this read
             raise RayJobUnknown(f"Job {submission_id} does not exist.")
         return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms,
                       job_id=f"job-{submission_id}" if job.status != "PENDING" else None,
@@ -160,6 +165,9 @@ class FakeRay:
             raise RayRefused(f"Job {submission_id} is not in a terminal state")
         del self.jobs[submission_id]
         self.deleted.append(submission_id)
+        if submission_id in self.rewritten_late and self.deleted.count(submission_id) == 1:
+            self.rewritten_late[submission_id] = FakeJob(job.plan, "FAILED", "Unexpected error occurred: Job supervisor actor died",
+                                                         end_time_ms=self._ms())
         if submission_id in self.rewritten_after_delete:
             self.rewritten_after_delete.discard(submission_id)
             self.jobs[submission_id] = FakeJob(job.plan, "FAILED", "Unexpected error occurred: Job supervisor actor died",

@@ -663,6 +663,26 @@ def test_a_job_ray_writes_back_into_its_history_after_the_removal_is_removed_aga
     world.close()
 
 
+def test_a_job_ray_writes_back_late_is_removed_again_though_a_first_look_found_it_gone() -> None:
+    """On a loaded machine Ray's monitor may write the record back after the first look
+    found it gone: the removal keeps looking until its checks run out."""
+    world = World(ray_job_retention=1)
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.finish(sid)
+    world.ray.rewritten_late[sid] = None  # type: ignore[assignment]  # armed: filled at the delete
+    world.tick(0.2)
+    world.tick(1.5)
+    assert world.ray.deleted == [sid] and sid not in world.ray.jobs
+    world.tick(6)  # the first look: gone (and Ray's monitor writes it just after)
+    assert sid in world.ray.jobs
+    world.tick(6)  # the second look finds it back and removes it again
+    assert world.ray.deleted == [sid, sid] and sid not in world.ray.jobs
+    assert world.cluster.status(key)["rayJobsRemoved"] is True
+    world.close()
+
+
 # --------------------------------------------------------------------------- scheduling (issue 14)
 
 def test_admission_counts_gpus_per_node_and_what_others_hold() -> None:

@@ -221,7 +221,11 @@ class HistoryRemovals:
             try:
                 await self.ray.job(sid)
             except RayJobUnknown:
-                continue  # gone for good
+                # Gone, for now: the monitor may not have noticed the supervisor's exit yet
+                # (later still on a loaded machine), so it is looked at until the checks run out.
+                if left > 0:
+                    self._checks[sid] = (now + self.settle, left - 1)
+                continue
             except RayUnreachable:
                 self._checks[sid] = (now + self.settle, left)  # ask again later
                 continue
