@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Fetches the verl releases of hack/verl-releases.txt from the package index once, checks
+# Fetches the verl releases of operator/argus/verl-releases.txt (package data: the product reads the same list) from the package index once, checks
 # each wheel's sha256, and unpacks it into the cache that every clone shares, beside the
 # testbed binaries:  $CACHE/verl/<version>/verl/...  (the whole wheel: 1-2 MB of Python).
 # Argus reads only the config tree (verl/trainer/config) and verl/version/version from it;
 # nothing of verl is imported and nothing is copied into this repository.
 #
-#   hack/fetch-verl.sh [VERSION...]     (default: every release in hack/verl-releases.txt)
+#   hack/fetch-verl.sh [VERSION...]     (default: every release in operator/argus/verl-releases.txt)
 #
 # Locked and atomic: a release counts as fetched once its folder exists, renamed into place
 # last. Prints each release's folder, one a line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${ARGUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/argus}"
-RELEASES=hack/verl-releases.txt
+RELEASES=operator/argus/verl-releases.txt
 log() { printf '[fetch-verl] %s\n' "$*" >&2; }
 
 sha_of() { awk -v v="$1" '!/^#/ && $1 == v {print $2}' "$RELEASES"; }

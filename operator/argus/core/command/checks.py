@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..policy import Findings, PathPolicy, climbs
+from .environment import allowed_entry
 from .hydra import HydraArgs, Setting
 from .launchers import Launch, Option, plain_int
 from .program import Assign, Run, Script, Word
@@ -114,6 +115,9 @@ class Checker:
                     self.policy.check_under(self.field, entry, (self.policy.home, *self.policy.shared_roots), "a PYTHONPATH entry", self.findings)
         for piece in text.split("\0"):
             self.policy.check_string(self.field, piece, self.findings)
+        entry = allowed_entry(a.name)
+        if entry is not None and entry.path and "\0" not in text:
+            self.policy.check_under(self.field, text, (self.policy.home,), a.name, self.findings)
 
     def tee(self, w: Word) -> None:
         if w.literal is None:
