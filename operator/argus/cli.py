@@ -23,7 +23,7 @@ from .core.convert import ConversionError, convert_taskspec
 from .core.crd import argustask_crd
 from .core.plan import validate_task
 from .core.user import InvalidUserId, check_user_id
-from .platform import UsageError, add_platform_flags, platform_config
+from .platform import UsageError, add_platform_flags, platform_config, verl_composer
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -57,10 +57,11 @@ def _user(args: argparse.Namespace) -> str:
 def cmd_validate(args: argparse.Namespace) -> int:
     config, user = platform_config(args), _user(args)
     docs = _read_documents(args.filename)
-    verdicts = [validate_task(doc, user, config) for doc in docs]
+    composer = verl_composer(args, config, fetch=True)
+    verdicts = [validate_task(doc, user, config, composer) for doc in docs]
     if args.output == "json":
         out = [{"name": v.name, "valid": v.valid, "errors": v.error_lines(), "warnings": v.warning_lines(),
-                "expandedCommand": v.expanded_command} for v in verdicts]
+                "expandedCommand": v.expanded_command, "verl": v.verl} for v in verdicts]
         print(json.dumps(out, indent=2))
     else:
         for i, v in enumerate(verdicts):
@@ -76,15 +77,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     config, user = platform_config(args), _user(args)
     plans, invalid = [], False
-    for doc in _read_documents(args.filename):
-        v = validate_task(doc, user, config)
+    docs = _read_documents(args.filename)
+    composer = verl_composer(args, config, fetch=True)
+    for doc in docs:
+        v = validate_task(doc, user, config, composer)
         if not v.valid:
             invalid = True
             for line in v.error_lines():
                 print(f"{v.name or 'document'}: error: {line}", file=sys.stderr)
             continue
         assert v.plan is not None
-        plans.append({"name": v.name, **v.plan.model_dump(mode="json")})
+        plans.append({"name": v.name, **v.plan.model_dump(mode="json"), "verl": v.verl})
     yaml.safe_dump_all(plans, sys.stdout, sort_keys=False, default_flow_style=False, width=1000)
     return EXIT_INVALID if invalid else EXIT_OK
 

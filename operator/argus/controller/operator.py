@@ -14,6 +14,7 @@ from typing import Any
 from ..adapters.kube import KubeTaskStore, load_kube_config
 from ..adapters.ray import RayJobsClient, RayRefused, RayUnreachable, client_version, version_note
 from ..core.user import USER_LABEL, user_from_label
+from ..core.verlconfig import Composer
 from . import metrics
 from .cache import TaskCache, worth_a_look
 from .health import Checks, HealthServer
@@ -39,11 +40,12 @@ class Operator:
     webhook_server: Any = None  # the webhook's ArgusWebhookServer, once kopf starts it
     health: HealthServer | None = None
     logs_api: Any = None  # controller.logapi.LogApi with --logs-api
+    composer: Composer | None = None  # the verl config tree's composer (adapters.verlcompose)
     background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
     def build(cls, config: OperatorConfig, webhook: WebhookSettings | None = None, kubeconfig: str | None = None,
-              logs_api: LogApiSettings | None = None) -> "Operator":
+              logs_api: LogApiSettings | None = None, composer: Composer | None = None) -> "Operator":
         """Wire the real adapters. Call from a running event loop (kopf's startup)."""
         load_kube_config(kubeconfig)
         store = KubeTaskStore()
@@ -52,7 +54,8 @@ class Operator:
             if config.leader_election_namespace else None
         metrics.LEADER.set(0 if leader else 1)
         cache = TaskCache(config.namespaces, watch_seconds=config.watch_seconds)
-        reconciler = Reconciler(config, ray, store, cache, leads=(lambda: leader.is_leader) if leader else (lambda: True))
+        reconciler = Reconciler(config, ray, store, cache, leads=(lambda: leader.is_leader) if leader else (lambda: True),
+                                composer=composer)
 
         def on_change(old: TaskView | None, new: TaskView | None) -> None:
             if worth_a_look(old, new):
@@ -66,7 +69,7 @@ class Operator:
             from .logapi import LogApi  # noqa: PLC0415
             api = LogApi(logs_api, ray, cache.get, subject_access_review, read_front_proxy)
         return cls(config=config, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook,
-                   logs_api=api)
+                   logs_api=api, composer=composer)
 
     def checks(self) -> Checks:
         """What /healthz and /readyz answer from (controller/health.py)."""

@@ -41,6 +41,8 @@ from .keys import (CODE, CODE_CONFIG, DATA, INSTANTIATE_KEYS, LEGACY_REWARD_BLOC
 _MISSING = object()
 # The value of an override Argus writes: Hydra reads these characters unquoted.
 _PLAIN_OVERRIDE_VALUE = re.compile(r"[A-Za-z0-9_./\-+:%@${}]+")
+# A value that only follows another key: ${key} or ${oc.select:key,default}.
+_FOLLOWS = re.compile(r"\$\{(?:oc\.select:)?\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(?:,[^{}]*)?\}")
 
 
 def _get(tree: Any, parts: tuple[Any, ...]) -> Any:
@@ -122,14 +124,14 @@ class _Check:
         for parts, value in _walk(self.c.config):
             if not isinstance(value, str):
                 continue
-            key = _key(parts)
-            role = role_of(key)
-            default = _get(base, parts) == value
-            if default and role in (None, WRITE):
-                continue  # verl's own default, where verl reads it only when a feature asks
+            if _get(base, parts) == value:
+                continue  # verl's own default (a relative output among them: rewrite_outputs)
+            role = role_of(_key(parts))
+            before = len(self.findings.errors)
             if role is not None:
                 self.role_path(parts, value, role)
-            self.policy.check_string(f"{self.field} ({_shown(parts)})", value, self.findings)
+            if len(self.findings.errors) == before:
+                self.policy.check_string(f"{self.field} ({_shown(parts)})", value, self.findings)
 
     # --- instantiation -------------------------------------------------------------
 
@@ -168,7 +170,10 @@ class _Check:
         if not isinstance(env, Mapping):
             self.error(parts, env, "must be a mapping holding only env_vars")
             return
+        base = _get(self.c.base, parts)
         for k, v in env.items():
+            if k != "env_vars" and (v is None or isinstance(base, Mapping) and base.get(k, _MISSING) == v):
+                continue  # not set, or verl's own default
             if k != "env_vars":
                 self.error((*parts, k), v, "Ray applies the runtime env to every worker of the job: only env_vars is "
                            "allowed (working_dir, py_modules, pip, py_executable ... would run or load code Argus does not check)")
@@ -293,7 +298,11 @@ class _Check:
         return added
 
     def rewrite_outputs(self, job_dir: str) -> list[str]:
-        added, shown = [], []
+        """A relative output path becomes absolute under the job folder: ``key=<job>/<raw>``
+        (the value as written, so that its interpolations, a $(date ...) among them, are
+        still verl's to resolve). A value that only follows another key (``${key}``,
+        ``${oc.select:key,...}``) follows that key's rewrite."""
+        added, shown, rewritten, follows = [], [], set(), []
         for parts, value in _walk(self.c.config):
             if not isinstance(value, str) or not value or value.startswith(("/", "~")) or role_of(_key(parts)) != WRITE:
                 continue
@@ -302,6 +311,10 @@ class _Check:
             raw = _get(self.c.raw, parts)
             text = raw if isinstance(raw, str) else value
             key = ".".join(str(p) for p in parts)
+            target = _FOLLOWS.fullmatch(text)
+            if target is not None:
+                follows.append((parts, value, target.group(1)))
+                continue
             absolute = posixpath.join(job_dir, text)
             if not _PLAIN_OVERRIDE_VALUE.fullmatch(absolute):
                 self.error(parts, value, "is relative, and verl's Ray actors would write it in the raylet's folder: write an "
@@ -309,6 +322,11 @@ class _Check:
                 continue
             added.append(f"{key}={absolute}")
             shown.append(f"{key}={value}")
+            rewritten.add(key)
+        for parts, value, target in follows:
+            if target not in rewritten:
+                self.error(parts, value, f"is relative (through {target}), and verl's Ray actors would write it in the "
+                           "raylet's folder: write an absolute path under $HOME")
         if added:
             self.findings.warn(self.field, ", ".join(shown), f"{'is a relative path' if len(added) == 1 else 'are relative paths'}: "
                                "verl's Ray actors run in the raylet's folder, not the job's, so Argus makes "
