@@ -15,6 +15,8 @@ from argus import cli
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
 
+from verltrees import verl_tree
+
 pytestmark = pytest.mark.unit
 
 ADVANCED = """\
@@ -32,6 +34,7 @@ spec:
       data.train_files=$HOME/common/datasets/gsm8k/train.parquet \\
       data.val_files=$HOME/datasets/gsm8k/test.parquet \\
       trainer.nnodes=1 trainer.n_gpus_per_node=1 \\
+      trainer.default_local_dir=$HOME/checkpoints/ppo-adv \\
       +ray_kwargs.ray_init.address=auto
 """
 BASIC = """\
@@ -60,13 +63,17 @@ spec:
   command: python3 -m verl.trainer.main_ppo data.train_files=/private/users/bob/datasets/x.parquet
 """
 WARNS = ADVANCED.replace("name: ppo-adv", "name: warns").replace("      +ray_kwargs.ray_init.address=auto\n", "      trainer.total_epochs=1\n")
-JSON_KEYS = {"name", "valid", "errors", "warnings", "expandedCommand"}
+JSON_KEYS = {"name", "valid", "errors", "warnings", "expandedCommand", "verl"}
+# The verl config tree hack/fetch-verl.sh caches, standing in for the cluster's verl snapshot.
+VERL_TREE = verl_tree("0.9.1")
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("ARGUS_ROOT", "ARGUS_USER", "ARGUS_WORKER_RESOURCE", "ARGUS_VERL_CODE_PATH", "ARGUS_ENTRYPOINT_SHELL", "ARGUS_ENTRYPOINT_ALLOWLIST"):
+    for var in ("ARGUS_ROOT", "ARGUS_USER", "ARGUS_WORKER_RESOURCE", "ARGUS_ENTRYPOINT_SHELL", "ARGUS_ENTRYPOINT_ALLOWLIST",
+                "ARGUS_VERL_CONFIG"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ARGUS_VERL_CODE_PATH", VERL_TREE)
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "task.yaml") -> str:
@@ -213,7 +220,8 @@ def test_validate_entrypoint_allowlist_flag(tmp_path: Path, capsys: pytest.Captu
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice")
     assert code == 1 and "'mylab.train': module mylab.train is not allowed for python3 (line 1): run an allowed module (verl.trainer.*)" in out
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice", "--allow-entrypoint", "python3 -m mylab.*")
-    assert code == 0, out
+    # Allowed, and then composed with verl's config tree, which has no such entry point.
+    assert code == 1 and "verl 0.9.1 has no module mylab.train with a Hydra entry point" in out, out
     code, _, err = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice", "--allow-entrypoint", "python3 mylab")
     assert code == 2 and "must look like '<program> -m <module glob>'" in err
     assert_one_line_error(err)
@@ -231,7 +239,8 @@ def test_render_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert {"entrypoint", "entrypoint_resources", "runtime_env", "metadata", "command", "job_dir"} <= set(plan)
     assert plan["entrypoint"].startswith("bash -lc '")
     assert plan["entrypoint_resources"] == {"worker_node": 1}
-    assert plan["runtime_env"]["env_vars"]["PYTHONPATH"] == "/private/common/code/verl/verl_repo:/private/users/alice/code"
+    assert plan["runtime_env"]["env_vars"]["PYTHONPATH"] == f"{VERL_TREE}:/private/users/alice/code"  # the snapshot, --verl-code-path
+    assert plan["verl"] == {"version": "0.9.1", "source": "cluster", "root": VERL_TREE}
     assert plan["metadata"]["argus.io/user"] == "alice"
     assert plan["job_dir"] == "/private/users/alice/jobs/ppo-adv"
 

@@ -302,7 +302,9 @@ class _Check:
         (the value as written, so that its interpolations, a $(date ...) among them, are
         still verl's to resolve). A value that only follows another key (``${key}``,
         ``${oc.select:key,...}``) follows that key's rewrite."""
-        added, shown, rewritten, follows = [], [], set(), []
+        candidates: dict[str, tuple[tuple[Any, ...], str, str]] = {}
+        needed: list[str] = []
+        follows: list[tuple[tuple[Any, ...], str, str]] = []
         for parts, value in _walk(self.c.config):
             if not isinstance(value, str) or not value or value.startswith(("/", "~")) or role_of(_key(parts)) != WRITE:
                 continue
@@ -311,10 +313,21 @@ class _Check:
             raw = _get(self.c.raw, parts)
             text = raw if isinstance(raw, str) else value
             key = ".".join(str(p) for p in parts)
+            # verl writes an output when its block is in use: the command changed the
+            # block (trainer.* always), or the output itself.
+            in_use = _get(self.c.base, parts) != value or _get(self.c.config, parts[:-1]) != _get(self.c.base, parts[:-1])
             target = _FOLLOWS.fullmatch(text)
             if target is not None:
-                follows.append((parts, value, target.group(1)))
+                if in_use:
+                    follows.append((parts, value, target.group(1)))
                 continue
+            candidates[key] = (parts, value, text)
+            if in_use:
+                needed.append(key)
+        needed += [t for _, _, t in follows if t in candidates]
+        added, shown, rewritten = [], [], set()
+        for key in dict.fromkeys(needed):
+            parts, value, text = candidates[key]
             absolute = posixpath.join(job_dir, text)
             if not _PLAIN_OVERRIDE_VALUE.fullmatch(absolute):
                 self.error(parts, value, "is relative, and verl's Ray actors would write it in the raylet's folder: write an "
