@@ -204,18 +204,22 @@ class _Check:
         if not h:
             return
         root = ("hydra",)
+        own_rules = (("run", "dir"), ("sweep", "dir"), ("output_subdir",), ("job", "name"), ("searchpath",), ("job", "env_set"))
         for parts, value in _walk(h):
-            if isinstance(value, str) and value != _get(base, parts):
+            if isinstance(value, str) and value != _get(base, parts) and not any(parts[:len(r)] == r for r in own_rules):
                 self.policy.check_string(f"{self.field} (hydra.{_shown(parts)})", value, self.findings)
-        for sub in (("run", "dir"), ("sweep", "dir"), ("sweep", "subdir"), ("output_subdir",)):
+        for sub in (("run", "dir"), ("sweep", "dir"), ("output_subdir",)):
             value = _get(h, sub)
-            if not isinstance(value, str):
+            if not isinstance(value, str) or value == _get(base, sub):
                 continue
             parts = (*root, *sub)
+            before = len(self.findings.errors)
             if value.startswith("~") or ".." in value.split("/"):
                 self.error(parts, value, "Hydra writes its files there: no '~' and no '..' (it stays in your home or the job folder)")
             elif value.startswith("/"):
                 self.policy.check_under(f"{self.field} ({_shown(parts)})", value, (self.policy.home,), "Hydra's output folder", self.findings)
+            if len(self.findings.errors) == before:
+                self.policy.check_string(f"{self.field} ({_shown(parts)})", value, self.findings)
         name = _get(h, ("job", "name"))
         if isinstance(name, str) and ("/" in name or name in ("", ".", "..") or name.startswith("~")):
             self.error((*root, "job", "name"), name, "Hydra names its log file after it, inside its run folder: one file name (no '/', not '.' or '..')")
