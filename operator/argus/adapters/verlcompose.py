@@ -322,13 +322,12 @@ class HydraComposer:
             parsed = parser.parse_overrides(list(request.overrides))
         except Exception as exc:  # noqa: BLE001 - Hydra's own words
             raise _Refused(_words(exc)) from None
-        loader = self._loaders.get((search_dir, config_dir))
-        if loader is None:
-            loader = self._loaders[(search_dir, config_dir)] = self._loader(search_dir, config_dir)
+        loader = self._loader_for(search_dir, config_dir)
         groups = self._groups(loader, config_name, parsed, (search_dir, config_dir))
         group_lines = tuple(o.input_line for o in parsed if o.key_or_group == "hydra.searchpath" or self._is_group(groups, o))
         key = (search_dir, config_dir, config_name, group_lines)
         base = self._base(key, loader, config_name, list(group_lines), request.module)
+        verl = self._verl_defaults(request, entry, parsed, base, (search_dir, config_dir, config_name))
         cfg = pickle.loads(base.blob)
         app = []
         for o in parsed:
@@ -360,7 +359,30 @@ class HydraComposer:
             except Exception as exc:  # noqa: BLE001 - OmegaConf's own words
                 raise _Refused(f"resolving the configuration: {_words(exc)}") from None
         return Composed(primary=config_name, config=config, raw=raw, hydra=hydra,  # type: ignore[arg-type]
-                        base=base.base, base_hydra=base.base_hydra)
+                        base=verl.base, base_hydra=verl.base_hydra)
+
+    def _loader_for(self, search_dir: str, config_dir: str | None) -> Any:
+        loader = self._loaders.get((search_dir, config_dir))
+        if loader is None:
+            loader = self._loaders[(search_dir, config_dir)] = self._loader(search_dir, config_dir)
+        return loader
+
+    def _verl_defaults(self, request: ComposeRequest, entry: _Entry, parsed: list[Any], base: _Base,
+                       where: tuple[Any, ...]) -> _Base:
+        """verl's own defaults for the entry point: its own primary config in verl's own tree,
+        with the command's config-group choices that verl's tree has (a config of the
+        user's own is the user's, not verl's defaults)."""
+        verl_dir = self._search_dir(request.module, entry.config_path)
+        verl_name = entry.config_name
+        if where == (verl_dir, None, verl_name) or verl_name is None:
+            return base
+        loader = self._loader_for(verl_dir, None)
+        groups = self._groups(loader, verl_name, [o for o in parsed if o.key_or_group != "hydra.searchpath"], (verl_dir, None))
+        lines = tuple(o.input_line for o in parsed if o.key_or_group != "hydra.searchpath" and self._is_group(groups, o))
+        try:
+            return self._base((verl_dir, None, verl_name, lines), loader, verl_name, list(lines), request.module)
+        except _Refused:
+            return self._base((verl_dir, None, verl_name, ()), loader, verl_name, [], request.module)
 
     def _loader(self, search_dir: str, config_dir: str | None) -> Any:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl  # noqa: PLC0415
