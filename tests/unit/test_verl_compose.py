@@ -86,6 +86,11 @@ CORPUS = [
     ("+custom_reward_function.reward_kwargs.alpha=0.5", "custom_reward_function.path=/private/users/alice/code/r.py"),
     ("hydra/job_logging=disabled", "trainer.total_epochs=3"),
     ("hydra.job.chdir=True", "hydra.verbose=true", "trainer.save_freq=10"),
+    # Keys that verl's own interpolations read (${oc.select:...}): what follows them must follow.
+    ("trainer.n_gpus_per_node=4", "data.max_prompt_length=1024", "actor_rollout_ref.actor.use_dynamic_bsz=true"),
+    ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000", "global_profiler.save_path=/private/users/alice/prof"),
+    ("actor_rollout_ref.model.path=/private/users/alice/m", "+actor_rollout_ref.model.external_lib=mylib"),
+    ("actor_rollout_ref.actor={use_dynamic_bsz: true}", "trainer={project_name: q}"),
 ]
 
 

@@ -62,6 +62,12 @@ _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){1,3}([a-z0-9.+-]*)?$")
 _ALLOWED_RESOLVERS = ("oc.select", "oc.create", "oc.decode", "oc.deprecated", "oc.dict.keys", "oc.dict.values", "now")
 
 
+# The parts of an interpolation the incremental resolution reads (an over-approximation:
+# a word that is not a key only makes it resolve one node more).
+_RESOLVER_NAME = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*:")
+_KEY_TOKEN = re.compile(r"[A-Za-z_][\w\-]*(?:\.[A-Za-z_0-9][\w\-]*)*")
+
+
 class ConfigTreeError(Exception):
     """No verl config tree could be found or fetched: one line that says where to get one."""
 
@@ -209,10 +215,25 @@ class _Base:
     """One cached composition of the files: the config with its group overrides, pickled
     (a fresh copy per command), and verl's defaults resolved."""
 
-    def __init__(self, blob: bytes, base: dict[str, Any], base_hydra: dict[str, Any]):
+    def __init__(self, blob: bytes, base: dict[str, Any], base_hydra: dict[str, Any], raw: dict[str, Any]):
         self.blob = blob
         self.base = base
         self.base_hydra = base_hydra
+        self.raw = raw
+        # Every interpolation of the base: (path, the keys it may read, whether it must be
+        # resolved again whatever changed: a resolver other than oc.select, a relative key).
+        self.interpolations: list[tuple[tuple[Any, ...], frozenset[str], bool]] = []
+        stack: list[tuple[tuple[Any, ...], Any]] = [((), raw)]
+        while stack:
+            parts, node = stack.pop()
+            if isinstance(node, dict):
+                stack.extend(((*parts, k), v) for k, v in node.items())
+            elif isinstance(node, list):
+                stack.extend(((*parts, i), v) for i, v in enumerate(node))
+            elif isinstance(node, str) and "${" in node:
+                resolvers = set(_RESOLVER_NAME.findall(node))
+                always = bool(resolvers - {"oc.select"}) or "${." in node or "${ ." in node
+                self.interpolations.append((parts, frozenset(_KEY_TOKEN.findall(node)), always))
 
 
 # What Hydra reads of its own node when it runs one job (hydra/core/utils.py run_job,
@@ -241,6 +262,84 @@ def _hydra_settings(cfg: Any, job_dir: str) -> dict[str, Any]:
             target = target.setdefault(p, {})
         target[last] = value
     return out
+
+
+def _copy(node: Any) -> Any:
+    """A copy of plain containers (faster than copy.deepcopy, which the check's budget needs)."""
+    if type(node) is dict:
+        return {k: _copy(v) for k, v in node.items()}
+    if type(node) is list:
+        return [_copy(v) for v in node]
+    return node
+
+
+def _plain_value(value: Any) -> bool:
+    """True when an override's value holds no interpolation."""
+    if isinstance(value, str):
+        return "${" not in value
+    if isinstance(value, dict):
+        return all(_plain_value(k) and _plain_value(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain_value(v) for v in value)
+    return True
+
+
+def _put(tree: dict[str, Any], parts: tuple[Any, ...], value: Any) -> None:
+    for p in parts[:-1]:
+        tree = tree.setdefault(p, {}) if isinstance(tree, dict) else tree[p]
+    tree[parts[-1]] = value
+
+
+def _incremental(cfg: Any, base: _Base, applied: list[Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The resolved config (and the unresolved one) from the cached base's, resolving again
+    only what the key overrides changed and the interpolations that may read it; None when
+    the overrides are not plain key settings (a deletion, an interpolation, a list index),
+    for which the whole config is resolved. tests/unit/test_verl_compose.py proves the
+    result equal to OmegaConf's whole resolution on a corpus."""
+    from omegaconf import OmegaConf  # noqa: PLC0415
+
+    keys = []
+    for o in applied:
+        key = o.key_or_group
+        if o.is_delete() or not _plain_value(o.value()) or any(p.isdigit() for p in key.split(".")):
+            return None
+        keys.append(key)
+    config, raw = _copy(base.base), _copy(base.raw)
+    changed: set[str] = set()
+    for key in keys:
+        node = OmegaConf.select(cfg, key, throw_on_missing=False)
+        parts = tuple(key.split("."))
+        if OmegaConf.is_config(node):
+            _put(config, parts, OmegaConf.to_container(node, resolve=True))
+            _put(raw, parts, OmegaConf.to_container(node, resolve=False))
+        else:
+            _put(config, parts, node)
+            _put(raw, parts, node)  # a plain value: as written
+        changed.add(key)
+    prefixes = {key.rsplit(".", i)[0] for key in changed for i in range(key.count(".") + 1)}
+    done: set[tuple[Any, ...]] = set()
+    while True:
+        more = []
+        for parts, tokens, always in base.interpolations:
+            if parts in done:
+                continue
+            dotted = ".".join(str(p) for p in parts)
+            if any(dotted == k or dotted.startswith(k + ".") for k in changed):
+                done.add(parts)  # inside a subtree resolved whole above
+                continue
+            if always or any(t in prefixes or any(".".join(t.split(".")[:i]) in changed for i in range(1, t.count(".") + 2))
+                             for t in tokens):
+                more.append((parts, dotted))
+        if not more:
+            return config, raw
+        for parts, dotted in more:
+            done.add(parts)
+            node: Any = cfg
+            for p in parts:
+                node = node[p]
+            _put(config, parts, OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node)
+            changed.add(dotted)
+            prefixes.update(dotted.rsplit(".", i)[0] for i in range(dotted.count(".") + 1))
 
 
 class HydraComposer:
@@ -353,9 +452,13 @@ class HydraComposer:
                 raise _Refused(f"resolving Hydra's settings: {_words(exc)}") from None
             with open_dict(cfg):
                 del cfg["hydra"]  # as Hydra's run_job hands the task its config
-            raw = OmegaConf.to_container(cfg, resolve=False)
             try:
-                config = OmegaConf.to_container(cfg, resolve=True)
+                incremental = _incremental(cfg, base, app)
+                if incremental is not None:
+                    config, raw = incremental
+                else:
+                    raw = OmegaConf.to_container(cfg, resolve=False)
+                    config = OmegaConf.to_container(cfg, resolve=True)
             except Exception as exc:  # noqa: BLE001 - OmegaConf's own words
                 raise _Refused(f"resolving the configuration: {_words(exc)}") from None
         return Composed(primary=config_name, config=config, raw=raw, hydra=hydra,  # type: ignore[arg-type]
@@ -448,9 +551,10 @@ class HydraComposer:
                 with open_dict(copy):
                     del copy["hydra"]
                 base = OmegaConf.to_container(copy, resolve=True, throw_on_missing=False)
+                raw = OmegaConf.to_container(copy, resolve=False)
             except Exception as exc:  # noqa: BLE001
                 raise _Refused(f"resolving verl's own configuration: {_words(exc)}") from None
-        entry = _Base(blob, base, base_hydra)  # type: ignore[arg-type]
+        entry = _Base(blob, base, base_hydra, raw)  # type: ignore[arg-type]
         self._bases[key] = entry
         while len(self._bases) > self._cache_size:
             self._bases.popitem(last=False)
