@@ -91,6 +91,9 @@ CORPUS = [
     ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000", "global_profiler.save_path=/private/users/alice/prof"),
     ("actor_rollout_ref.model.path=/private/users/alice/m", "+actor_rollout_ref.model.external_lib=mylib"),
     ("actor_rollout_ref.actor={use_dynamic_bsz: true}", "trainer={project_name: q}"),
+    # A long list of plain values (most of a 64 KiB command), and lists of other kinds.
+    ("data.train_files=[" + ",".join(f"/private/users/alice/datasets/p-{i}.parquet" for i in range(300)) + "]",
+     "trainer.logger=[console,1,2.5,true,null]", "+x.l=[a,[b,c]]"),
 ]
 
 

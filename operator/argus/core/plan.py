@@ -29,7 +29,7 @@ from .rules import kind_problems
 from .spec import API_VERSION, KIND, ArgusTaskSpec
 from .template import basic_command
 from .user import InvalidUserId, check_user_id
-from .verlconfig import ComposeRequest, Composer
+from .verlconfig import MAX_ADDED_KEYS, ComposeRequest, Composer
 from .verlconfig.check import check_composed
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -195,6 +195,12 @@ def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer,
                        findings: Findings) -> CheckedCommand | None:
     """Compose the command's configuration with verl's config tree, check what verl will
     see, and return the command with Argus's additions (None when refused)."""
+    added_keys = [s.text for s in checked.settings if s.op in ("+", "++")]
+    if len(added_keys) > MAX_ADDED_KEYS:
+        findings.error(field_, f"{len(added_keys)} overrides with + or ++", f"adds more than {MAX_ADDED_KEYS} keys verl's config "
+                       "does not declare; Hydra's composition slows with each (seconds for a thousand, at verl's start too): "
+                       "put such settings in a file under $HOME/code and pass its path")
+        return None
     options = dict(checked.options)
     request = ComposeRequest(module=checked.launch.module, overrides=tuple(checked.overrides),
                              env=_job_environment(checked, argus_env), job_dir=job_dir,

@@ -91,6 +91,14 @@ class Composed:
     base_hydra: Mapping[str, Any] = field(default_factory=dict)
 
 
+# Each key an override adds (``+``/``++``) costs Hydra's composition more than the one
+# before it (OmegaConf re-reads the flags of the block it grows): a thousand take seconds,
+# verl's start-up included. A real command adds a handful (ray_kwargs.ray_init.address,
+# reward_kwargs ...); more than this is refused before composing, which keeps a
+# validation (and the admission webhook) within its time.
+MAX_ADDED_KEYS = 256
+
+
 class Composer(Protocol):
     """Composes and resolves a command's configuration with one verl config tree."""
 
@@ -100,4 +108,4 @@ class Composer(Protocol):
     def compose(self, request: ComposeRequest) -> Composed: ...
 
 
-__all__ = ["ComposeRequest", "Composed", "Composer", "ConfigTree"]
+__all__ = ["MAX_ADDED_KEYS", "ComposeRequest", "Composed", "Composer", "ConfigTree"]
