@@ -328,3 +328,23 @@ def test_the_pipeline_refuses_an_override_typo_in_hydras_words() -> None:
     v = validate_task(task(GOOD + " trainer.n_gpus_per_nod=1"), "alice", PlatformConfig(), FakeComposer(BASE, HYDRA))
     assert not v.valid and v.plan is None
     assert any("Could not override 'trainer.n_gpus_per_nod'" in e for e in v.error_lines()), v.error_lines()
+
+
+def test_more_added_keys_than_the_limit_are_refused_before_composing() -> None:
+    from argus.core.verlconfig import MAX_ADDED_KEYS
+
+    composer = FakeComposer(BASE, HYDRA)
+    extra = " ".join(f"+x.k{i}=1" for i in range(MAX_ADDED_KEYS + 1))
+    v = validate_task(task(f"{GOOD} {extra}"), "alice", PlatformConfig(), composer)
+    assert not v.valid and composer.requests == []
+    assert any(f"'{MAX_ADDED_KEYS + 2} overrides with + or ++': adds more than {MAX_ADDED_KEYS} keys" in e for e in v.error_lines())  # GOOD adds one
+
+
+def test_the_environment_allowlist_in_the_docs_is_the_declared_one() -> None:
+    from pathlib import Path
+
+    from argus.core.command.environment import allowlist_markdown
+
+    page = (Path(__file__).parents[2] / "docs" / "security.md").read_text()
+    shown = page.split("<!-- environment allowlist: begin -->\n", 1)[1].split("\n<!-- environment allowlist: end -->", 1)[0]
+    assert shown == allowlist_markdown(), "docs/security.md: render the allowlist again (argus.core.command.environment.allowlist_markdown)"
