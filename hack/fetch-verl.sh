@@ -7,6 +7,9 @@
 #
 #   hack/fetch-verl.sh [VERSION...]     (default: every release in operator/argus/verl-releases.txt)
 #
+# ARGUS_CACHE_DIR moves the cache; PYTHON names the interpreter whose pip downloads (the
+# Dockerfile bakes the trees into the image with it: /opt/argus/verl/<version>).
+#
 # Locked and atomic: a release counts as fetched once its folder exists, renamed into place
 # last. Prints each release's folder, one a line.
 set -euo pipefail
@@ -33,12 +36,12 @@ for version in "${versions[@]}"; do
       tmp=$(mktemp -d "$CACHE/verl/.fetch-$version.XXXXXX")
       trap 'rm -rf "$tmp"' EXIT
       log "fetching verl $version from the package index"
-      python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+      "${PYTHON:-python3}" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
         -d "$tmp/wheel" "verl==$version" >&2
       wheel=$(ls "$tmp"/wheel/verl-"$version"-*.whl)
       got=$(sha256sum "$wheel" | cut -d' ' -f1)
       [[ $got == "$sha" ]] || { log "verl $version: wheel sha256 $got, expected $sha"; exit 1; }
-      python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$tmp/tree"
+      "${PYTHON:-python3}" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$tmp/tree"
       got_version=$(tr -d '[:space:]' < "$tmp/tree/verl/version/version")
       [[ $got_version == "$version" ]] || { log "verl $version: the wheel says $got_version"; exit 1; }
       rm -rf "$dest"
