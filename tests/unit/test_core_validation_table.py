@@ -953,8 +953,8 @@ VALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ("warn-reward-path-without-name", adv(f"{GOOD} custom_reward_function.path=$HOME/code/reward.py"),
      ["'custom_reward_function.name=': is not set: verl will look for a function named compute_score in the reward file"]),
     ("warn-config-in-own-home", adv(f"{GOOD} --config-path=$HOME/configs --config-name=mine"),
-     ["'--config-path=<H>/configs --config-name=mine': makes verl read a config file the check cannot read: data, model, "
-      "reward and output paths set there are not checked; set them on the command line"]),
+     ["'--config-path=<H>/configs --config-name=mine': makes verl read a config file of your own: Argus composes and checks "
+      "it as it is now, verl reads it as it is when the task starts; set data, model, reward and output paths on the command line"]),
     ("warn-torchrun-no-val-files", adv(V35_SFT.replace("  data.val_files=$HOME/datasets/sft/test.parquet \\\n", ""), workload="sft", nGpusPerNode=2),
      ["'data.val_files=': is not set: verl falls back to its default data files, which are likely not yours"]),
 ]

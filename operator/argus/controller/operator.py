@@ -14,7 +14,7 @@ from typing import Any
 from ..adapters.kube import KubeTaskStore, load_kube_config
 from ..adapters.ray import RayJobsClient, RayRefused, RayUnreachable, client_version, version_note
 from ..core.user import USER_LABEL, user_from_label
-from ..core.verlconfig import Composer
+from ..core.verlconfig import ComposeRequest, Composer
 from . import metrics
 from .cache import TaskCache, worth_a_look
 from .health import Checks, HealthServer
@@ -91,6 +91,10 @@ class Operator:
             # In the background: it waits for the front proxy's CA (the ConfigMap) if need be.
             self.background.append(asyncio.create_task(self.logs_api.start(), name="argus log API"))
         await asyncio.to_thread(warm_up)  # Hydra's override parser, before the first task needs it
+        if self.composer is not None:
+            # verl's primary PPO config composed once (about a second), before the first
+            # task (a webhook request, say) waits for it.
+            await asyncio.to_thread(self.composer.compose, ComposeRequest("verl.trainer.main_ppo", (), {}, "/"))
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
         self.background.append(asyncio.create_task(self.say_ray_version(), name="argus Ray version"))
         if self.leader:

@@ -364,8 +364,8 @@ class Checker:
             custom_config = True
         if custom_config:
             self.warn(" ".join(f"{sp}={v}" for _, sp, v in args.options) or HYDRA_SEARCHPATH_KEY,
-                      "makes verl read a config file the check cannot read: data, model, reward and output paths set there "
-                      "are not checked; set them on the command line")
+                      "makes verl read a config file of your own: Argus composes and checks it as it is now, verl reads it "
+                      "as it is when the task starts; set data, model, reward and output paths on the command line")
         added: list[Word] = []
         if launch.kind != "torchrun":
             missing = [f"{k}={want}" for k, want in ((NNODES_KEY, self.nnodes), (GPUS_KEY, self.gpus))
