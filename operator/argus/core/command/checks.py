@@ -22,6 +22,12 @@ Every value is read as what it is, never as text scanned for bad substrings:
 The counts the command leaves out are added with the spec's values, and say so in a
 warning: verl and torchrun would otherwise use their defaults while the queue reserves
 the spec's GPUs.
+
+These checks read what the command says. What verl will see (the configuration composed
+with verl's tree and resolved, a config file of the user's own included) is checked after
+them by ``argus.core.verlconfig.check``, which is the authority on the resolved values;
+the rules here that it also applies (instantiation keys, the separate GPU pools, the path
+roles of the checked keys) refuse early, in terms of the words the user wrote.
 """
 
 from __future__ import annotations
