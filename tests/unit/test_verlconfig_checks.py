@@ -151,6 +151,11 @@ def test_hydra_folders_stay_in_the_home(key: str) -> None:
     only_rewrites(composed(hydra={key: f"{HOME}/runs/x"}))
 
 
+def test_a_config_that_turns_on_hydras_multirun_is_refused() -> None:
+    errors, _, _ = check(composed(hydra={"mode": "MULTIRUN"}))
+    assert errors == ["spec.command (hydra.mode): 'MULTIRUN': Hydra would run a multirun (one job per value of a sweep): one run only"]
+
+
 def test_hydra_logging_handler_class_must_be_hydras() -> None:
     errors, _, _ = check(composed(hydra={"job_logging.handlers.file.class": "mylib.Handler"}))
     assert any("(hydra.job_logging.handlers.file.class)" in e for e in errors), errors

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import enum
 import functools
 import os
 import pickle
@@ -256,7 +257,8 @@ def _hydra_settings(cfg: Any, job_dir: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in _HYDRA_READ:
         node = OmegaConf.select(h, key, throw_on_missing=False)
-        value = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+        value = OmegaConf.to_container(node, resolve=True, enum_to_str=True) if OmegaConf.is_config(node) else node
+        value = getattr(value, "name", value) if isinstance(value, enum.Enum) else value  # plain containers for the core
         *parents, last = key.split(".")
         target = out
         for p in parents:

@@ -220,6 +220,9 @@ class _Check:
                 self.policy.check_under(f"{self.field} ({_shown(parts)})", value, (self.policy.home,), "Hydra's output folder", self.findings)
             if len(self.findings.errors) == before:
                 self.policy.check_string(f"{self.field} ({_shown(parts)})", value, self.findings)
+        mode = _get(h, ("mode",))
+        if mode not in (None, "RUN", _get(base, ("mode",))):
+            self.error((*root, "mode"), mode, "Hydra would run a multirun (one job per value of a sweep): one run only")
         name = _get(h, ("job", "name"))
         if isinstance(name, str) and ("/" in name or name in ("", ".", "..") or name.startswith("~")):
             self.error((*root, "job", "name"), name, "Hydra names its log file after it, inside its run folder: one file name (no '/', not '.' or '..')")
