@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Builds the test control plane (kube-apiserver, etcd) and helm from Go modules at pinned
-# versions, into a cache outside the repo so every clone shares it. Skips whatever is built.
+# Builds the test control plane (kube-apiserver, etcd), kubectl and helm from Go modules at
+# pinned versions, into a cache outside the repo so every clone shares it. Skips whatever is
+# built. kubectl is built from the same Kubernetes release as the API server, so a fresh
+# machine without kubectl runs the tests and the demo all the same (the testbed prefers this
+# kubectl to one on PATH: the client matches the server).
 #
 # Why from source: these machines have no Docker (no kind) and no download site for release
 # binaries, only the Go module proxy. This is the envtest layout: KUBEBUILDER_ASSETS, when it
@@ -59,13 +62,13 @@ GO
   mv -f "$BIN/.etcd.tmp.$$" "$BIN/etcd"
 }
 
-build_kube_apiserver() {
+# The wrapper module that k8s.io/kubernetes's commands (kube-apiserver, kubectl) are built in.
+k8s_module() {
   local dir="$WORK/kube-apiserver-$K8S_VERSION"
   mkdir -p "$dir"
-  local info kgomod minor
+  local info kgomod
   info=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION")
   kgomod=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])' <<<"$info")
-  minor=$(cut -d. -f2 <<<"$K8S_VERSION")
   # k8s.io/kubernetes replaces its staging modules with local folders; a wrapper module
   # requires the same versions and points each staging module at its published v0.<minor>.<patch>.
   python3 - "$kgomod" "$K8S_VERSION" > "$dir/go.mod" <<'PY'
@@ -97,22 +100,34 @@ PY
   cat > "$dir/tools.go" <<'GO'
 //go:build tools
 
-// Package tools pins the kube-apiserver main package as a dependency of this wrapper module.
+// Package tools pins the kube-apiserver and kubectl main packages as dependencies of this
+// wrapper module.
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
 GO
-  local pkg=k8s.io/component-base/version
-  local cpkg=k8s.io/client-go/pkg/version
+}
+
+# A command of k8s.io/kubernetes, built in the kube-apiserver's wrapper module with the
+# release's version stamped in (kubectl version and the API server's /version read it).
+build_k8s_command() {
+  local name=$1 dir="$WORK/kube-apiserver-$K8S_VERSION" minor p
+  minor=$(cut -d. -f2 <<<"$K8S_VERSION")
   local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   local ld="-s -w"
-  for p in $pkg $cpkg; do
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=$date"
   done
   (cd "$dir" && go mod tidy -e >/dev/null 2>&1 || true
-   cd "$dir" && go build -ldflags "$ld" -o "$BIN/.kube-apiserver.tmp.$$" k8s.io/kubernetes/cmd/kube-apiserver)
-  mv -f "$BIN/.kube-apiserver.tmp.$$" "$BIN/kube-apiserver"
+   cd "$dir" && go build -ldflags "$ld" -o "$BIN/.$name.tmp.$$" "k8s.io/kubernetes/cmd/$name")
+  mv -f "$BIN/.$name.tmp.$$" "$BIN/$name"
 }
+
+build_kube_apiserver() { k8s_module && build_k8s_command kube-apiserver; }
+build_kubectl() { k8s_module && build_k8s_command kubectl; }
 
 build_helm() {
   # go install writes the binary in one rename.
@@ -148,7 +163,7 @@ GO
 timed() { local name=$1; shift; local t0=$SECONDS; log "building $name"; "$@"; log "built $name in $((SECONDS - t0)) s"; }
 
 crds_built() { [[ -f "$CRD_DIR/monitoring.coreos.com_servicemonitors.yaml" && -f "$CRD_DIR/monitoring.coreos.com_podmonitors.yaml" ]]; }
-built() { [[ -x "$BIN/etcd" && -x "$BIN/kube-apiserver" && -x "$HELM_BIN/helm" ]] && crds_built; }
+built() { [[ -x "$BIN/etcd" && -x "$BIN/kube-apiserver" && -x "$BIN/kubectl" && -x "$HELM_BIN/helm" ]] && crds_built; }
 if ! built; then
   command -v go >/dev/null || { log "go is not on PATH: install Go (or set KUBEBUILDER_ASSETS)"; exit 1; }
   # One build at a time per cache (parallel test workers, several clones): the others wait,
@@ -161,6 +176,7 @@ if ! built; then
 fi
 [[ -x "$BIN/etcd" ]] || timed "etcd $ETCD_VERSION" build_etcd
 [[ -x "$BIN/kube-apiserver" ]] || timed "kube-apiserver $K8S_VERSION" build_kube_apiserver
+[[ -x "$BIN/kubectl" ]] || timed "kubectl $K8S_VERSION" build_kubectl
 [[ -x "$HELM_BIN/helm" ]] || timed "helm $HELM_VERSION" build_helm
 crds_built || timed "ServiceMonitor/PodMonitor CRDs $MONITORING_VERSION (controller-gen $CONTROLLER_TOOLS_VERSION)" build_monitoring_crds
 ln -sf "$HELM_BIN/helm" "$BIN/helm" 2>/dev/null || true

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from argus_testbed import ControlPlane, RayCluster, ServiceNetwork, find_binaries
+from argus_testbed import ControlPlane, RayCluster, ServiceNetwork, find_binaries, find_kubectl
 from argus_testbed.logsapi import register_logs_api
 from argus_testbed.ports import free_ports
 from argus_testbed.private_tree import STANDIN, login_home, make_private_tree
@@ -121,6 +121,7 @@ def main() -> int:
         if args.keep:
             say(f"left running. export KUBECONFIG={cp.kubeconfig}  (Ray dashboard: {ray.dashboard_url}); stop with: kill {os.getpid()}")
             say(f"alice's own kubeconfig (argus-edit in namespace alice): {alice}")
+            say(f"kubectl: {find_kubectl()}  (built with the testbed from the API server's release; a kubectl on PATH works too)")
             # `kill PID` (SIGTERM) tears down as Ctrl-C does: through the finally below.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
             signal.pause()

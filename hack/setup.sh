@@ -5,7 +5,10 @@
 #   - kube-apiserver, etcd and helm built from Go modules (hack/build-testbed-bins.sh);
 #   - a virtual environment with the oldest Ray that Argus is tested against, for the
 #     version-range test (hack/build-ray-env.sh);
-#   - the pinned verl releases' config trees Argus composes tasks with (hack/fetch-verl.sh).
+#   - the pinned verl releases' config trees Argus composes tasks with (hack/fetch-verl.sh;
+#     the unit tests compose with them too, so --python-only fetches them as well).
+#
+#   hack/setup.sh [--python-only]     --python-only: the .venv and the verl trees (what the unit tests need)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage() { printf '\n==> %s\n' "$*" >&2; }
@@ -22,12 +25,13 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp || tests/testbed/pyproject.toml -
   touch "$stamp"
 fi
 echo "setup: python environment ready in $((SECONDS - t0)) s" >&2
+stage "the pinned verl releases (fetched once from the package index, then cached)"
+bash hack/fetch-verl.sh >/dev/null
+[[ "${1:-}" == --python-only ]] && exit 0
 t1=$SECONDS
 stage "kube-apiserver, etcd, helm (built once from Go modules, then cached)"
 bash hack/build-testbed-bins.sh >/dev/null
 echo "setup: testbed binaries ready in $((SECONDS - t1)) s" >&2
-stage "the pinned verl releases (fetched once from the package index, then cached)"
-bash hack/fetch-verl.sh >/dev/null
 t2=$SECONDS
 stage "an older Ray for the version-range test (built once from PyPI, then cached)"
 bash hack/build-ray-env.sh >/dev/null

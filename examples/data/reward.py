@@ -7,8 +7,10 @@ Copy it to $HOME/code/reward.py and point a task at it:
     +custom_reward_function.reward_kwargs.format_bonus=0.1
 
 verl's naive reward manager calls ``compute_score(data_source=..., solution_str=...,
-ground_truth=..., extra_info=...)`` plus the ``reward_kwargs`` (note the ``+``: verl's
-config does not declare ``reward_kwargs``, so Hydra needs it to add the key).
+ground_truth=..., extra_info=...)`` with keywords, plus the ``reward_kwargs`` (note the ``+``:
+verl's config does not declare ``reward_kwargs``, so Hydra needs it to add the key). The
+signature is the design's: keyword-only, with ``**kwargs`` so that a keyword a newer verl
+adds, or a reward_kwargs entry this function does not use, is no error.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def extract_answer(solution_str: str) -> str | None:
     return match.group().replace(",", "").rstrip(".")
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, format_bonus=0.0):
+def compute_score(*, data_source, solution_str, ground_truth, extra_info=None, format_bonus=0.0, **kwargs):
     """1.0 for the right final answer, 0.0 otherwise; plus ``format_bonus`` when the
     answer uses the ``####`` format at all."""
     answer = extract_answer(solution_str)

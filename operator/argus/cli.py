@@ -12,9 +12,11 @@ import argparse
 import getpass
 import json
 import os
+import re
 import sys
+import uuid
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import yaml
 
@@ -74,10 +76,44 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK if all(v.valid for v in verdicts) else EXIT_INVALID
 
 
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _as_the_operator_sees_it(docs: list[Any], namespace: str | None, name: str | None, uid: str | None) -> list[Any]:
+    """The documents with the identity the operator gives the task (its namespace, as
+    ``kubectl apply -n`` sets it, and, once created, its uid): the plan's job folder,
+    experiment name, checkpoint path and submission id all derive from it."""
+    if namespace is not None and not _NAMESPACE.fullmatch(namespace):
+        raise UsageError(f"--namespace: {namespace!r}: must be a namespace name (a DNS label: a-z, 0-9, '-', at most 63 characters)")
+    if uid is not None:
+        try:
+            uuid.UUID(uid)
+        except ValueError:
+            raise UsageError(f"--uid: {uid!r}: must be the task's metadata.uid, a UUID "
+                             "(kubectl get argustask NAME -o jsonpath='{.metadata.uid}')") from None
+    if (name is not None or uid is not None) and len(docs) != 1:
+        raise UsageError(f"--name and --uid name one task: the file holds {len(docs)} documents")
+    out = []
+    for doc in docs:
+        if isinstance(doc, dict):
+            meta = dict(doc.get("metadata") or {}) if isinstance(doc.get("metadata") or {}, dict) else {}
+            if namespace is not None:
+                if meta.get("namespace") not in (None, namespace):
+                    raise UsageError(f"the document's metadata.namespace {meta['namespace']!r} is not --namespace {namespace!r} "
+                                     "(kubectl apply -n refuses that too)")
+                meta["namespace"] = namespace
+            for key, value in (("name", name), ("uid", uid)):
+                if value is not None:
+                    meta[key] = value
+            doc = {**doc, "metadata": meta}
+        out.append(doc)
+    return out
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     config, user = platform_config(args), _user(args)
     plans, invalid = [], False
-    docs = _read_documents(args.filename)
+    docs = _as_the_operator_sees_it(_read_documents(args.filename), args.namespace, args.name, args.uid)
     composer = verl_composer(args, config, fetch=True)
     for doc in docs:
         v = validate_task(doc, user, config, composer)
@@ -87,26 +123,50 @@ def cmd_render(args: argparse.Namespace) -> int:
                 print(f"{v.name or 'document'}: error: {line}", file=sys.stderr)
             continue
         assert v.plan is not None
-        plans.append({"name": v.name, **v.plan.model_dump(mode="json"), "verl": v.verl})
-    yaml.safe_dump_all(plans, sys.stdout, sort_keys=False, default_flow_style=False, width=1000)
+        plans.append({"name": v.name, **({"namespace": v.namespace} if v.namespace else {}), **v.plan.model_dump(mode="json"),
+                      "verl": v.verl})
+    dump_yaml(plans, sys.stdout)
     return EXIT_INVALID if invalid else EXIT_OK
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
     docs = _read_documents(args.filename)
-    if len(docs) != 1:
-        raise UsageError(f"{args.filename}: expected one v3.x TaskSpec, found {len(docs)} documents")
-    notes: list = []
-    try:
-        manifest = convert_taskspec(docs[0], namespace=args.namespace, name=args.name, notes=notes)
-    except ConversionError as exc:
-        for p in exc.problems:
-            print(f"error: {p}", file=sys.stderr)
+    if args.name is not None and len(docs) != 1:
+        raise UsageError(f"--name names one task: {args.filename} holds {len(docs)} documents (each is named by its own name field)")
+    manifests, failed = [], False
+    for i, doc in enumerate(docs):
+        label = f"document {i + 1}: " if len(docs) > 1 else ""
+        notes: list = []
+        try:
+            manifests.append(convert_taskspec(doc, namespace=args.namespace, name=args.name, notes=notes))
+        except ConversionError as exc:
+            failed = True
+            for p in exc.problems:
+                print(f"{label}error: {p}", file=sys.stderr)
+            continue
+        for p in notes:
+            print(f"{label}note: {p}", file=sys.stderr)
+    if failed:
         return EXIT_INVALID
-    for p in notes:
-        print(f"note: {p}", file=sys.stderr)
-    yaml.safe_dump(manifest, sys.stdout, sort_keys=False, width=1000)
+    dump_yaml(manifests, sys.stdout)
     return EXIT_OK
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """YAML as people write it: a multi-line string (a command) as a ``|`` block."""
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
+def dump_yaml(documents: list[Any], stream: Any) -> None:
+    """The documents as YAML, ``---`` between them, multi-line strings as ``|`` blocks
+    (pyyaml falls back to a quoted string where a block cannot hold the text exactly)."""
+    yaml.dump_all(documents, stream, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False, width=1000, allow_unicode=True)
 
 
 def cmd_crd(args: argparse.Namespace) -> int:
@@ -148,13 +208,19 @@ def build_parser(prog: str = "argus") -> argparse.ArgumentParser:
     p = sub.add_parser("render", help="print the resolved submission plan (entrypoint, resources, runtime env, metadata)")
     p.add_argument("-f", "--filename", required=True)
     p.add_argument("--user", required=True)
+    p.add_argument("-n", "--namespace", help="the namespace the task is (to be) created in: the job folder, experiment name and "
+                                             "checkpoint path are then the operator's (default: the document's metadata.namespace)")
+    p.add_argument("--name", help="the task's name (default: the document's metadata.name; one document only)")
+    p.add_argument("--uid", help="the created task's metadata.uid: the job folder then carries its 8 characters and the plan "
+                                 "names the Ray submission id, as the operator's do (one document only)")
     add_platform_flags(p)
     p.set_defaults(func=cmd_render)
 
-    p = sub.add_parser("convert", help="turn a v3.x TaskSpec file into an ArgusTask manifest")
-    p.add_argument("-f", "--filename", required=True)
-    p.add_argument("--namespace", required=True)
-    p.add_argument("--name", required=True)
+    p = sub.add_parser("convert", help="turn v3.x TaskSpec documents into ArgusTask manifests (workload read from the command "
+                                       "when missing, $COMMON rewritten as $HOME/common, command as a | block)")
+    p.add_argument("-f", "--filename", required=True, help="file with one or more v3.x TaskSpec documents, or - for stdin")
+    p.add_argument("-n", "--namespace", required=True, help="the namespace the tasks go to (labelled argus.io/user=<you>)")
+    p.add_argument("--name", help="the task's name (one document only; default: each TaskSpec's own name field)")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("crd", help="print the ArgusTask CRD")

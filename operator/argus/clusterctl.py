@@ -1,7 +1,8 @@
-"""Cluster commands of the ``argus`` CLI: ``logs``, ``onboard`` and ``queue``. They talk to the
+"""Cluster commands of the ``argus`` CLI: ``logs``, ``onboard``, ``queue`` and ``doctor``. The first three talk to the
 Kubernetes API (kubeconfig as kubectl uses it, ``adapters.kube``). ``logs`` reads the task's
 log through the aggregated API logs.argus.io (the operator serves it; docs/logs.md), never
-from the Ray dashboard, unless an admin asks for that with ``--direct-ray``."""
+from the Ray dashboard, unless an admin asks for that with ``--direct-ray``. ``doctor`` talks to the Ray
+dashboard (a probe job per worker node, ``controller.doctor``)."""
 
 from __future__ import annotations
 
@@ -451,7 +452,68 @@ def _print_table(rows: list[tuple[str, ...]]) -> None:
         print("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
+# --------------------------------------------------------------------------- doctor
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Probe every worker node of the Ray cluster (docs/deploy.md, "Ray cluster requirements")."""
+    prog = f"{getattr(args, 'prog', 'argus')} doctor"
+    from .platform import UsageError, platform_config
+    try:
+        config = platform_config(args)
+    except UsageError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.ray_token_file:
+        from .adapters.ray import RayTokenError, read_token_file
+        try:
+            read_token_file(args.ray_token_file)
+        except RayTokenError as exc:
+            print(f"{prog}: --ray-token-file: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    for flag, value in (("--start-timeout", args.start_timeout), ("--timeout", args.timeout)):
+        if value <= 0:
+            print(f"{prog}: {flag}: {value:g}: must be positive", file=sys.stderr)
+            return EXIT_USAGE
+    from .adapters.ray import RayJobsClient
+    from .controller.doctor import Doctor
+    from .core.doctor import DoctorSettings
+    logging.getLogger("argus.adapters.ray").addHandler(logging.NullHandler())  # a refusal is a row, not a log line
+    settings = DoctorSettings(config, expected_verl=args.expect_verl or None,
+                              token_configured=bool(args.ray_token_file))
+    ray = RayJobsClient(args.ray_address, threads=8, token_file=args.ray_token_file or None)
+    rows = asyncio.run(Doctor(ray, settings, address=args.ray_address, start_timeout=args.start_timeout, run_timeout=args.timeout).run())
+    return print_doctor(rows, args.output)
+
+
+def print_doctor(rows: list[Any], output: str) -> int:
+    import json
+
+    from .core.doctor import failed, rows_json, rows_table, summary
+    if output == "json":
+        print(json.dumps(rows_json(rows), indent=2))
+    else:
+        _print_table(rows_table(rows))
+        counts = summary(rows)
+        print(f"\n{counts['fail']} failed, {counts['warn']} warning(s), {counts['ok']} ok, {counts['skip']} not checked")
+    return EXIT_FAIL if failed(rows) else EXIT_OK
+
+
 def register_cluster_commands(sub: Any) -> None:
+    from .platform import add_platform_flags
+    p = sub.add_parser("doctor", help="check that every Ray worker node can run a task: a probe job per node through the task's own "
+                                      "path (bash -lc, runtime env, worker resource); exit 1 when a check fails")
+    p.add_argument("--ray-address", default=os.environ.get("ARGUS_RAY_ADDRESS", "http://127.0.0.1:8265"),
+                   help="the Ray dashboard (env ARGUS_RAY_ADDRESS; the operator's --ray-address)")
+    p.add_argument("--ray-token-file", default=os.environ.get("ARGUS_RAY_TOKEN_FILE") or None,
+                   help="file holding the Ray cluster's token, when it requires one (env ARGUS_RAY_TOKEN_FILE)")
+    p.add_argument("--expect-verl", default=os.environ.get("ARGUS_EXPECT_VERL") or None, metavar="VERSION",
+                   help="the verl version the snapshot must be (its verl/version/version); default: shown, not compared")
+    p.add_argument("--start-timeout", type=float, default=60.0, help="seconds a probe may wait to start (default 60)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds a probe may run (default 120)")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_platform_flags(p)
+    p.set_defaults(func=cmd_doctor)
+
     p = sub.add_parser("queue", help="the tasks waiting in the queue, in order, and each user's GPUs in use and quota")
     p.add_argument("-n", "--namespace", help="only this namespace (default: every namespace you may list)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")

@@ -22,6 +22,9 @@ def add_platform_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", default=env("ARGUS_ROOT", DEFAULT_ROOT), help="paths root (default /private, env ARGUS_ROOT)")
     parser.add_argument("--worker-resource", default=env("ARGUS_WORKER_RESOURCE", DEFAULT_WORKER_RESOURCE), help="Ray resource that marks worker nodes (env ARGUS_WORKER_RESOURCE)")
     parser.add_argument("--verl-code-path", default=env("ARGUS_VERL_CODE_PATH"), help="verl code snapshot put on PYTHONPATH (default <root>/common/code/verl/verl_repo)")
+    parser.add_argument("--hf-home", default=env("ARGUS_HF_HOME"),
+                        help="the shared Hugging Face cache, given to every job as HF_HOME unless its command exports its own "
+                             "(default <root>/hf; an empty value: none; env ARGUS_HF_HOME)")
     parser.add_argument("--entrypoint-shell", default=env("ARGUS_ENTRYPOINT_SHELL", DEFAULT_ENTRYPOINT_SHELL), help="shell that runs the command (default 'bash -lc')")
     allow_env = env("ARGUS_ENTRYPOINT_ALLOWLIST")
     parser.add_argument(
@@ -54,7 +57,7 @@ def platform_config(args: argparse.Namespace) -> PlatformConfig:
     try:
         return PlatformConfig.from_allowlist(
             args.allowlist, root=args.root, worker_resource=args.worker_resource,
-            verl_code_path=args.verl_code_path, entrypoint_shell=args.entrypoint_shell,
+            verl_code_path=args.verl_code_path, entrypoint_shell=args.entrypoint_shell, hf_home=args.hf_home,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

@@ -92,7 +92,7 @@ MATRIX: dict[str, list[str]] = {
                        "--set", "operator.watchNamespaces={team-a}"],
     "logs-api": ["--set", "logsApi.enabled=true", "--set", "logsApi.maxFollowersPerUser=3", "--set", "networkPolicy.enabled=true",
                  "--set-json", 'logsApi.sharedTree.volume={"persistentVolumeClaim":{"claimName":"private","readOnly":true}}'],
-    "everything": ["--set", "operator.verlCodePath=/private/common/code/verl/v1", "--set", "operator.maxRunning=16",
+    "everything": ["--set", "operator.verlCodePath=/private/common/code/verl/v1", "--set-json", 'operator.hfHome=""', "--set", "operator.maxRunning=16",
                    "--set", "operator.pollInterval=0.5", "--set-json", 'operator.entrypointAllowlist=["python3 -m verl.trainer.*","torchrun -m verl.*"]',
                    "--set", "operator.verbose=true", "--set-json", 'nodeSelector={"node-role.kubernetes.io/control-plane":""}',
                    "--set-json", 'tolerations=[{"key":"dedicated","operator":"Equal","value":"argus","effect":"NoSchedule"}]',
@@ -475,10 +475,12 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
     if case == "everything":
         assert args.verl_code_path == "/private/common/code/verl/v1" and args.max_running == 16 and args.poll_interval == 0.5
         assert args.allowlist == ["python3 -m verl.trainer.*", "torchrun -m verl.*"] and args.verbose
+        assert args.hf_home == ""  # the shared Hugging Face cache turned off: jobs get no HF_HOME
         assert pod["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""} and pod["tolerations"][0]["key"] == "dedicated"
         assert container["image"] == "argus-operator@sha256:" + "ab" * 32
     else:
         assert container["image"] == "argus-operator:0.1.0"
+        assert args.hf_home is None  # the default: <root>/hf
 
 
 def _check_webhook(case: str, objs: list[dict[str, Any]], args: Any, pod: dict[str, Any], container: dict[str, Any]) -> None:
@@ -613,6 +615,7 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     (["--set", "webhook.certificate.source=self-signed"], "source"),
     (["--set", "probes.watchStaleSeconds=60"], "watchStaleSeconds"),
     (["--set", "image.digest=latest"], "digest"),
+    (["--set", "operator.hfHome=hf"], "hfHome"),  # HF_HOME must be absolute (or empty: none)
 ])
 def test_values_mistake_fails_helm_install(values: list[str], message: str, helm: Any, control_plane: KubeCluster) -> None:
     out = helm("install", "typo", str(CHART), "--namespace", "typo-system", "--create-namespace", *values, check=False, cluster=True)

@@ -12,6 +12,7 @@ Marked ``old_ray`` (``-m old_ray`` runs it alone); CI runs it with the whole sui
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,22 @@ def test_a_head_restart_loses_the_running_job(control_plane, old_ray, user_names
     assert (status["phase"], status["reason"]) == ("Failed", "RayJobLost"), status
     assert "does not resubmit" in status["message"]
     assert ray_jobs_for(old_ray.dashboard_url, ns) == []  # nothing resubmitted to the new head
+
+
+def test_argus_doctor_pins_its_probe_by_the_nodes_ip_on_an_old_jobs_api(old_ray, tmp_path):
+    """Ray 2.41's Jobs API has no entrypoint_label_selector (it refuses the field): argus
+    doctor pins the probe by the node's node:<ip> resource instead, says so, and the probe runs
+    through the login shell of the old cluster's worker."""
+    from argus_testbed.harness import make_private_tree
+    root = make_private_tree(tmp_path / "private")
+    proc = subprocess.run([sys.executable, "-m", "argus.cli", "doctor", "--ray-address", old_ray.dashboard_url, "--root", str(root),
+                           "--verl-code-path", str(STANDIN), "-o", "json"], capture_output=True, text=True, timeout=300)
+    report = json.loads(proc.stdout)
+    rows = {r["check"]: r for r in report["checks"] if r["node"].startswith(old_ray.worker_node_ids[0][:12])}
+    assert rows["probe"]["status"] == "ok" and "pinned by node:" in rows["probe"]["detail"], rows["probe"]
+    assert rows["python3"]["status"] == "ok" and str(older_ray_python(OLD_RAY).parent) in rows["python3"]["detail"]
+    cluster = {r["check"]: r for r in report["checks"] if r["node"] == "cluster"}
+    assert cluster["ray-version"]["status"] == "ok" and OLD_RAY in cluster["ray-version"]["detail"]
+    from ray.job_submission import JobSubmissionClient
+    client = JobSubmissionClient(old_ray.dashboard_url)
+    wait_for(lambda: not [j for j in client.list_jobs() if (j.submission_id or "").startswith("doctor-")], 20, "the probe to leave the history")

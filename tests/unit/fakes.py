@@ -22,9 +22,10 @@ import copy
 import datetime as dt
 import itertools
 from dataclasses import dataclass, field
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from argus.core.doctor import ProbeJob
 from argus.adapters.ray import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from argus.core.patch import apply_merge_patch
 from argus.core.plan import SubmissionPlan
@@ -51,7 +52,7 @@ class FakeClock:
 
 @dataclass
 class FakeJob:
-    plan: SubmissionPlan
+    plan: SubmissionPlan | None
     status: str = "PENDING"
     message: str = ""
     driver_node_id: str | None = None
@@ -79,6 +80,12 @@ class FakeRay:
         # Jobs whose record Ray's job monitor writes again after a delete that came before it
         # noticed the supervisor exit (see controller.jobsync.HistoryRemovals): once each.
         self.rewritten_after_delete: set[str] = set()
+        # argus doctor: the cluster's version, whether its Jobs API has label selectors, and
+        # what a probe does on its node: (final status, log), or None to stay PENDING.
+        self.version = "2.60.0"
+        self.label_selector = True
+        self.probe_answer: Callable[[ProbeJob, str], tuple[str, str] | None] = lambda probe, node: None
+        self.probes: dict[str, ProbeJob] = {}
 
     def _ms(self) -> int:
         return int(self.clock.now().timestamp() * 1000)
@@ -101,13 +108,42 @@ class FakeRay:
         self.jobs[plan.submission_id] = FakeJob(plan)
         return True
 
+    async def submit_probe(self, probe: ProbeJob) -> str:
+        self._check("submit", probe.submission_id)
+        if probe.submission_id in self.jobs:
+            raise RayRefused(f"Job with submission_id {probe.submission_id} already exists")
+        pinned = "label" if self.label_selector else "ip"
+        if pinned == "ip" and not probe.fallback_resources:
+            raise RayRefused("cannot pin the probe")
+        node = probe.node_id  # the node-id label, or the node:<ip> resource: the fake's nodes have one each
+        self.probes[probe.submission_id] = probe
+        job = self.jobs[probe.submission_id] = FakeJob(None)
+        answer = self.probe_answer(probe, node)
+        if answer is not None:
+            job.status, text = answer
+            job.driver_node_id, job.start_time_ms, job.end_time_ms = node, self._ms(), self._ms()
+            job.log.append(text)
+        return pinned
+
+    async def logs(self, submission_id: str) -> str:
+        self._check("logs", submission_id)
+        job = self.jobs.get(submission_id)
+        if job is None:
+            raise RayJobUnknown(f"Job {submission_id} does not exist.")
+        return "".join(job.log)
+
+    async def cluster_version(self) -> str:
+        self._check("version")
+        return self.version
+
     async def job(self, submission_id: str) -> RayJob:
         self._check("status", submission_id)
         job = self.jobs.get(submission_id)
         if job is None:
             raise RayJobUnknown(f"Job {submission_id} does not exist.")
         return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms,
-                      job_id=f"job-{submission_id}" if job.status != "PENDING" else None)
+                      job_id=f"job-{submission_id}" if job.status != "PENDING" else None,
+                      metadata=dict(job.plan.metadata) if job.plan is not None else {})
 
     async def stop(self, submission_id: str) -> bool:
         self._check("stop", submission_id)

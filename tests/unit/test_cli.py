@@ -257,6 +257,59 @@ def test_render_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "sneaky: error: spec.command: " in err and "Traceback" not in err
 
 
+UID = "0b8f0a36-1a8e-4c1e-9d59-3f1f8a2c7e11"
+# The warnings of what Argus adds to a command after composing it (issue 21).
+ADDITIONS = ("main_ppo reads reward.custom_reward_function", "absolute under the job folder")
+
+
+def test_render_with_the_namespace_and_uid_is_the_operators_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The job folder, experiment name, checkpoint path and submission id are the ones the
+    operator derives for the created task (validate_spec with its namespace, name and uid,
+    as the reconciler calls it)."""
+    from argus.core.plan import validate_spec
+    code, out, err = run(capsys, "render", "-f", write(tmp_path, BASIC), "--user", "alice", "--namespace", "team-a", "--uid", UID)
+    assert code == 0 and err == "", err
+    shown = yaml.safe_load(out)
+    from argus.adapters.verlcompose import HydraComposer, find_tree
+    platform = PlatformConfig(verl_code_path=VERL_TREE)  # as the CLI has it here (ARGUS_VERL_CODE_PATH)
+    composer = HydraComposer(find_tree(None, platform))
+    operator = validate_spec(yaml.safe_load(BASIC)["spec"], "alice", platform, namespace="team-a", name="grpo-basic", uid=UID,
+                             composer=composer).plan
+    assert operator is not None
+    assert shown == {"name": "grpo-basic", "namespace": "team-a", **operator.model_dump(mode="json"),
+                     "verl": {"version": "0.9.1", "source": "cluster", "root": VERL_TREE}}
+    assert shown["submission_id"] == "argus-team-a-grpo-basic-0b8f0a36"
+    assert shown["job_dir"] == "/private/users/alice/jobs/team-a-grpo-basic-0b8f0a36"
+    assert "trainer.experiment_name=team-a-grpo-basic" in shown["command"]
+    assert "trainer.default_local_dir=/private/users/alice/checkpoints/argus/team-a-grpo-basic" in shown["command"]
+    # Without them the plan is the file's own: another job folder and experiment, no submission id.
+    code, out, _ = run(capsys, "render", "-f", write(tmp_path, BASIC), "--user", "alice")
+    alone = yaml.safe_load(out)
+    assert alone["submission_id"] is None and alone["job_dir"] == "/private/users/alice/jobs/grpo-basic"
+    assert "trainer.experiment_name=default-grpo-basic" in alone["command"]
+
+
+def test_render_name_renames_the_one_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "render", "-f", write(tmp_path, ADVANCED), "--user", "alice", "-n", "team-a", "--name", "other", "--uid", UID)
+    assert code == 0
+    shown = yaml.safe_load(out)
+    assert (shown["name"], shown["submission_id"]) == ("other", "argus-team-a-other-0b8f0a36")
+
+
+@pytest.mark.parametrize(("extra", "text", "message"), [
+    (["--namespace", "Team_A"], ADVANCED, "--namespace: 'Team_A': must be a namespace name"),
+    (["--uid", "abc"], ADVANCED, "--uid: 'abc': must be the task's metadata.uid, a UUID"),
+    (["--uid", UID], ADVANCED + "---\n" + BASIC, "--name and --uid name one task: the file holds 2 documents"),
+    (["--namespace", "b"], ADVANCED.replace("  name: ppo-adv\n", "  name: ppo-adv\n  namespace: a\n"),
+     "the document's metadata.namespace 'a' is not --namespace 'b'"),
+])
+def test_render_identity_mistakes_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], text: str,
+                                               message: str) -> None:
+    code, out, err = run(capsys, "render", "-f", write(tmp_path, text), "--user", "alice", *extra)
+    assert code == 2 and out == "" and message in err
+    assert_one_line_error(err)
+
+
 def test_render_needs_a_user(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exc:
         cli.main(["render", "-f", write(tmp_path, ADVANCED)])
@@ -320,10 +373,98 @@ def test_convert_unknown_key(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 def test_convert_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "convert", "-f", write(tmp_path, V3 + "---\n" + V3), "--namespace", "a", "--name", "b")
-    assert code == 2 and "expected one v3.x TaskSpec, found 2 documents" in err
+    assert code == 2 and "--name names one task: " in err and "holds 2 documents (each is named by its own name field)" in err
     assert_one_line_error(err)
     code, _, err = run(capsys, "convert", "-f", write(tmp_path, "- a\n- b\n"), "--namespace", "a", "--name", "b")
     assert code == 1 and "must be a v3.x TaskSpec mapping" in err
+
+
+# The design's own advanced example as a v3.x TaskSpec: no workload.
+V3_ADVANCED = """\
+name: ppo-custom-reward
+kind: advanced
+nnodes: 1
+n_gpus_per_node: 1
+command: |
+  python3 -m verl.trainer.main_ppo \\
+    data.train_files=$COMMON/datasets/gsm8k/train.parquet \\
+    data.val_files=$HOME/datasets/gsm8k/test.parquet \\
+    custom_reward_function.path=$HOME/code/reward.py \\
+    custom_reward_function.name=compute_score \\
+    trainer.nnodes=1 trainer.n_gpus_per_node=1 \\
+    +ray_kwargs.ray_init.address=auto
+"""
+
+
+def test_convert_reads_the_workload_from_the_command_and_writes_it_as_a_block(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "convert", "-f", write(tmp_path, V3_ADVANCED), "--namespace", "alice")
+    assert code == 0, err
+    assert err == ("note: command: '$COMMON': rewritten as $HOME/common: v3.5 removed $COMMON\n"
+                   "note: workload: 'ppo': added: it runs verl.trainer.main_ppo without algorithm.adv_estimator (verl's default: gae)\n")
+    manifest = yaml.safe_load(out)
+    assert manifest["metadata"] == {"name": "ppo-custom-reward", "namespace": "alice"}  # the TaskSpec's own name
+    assert list(manifest["spec"])[:2] == ["kind", "workload"] and manifest["spec"]["workload"] == "ppo"
+    command = yaml.safe_load(V3_ADVANCED)["command"].replace("$COMMON", "$HOME/common")
+    assert manifest["spec"]["command"] == command
+    # The command is a | block, line for line as written (not an escaped one-line string).
+    assert "  command: |\n    python3 -m verl.trainer.main_ppo \\\n      data.train_files=$HOME/common/datasets/gsm8k/train.parquet \\\n" in out
+    code, out, _ = run(capsys, "validate", "-f", write(tmp_path, out, "converted.yaml"), "--user", "alice")
+    # Valid; on verl 0.9.1 the legacy reward keys are pointed at the ones main_ppo reads, and
+    # verl's relative default checkpoint folder is put in the job folder (a warning each).
+    assert code == 0 and out.startswith("ppo-custom-reward: valid\n"), out
+    assert [line for line in out.splitlines()[1:] if not any(w in line for w in ADDITIONS)] == []
+
+
+@pytest.mark.parametrize(("module_and_args", "workload"), [
+    ("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo actor_rollout_ref.rollout.n=5", "grpo"),
+    ("python3 -m verl.trainer.main_ppo 'algorithm.adv_estimator=grpo'", "grpo"),  # Hydra's reading, quotes and all
+    ("ALGO=grpo\npython3 -m verl.trainer.main_ppo algorithm.adv_estimator=$ALGO", "grpo"),  # the script's own variable
+    ("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae", "ppo"),
+    ("python3 -u -m verl.trainer.main_ppo data.train_files=x", "ppo"),
+    ("torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.fsdp_sft_trainer data.train_files=x", "sft"),
+    ("torchrun --nnodes=1 -m verl.trainer.sft_trainer model.path=x", "sft"),
+    ("python3 -m verl.trainer.sft_trainer_ray trainer.nnodes=2", "sft"),
+])
+def test_convert_tells_the_workload_from_the_module(module_and_args: str, workload: str) -> None:
+    from argus.core.convert import workload_of
+    assert workload_of(module_and_args)[0] == workload
+
+
+@pytest.mark.parametrize(("command", "why"), [
+    ("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=rloo",
+     "it runs verl.trainer.main_ppo with algorithm.adv_estimator=rloo, which is neither gae (ppo) nor grpo"),
+    ("python3 -m verl.trainer.main_generation x=1",
+     "it runs verl.trainer.main_generation, which is none of verl's PPO/GRPO (main_ppo) or SFT (*sft_trainer*) entry points"),
+    ("echo python3 -m verl.trainer.main_ppo", "the command does not run an entrypoint Argus can read"),
+    ("# python3 -m verl.trainer.sft_trainer\npython3 -m mypkg.train", "the command's entrypoint is not one Argus allows"),
+])
+def test_convert_says_which_field_to_add_when_the_command_does_not_tell(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                        command: str, why: str) -> None:
+    old = yaml.safe_dump({"name": "x", "kind": "advanced", "nnodes": 1, "n_gpus_per_node": 1, "command": command})
+    code, out, err = run(capsys, "convert", "-f", write(tmp_path, old), "--namespace", "alice")
+    assert code == 1 and out == ""
+    assert err == f"error: workload: None: is missing and cannot be told from the command ({why}): add workload: ppo, grpo or sft\n"
+
+
+def test_convert_a_basic_taskspec_without_workload_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = "\n".join(line for line in V3.splitlines() if not line.startswith("workload:")) + "\n"
+    code, out, err = run(capsys, "convert", "-f", write(tmp_path, old), "--namespace", "alice")
+    assert code == 1 and out == "" and err == "error: workload: None: is missing: add workload: ppo, grpo or sft\n"
+
+
+def test_convert_several_documents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "convert", "-f", write(tmp_path, V3 + "---\n" + V3_ADVANCED), "-n", "alice")
+    assert code == 0
+    assert [(m["metadata"]["name"], m["spec"]["workload"]) for m in yaml.safe_load_all(out)] == [("grpo-gsm8k", "grpo"),
+                                                                                                   ("ppo-custom-reward", "ppo")]
+    assert err.startswith("document 2: note: command: '$COMMON'")
+    code, out, _ = run(capsys, "validate", "-f", write(tmp_path, out, "converted.yaml"), "--user", "alice")
+    assert code == 0 and [line for line in out.splitlines() if not any(w in line for w in ADDITIONS)] == [
+        "grpo-gsm8k: valid", "ppo-custom-reward: valid"], out
+    # One bad document: nothing is written (a half-converted file would be applied as a whole), each problem named.
+    code, out, err = run(capsys, "convert", "-f", write(tmp_path, V3 + "---\n" + V3.replace("name: grpo-gsm8k\n", "")), "-n", "alice")
+    assert code == 1 and out == ""
+    assert err == "document 2: error: name: None: is missing: give the task a name (argus convert --name NAME)\n"
 
 
 # --- crd ----------------------------------------------------------------------------------

@@ -703,6 +703,59 @@ def test_an_admitted_tasks_gpus_are_held_until_ray_shows_them_and_then_counted_o
     world.close()
 
 
+TORCHRUN = ("torchrun --standalone --nnodes=1 --nproc_per_node={g} -m verl.trainer.fsdp_sft_trainer "
+            "data.train_files=$HOME/datasets/a.parquet data.val_files=$HOME/datasets/b.parquet")
+
+
+def torchrun_spec(gpus: int = 1) -> dict[str, Any]:
+    return {"kind": "advanced", "workload": "sft", "nnodes": 1, "nGpusPerNode": gpus, "command": TORCHRUN.format(g=gpus)}
+
+
+def test_a_torchrun_drivers_gpus_are_claimed_on_the_node_ray_put_it_on() -> None:
+    """The driver reserves its GPUs through the entrypoint; once Ray placed it, the queue's
+    claim is on that node (not where best fit would have put it), and it is not counted a
+    second time once Ray's report shows it."""
+    world = World(gpus=4)
+    world.ray.add_worker("w2", 2)
+    sft = world.cluster.create("sft", torchrun_spec(gpus=2))
+    world.tick()
+    assert world.phase(sft) == "Submitted"
+    assert world.ray.jobs[world.sid(sft)].plan.entrypoint_num_gpus == 2
+    world.ray.run(world.sid(sft), driver="w1")  # Ray chose the 4-GPU node (best fit would have said w2)
+    world.tick(0.2)
+    big = world.cluster.create("big", spec(gpus=4))
+    world.tick(2.1)
+    big_status = world.cluster.status(big)
+    # w1 has 2 free, w2 has 2: no node with 4 (a claim of the queue's own choosing, on w2, would have admitted big onto w1)
+    assert (big_status["phase"], big_status["reason"]) == ("Queued", "Queued") and "free now: 2, 2 GPUs" in big_status["message"]
+    world.ray.use_gpus("w1", 2)  # Ray's report catches up: the driver's 2 GPUs counted once, not twice
+    world.tick(2.1)
+    assert "free now: 2, 2 GPUs" in world.cluster.status(big)["message"]
+    world.ray.finish(world.sid(sft))
+    world.ray.use_gpus("w1", -2)
+    world.tick(0.5)
+    world.tick(2.1)
+    assert world.phase(big) == "Submitted"
+    world.close()
+
+
+def test_two_one_gpu_torchrun_tasks_on_a_one_gpu_worker_run_one_after_the_other() -> None:
+    world = World(gpus=1)
+    first = world.cluster.create("first", torchrun_spec())
+    world.tick()
+    second = world.cluster.create("second", torchrun_spec())
+    world.tick(0.1)
+    world.ray.run(world.sid(first))
+    for _ in range(3):  # Ray's report never shows the driver's GPU here: the claim on w1 holds it
+        world.tick(2.1)
+        assert (world.phase(first), world.phase(second)) == ("Running", "Queued")
+    world.ray.finish(world.sid(first))
+    world.tick(0.5)
+    world.tick(0.1)
+    assert world.phase(second) == "Submitted"
+    world.close()
+
+
 def test_a_user_over_quota_waits_and_others_go_on() -> None:
     world = World(gpus=8)
     world.cluster.onboard("team-b", "bob")

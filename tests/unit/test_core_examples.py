@@ -5,6 +5,7 @@ task, and the example reward function scores as documented."""
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from pathlib import Path
 from types import ModuleType
 
@@ -112,10 +113,25 @@ def reward() -> ModuleType:
     ],
 )
 def test_example_reward_function(reward: ModuleType, solution: str, truth: str, bonus: float, score: float) -> None:
-    got = reward.compute_score("openai/gsm8k", solution, truth, extra_info={"index": 0}, format_bonus=bonus)
+    got = reward.compute_score(data_source="openai/gsm8k", solution_str=solution, ground_truth=truth, extra_info={"index": 0},
+                               format_bonus=bonus)
     assert got == pytest.approx(score)
 
 
 def test_example_reward_function_verl_call_shape(reward: ModuleType) -> None:
-    # verl's naive reward manager passes keywords, plus the reward_kwargs
+    # verl's naive reward manager passes keywords, plus the reward_kwargs; a keyword the
+    # function does not use (a newer verl's, or another reward_kwargs entry) is no error.
     assert reward.compute_score(data_source="gsm8k", solution_str="#### 2", ground_truth="2", extra_info=None) == 1.0
+    assert reward.compute_score(data_source="gsm8k", solution_str="#### 2", ground_truth="2", extra_info=None, alpha=0.2) == 1.0
+
+
+def test_example_reward_function_has_the_designs_signature(reward: ModuleType) -> None:
+    """Keyword-only, with **kwargs: def compute_score(*, data_source, solution_str, ground_truth,
+    extra_info=None, **kwargs) (format_bonus is this example's own reward_kwargs entry)."""
+    params = inspect.signature(reward.compute_score).parameters
+    assert [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY] == [
+        "data_source", "solution_str", "ground_truth", "extra_info", "format_bonus"]
+    assert [p.kind for p in params.values()][-1] is inspect.Parameter.VAR_KEYWORD
+    assert not any(p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params.values())
+    with pytest.raises(TypeError):
+        reward.compute_score("gsm8k", "#### 2", "2")  # positional use is refused, as the design means

@@ -183,3 +183,56 @@ def test_accepted_commands_stay_in_the_users_home(text: str) -> None:
         path = posixpath.normpath(word[slash:])
         if path.startswith("/private/users/"):
             assert path.split("/")[3] == "alice", (text, word)
+
+
+# --------------------------------------------------------------------------- v3.0's $COMMON
+
+COMMON_RULE = "v3.5 removed $COMMON (v3.0's shared tree)"
+
+
+@pytest.mark.parametrize(
+    ("text", "rewritten"),
+    [
+        ("$COMMON/datasets/gsm8k/train.parquet", "$HOME/common/datasets/gsm8k/train.parquet"),
+        ("${COMMON}/hf/Qwen", "$HOME/common/hf/Qwen"),
+        ("data.train_files=[$COMMON/a.parquet,$COMMON/b.parquet]", "data.train_files=[$HOME/common/a.parquet,$HOME/common/b.parquet]"),
+    ],
+)
+def test_common_is_recognised_and_rewritten(text: str, rewritten: str) -> None:
+    from argus.core.expand import uses_common, without_common
+    assert uses_common(text) and without_common(text) == rewritten
+    assert expand(text, "alice", P) == text  # never expanded: it is refused where it stands
+
+
+@pytest.mark.parametrize("text", ["$COMMONS/x", "$HOME/common/datasets/x", "COMMON/x", "${COMMON_X}/y"])
+def test_other_names_are_not_common(text: str) -> None:
+    from argus.core.expand import uses_common
+    assert not uses_common(text)
+
+
+def _doc(spec: dict) -> dict:
+    return {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": "t"}, "spec": spec}
+
+
+def test_common_in_a_command_is_refused_with_the_v35_spelling() -> None:
+    command = ("python3 -m verl.trainer.main_ppo data.train_files=$COMMON/datasets/gsm8k/train.parquet "
+               "data.val_files=$HOME/datasets/t.parquet +ray_kwargs.ray_init.address=auto")
+    v = validate_task(_doc({"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": command}), "alice", P)
+    assert v.error_lines() == [
+        f"spec.command: 'data.train_files=$COMMON/datasets/gsm8k/train.parquet': {COMMON_RULE} (line 1): $HOME/common/... replaces "
+        "it: write data.train_files=$HOME/common/datasets/gsm8k/train.parquet"]
+
+
+def test_common_in_a_basic_path_is_refused_with_the_v35_spelling() -> None:
+    v = validate_task(_doc({"workload": "grpo", "nnodes": 1, "nGpusPerNode": 1, "modelId": "Qwen/Qwen2.5-0.5B-Instruct",
+                            "trainFile": "${COMMON}/datasets/gsm8k/train.parquet", "valFile": "$HOME/datasets/t.parquet"}), "alice", P)
+    assert v.error_lines() == [
+        f"spec.trainFile: '${{COMMON}}/datasets/gsm8k/train.parquet': {COMMON_RULE}: $HOME/common/... replaces it: "
+        "write $HOME/common/datasets/gsm8k/train.parquet"]
+
+
+def test_a_command_that_assigns_common_itself_uses_its_own_value() -> None:
+    command = ("COMMON=$HOME/datasets\npython3 -m verl.trainer.main_ppo data.train_files=$COMMON/a.parquet "
+               "data.val_files=$COMMON/b.parquet +ray_kwargs.ray_init.address=auto")
+    v = validate_task(_doc({"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": command}), "alice", P)
+    assert v.valid, v.error_lines()

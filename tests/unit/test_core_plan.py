@@ -243,3 +243,63 @@ def test_the_template_runs_unchanged_through_the_language(spec: dict[str, Any]) 
     assert verdict.spec is not None and verdict.plan is not None
     template = basic_command(verdict.spec, home="/private/users/alice", experiment="team-a-t1")
     assert shlex.split(verdict.plan.command) == shlex.split(template)
+
+
+# --- a torchrun launch reserves its GPUs; multi-node torchrun is refused -----------------
+
+TORCHRUN = ("torchrun --standalone --nnodes=1 --nproc_per_node=2 -m verl.trainer.fsdp_sft_trainer "
+            "data.train_files=$HOME/datasets/sft/train.parquet data.val_files=$HOME/datasets/sft/val.parquet")
+ONE_NODE = ("a torchrun launch runs inside one Ray job, on the one node Ray reserves its GPUs on: use nnodes: 1; to train on several "
+            "nodes run python3 -m verl.trainer.sft_trainer_ray (verl 0.9 and later), whose workers Ray places on every node")
+
+
+def test_a_torchrun_launch_reserves_its_gpus_through_the_entrypoint() -> None:
+    advanced_sft = plan_of(task(advanced(TORCHRUN, workload="sft", nGpusPerNode=2)))
+    basic_sft = plan_of(task(basic(workload="sft", nGpusPerNode=2)))
+    for plan in (advanced_sft, basic_sft):
+        assert plan.entrypoint_num_gpus == 2 and plan.entrypoint_resources == {"worker_node": 1}
+    # verl's own launch: its GPUs are its workers' placement groups, the driver takes none.
+    assert plan_of(task(advanced())).entrypoint_num_gpus == 0
+    assert plan_of(task(basic(workload="grpo"))).entrypoint_num_gpus == 0
+
+
+@pytest.mark.parametrize(("spec", "errors"), [
+    (advanced(TORCHRUN.replace("--nnodes=1 --nproc_per_node=2", "--nnodes=2 --nproc_per_node=2"), workload="sft", nnodes=2, nGpusPerNode=2),
+     [f"spec.nnodes: 2: {ONE_NODE}"]),
+    (advanced(TORCHRUN.replace("--nnodes=1", "--nnodes 2"), workload="sft", nGpusPerNode=2),
+     [f"spec.command: '--nnodes=2': {ONE_NODE}"]),
+    (advanced(TORCHRUN.replace("--nnodes=1 ", ""), workload="sft", nnodes=2, nGpusPerNode=2), [f"spec.nnodes: 2: {ONE_NODE}"]),
+    (basic(workload="sft", nnodes=2), [f"spec.nnodes: 2: a basic sft task runs torchrun --standalone; {ONE_NODE}"]),
+])
+def test_a_multi_node_torchrun_launch_is_refused_with_the_way_out(spec: dict[str, Any], errors: list[str]) -> None:
+    v = validate_task(task(spec), "alice", CONFIG)
+    assert v.error_lines() == errors
+
+
+def test_the_way_out_is_allowed() -> None:
+    command = ("python3 -m verl.trainer.sft_trainer_ray data.train_files=$HOME/datasets/sft/train.parquet "
+               "data.val_files=$HOME/datasets/sft/val.parquet trainer.nnodes=2 trainer.n_gpus_per_node=8")
+    plan = plan_of(task(advanced(command, workload="sft", nnodes=2, nGpusPerNode=8)))
+    assert plan.entrypoint_num_gpus == 0 and plan.gpus == 16
+
+
+# --- the shared Hugging Face cache ----------------------------------------------------------
+
+def test_jobs_get_the_shared_hf_cache_as_hf_home() -> None:
+    assert plan_of(task(advanced())).runtime_env["env_vars"]["HF_HOME"] == "/private/hf"
+    assert plan_of(task(basic()), config=PlatformConfig(root="/data")).runtime_env["env_vars"]["HF_HOME"] == "/data/hf"
+    assert plan_of(task(basic()), config=PlatformConfig(hf_home="/cache/hf/")).runtime_env["env_vars"]["HF_HOME"] == "/cache/hf"
+    assert "HF_HOME" not in plan_of(task(basic()), config=PlatformConfig(hf_home="")).runtime_env["env_vars"]
+    with pytest.raises(ValueError, match="must be an absolute path"):
+        PlatformConfig(hf_home="hf")
+
+
+@pytest.mark.parametrize("command", [
+    "export HF_HOME=$HOME/hf\n" + ADVANCED,
+    "HF_HOME=$HOME/hf\nexport HF_HOME\n" + ADVANCED,
+    "HF_HOME=$HOME/hf " + ADVANCED,
+])
+def test_a_command_that_exports_its_own_hf_home_keeps_it(command: str) -> None:
+    plan = plan_of(task(advanced(command)))
+    assert "HF_HOME" not in plan.runtime_env["env_vars"]
+    assert "HF_HOME=/private/users/alice/hf" in plan.command

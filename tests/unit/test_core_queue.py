@@ -71,6 +71,35 @@ def test_gpus_held_outside_argus_count_as_used_and_the_wait_says_what_for() -> N
     assert d.admit == [] and d.waiting[("a", "three")][1].startswith("waiting for 1 worker node(s) with 2 free GPUs each (free now: 1 GPUs")
 
 
+def test_a_claim_on_the_node_ray_chose_stays_there_and_is_never_counted_twice() -> None:
+    """A torchrun driver Ray placed on a node: its GPUs are in use there whether or not Ray's
+    (lagging) usage report shows them yet; once it does, they are not counted again."""
+    two = Capacity((WorkerNode("n1", 4), WorkerNode("n2", 2)))
+    # Ray put the driver on the 4-GPU node; best fit would have claimed the 2-GPU one.
+    assert free_per_node(two, [Claim(1, 2, node_id="n1")]) == [2, 2]
+    assert free_per_node(two, [Claim(1, 2)]) == [4, 0]
+    # Ray's report caught up (2 used on n1): still 2 free there, not 0.
+    shown = Capacity((WorkerNode("n1", 4, used_gpus=2), WorkerNode("n2", 2)))
+    assert free_per_node(shown, [Claim(1, 2, node_id="n1")]) == [2, 2]
+    # A job outside Argus holds 3 of n1 as well: Ray's figure is the larger one.
+    busy = Capacity((WorkerNode("n1", 4, used_gpus=3), WorkerNode("n2", 2)))
+    assert free_per_node(busy, [Claim(1, 2, node_id="n1")]) == [1, 2]
+    # Two drivers on n1 (one shown by Ray, one not yet), and a verl claim that floats.
+    assert free_per_node(shown, [Claim(1, 2, node_id="n1"), Claim(1, 1, node_id="n1"), Claim(1, 2)]) == [1, 0]
+    # A claim on a node that is gone (or no worker) takes nothing.
+    assert free_per_node(two, [Claim(1, 2, node_id="gone")]) == [4, 2]
+
+
+def test_two_one_gpu_torchrun_tasks_on_a_one_gpu_worker_do_not_both_start() -> None:
+    one = Capacity((WorkerNode("w", 1),))
+    first, second = t("first", created="2026-12-03T11:00:00Z"), t("second", created="2026-12-03T11:00:01Z")
+    d = decide([first, second], running=0, capacity=one, settings=FIFO, now=NOW)
+    assert names(d.admit) == ["first"]
+    # first runs on w; Ray's report does not show it yet: second still waits.
+    d = decide([second], running=1, capacity=one, claims=[Claim(1, 1, node_id="w")], settings=FIFO, now=NOW)
+    assert d.admit == [] and d.waiting[("a", "second")][0] == "Queued"
+
+
 def test_what_argus_admitted_but_ray_does_not_show_yet_is_held_back() -> None:
     assert free_per_node(nodes(8, 8), [Claim(1, 8)]) == [0, 8]
     assert free_per_node(nodes(8, 4), [Claim(2, 4)]) == [4, 0]  # best fit: the 4-GPU node takes one bundle

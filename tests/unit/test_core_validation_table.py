@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from argus.core.command.checks import TORCHRUN_ONE_NODE
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
 
@@ -678,8 +679,11 @@ HOSTILE: list[Case] = [
     Case("count-twice", adv(f"{GOOD} trainer.nnodes=2"), [E("trainer.nnodes=2", f"sets trainer.nnodes a second time (also in 'trainer.nnodes=1'): {TWICE}")]),
     Case("count-torchrun-nproc-mismatch", adv(f"torchrun --standalone --nnodes=1 --nproc_per_node=4 -m verl.trainer.fsdp_sft_trainer {DATA}", workload="sft"),
          [E("--nproc_per_node=4", "must equal spec.nGpusPerNode (1); the queue counts GPUs from the spec")]),
-    Case("count-torchrun-nnodes-mismatch", adv(f"torchrun --nnodes 2 --nproc_per_node 1 -m verl.trainer.fsdp_sft_trainer {DATA}", workload="sft"),
-         [E("--nnodes=2", "must equal spec.nnodes (1); the queue counts GPUs from the spec")]),
+    Case("count-torchrun-nnodes-two", adv(f"torchrun --nnodes 2 --nproc_per_node 1 -m verl.trainer.fsdp_sft_trainer {DATA}", workload="sft"),
+         [E("--nnodes=2", TORCHRUN_ONE_NODE)]),
+    Case("count-torchrun-spec-two-nodes", adv(f"torchrun --nnodes 2 --nproc_per_node 1 -m verl.trainer.fsdp_sft_trainer {DATA}", workload="sft",
+                                              nnodes=2),
+         [E(2, TORCHRUN_ONE_NODE, "spec.nnodes")]),
     Case("count-torchrun-trainer-key", adv(f"{GOOD_SFT} trainer.n_gpus_per_node=8", workload="sft"),
          [E("trainer.n_gpus_per_node=8", "must equal spec.nGpusPerNode (1); the queue counts GPUs from the spec")]),
     Case("count-separate-reward-pool", adv(f"{GOOD} reward_model.enable_resource_pool=True reward_model.n_gpus_per_node=8 reward_model.nnodes=1"),
@@ -704,7 +708,7 @@ HOSTILE: list[Case] = [
     Case("env-shellopts", adv(f"SHELLOPTS=xtrace\n{GOOD}"), [E("SHELLOPTS=xtrace", at(1, "setting SHELLOPTS is not allowed", PROGRAM))]),
     Case("env-gconv", adv(f"export GCONV_PATH=$HOME/g\n{GOOD}"), [E("GCONV_PATH=<H>/g", at(1, "setting GCONV_PATH is not allowed", PROGRAM))]),
     Case("env-value-other-home", adv(f"export HF_HOME=<R>/users/bob/hf\n{GOOD}"),
-         [E("<R>/users/bob/hf", other("bob")), E("<R>/users/bob/hf", "HF_HOME must be under <H>/")]),
+         [E("<R>/users/bob/hf", other("bob")), E("<R>/users/bob/hf", "HF_HOME must be under <H>/ or <R>/hf/")]),
     # Issue 21 class 6: names Ray, Hydra and their plugins read are not on the allowlist.
     Case("env-ray-job-config", adv(f"export RAY_JOB_CONFIG_JSON_ENV_VAR='{{}}'\n{GOOD}"),
          [E("RAY_JOB_CONFIG_JSON_ENV_VAR='{}'", at(1, "setting RAY_JOB_CONFIG_JSON_ENV_VAR is not allowed", RAY_READS))]),
@@ -825,7 +829,7 @@ HOSTILE: list[Case] = [
     Case("basic-reward-not-py", basic(workload="grpo", customRewardPath="$HOME/code/reward.sh"),
          [E("<H>/code/reward.sh", "the reward function file must be a .py file", "spec.customRewardPath")]),
     Case("basic-sft-two-nodes", basic(workload="sft", nnodes=2),
-         [E(2, "a basic sft task runs torchrun --standalone on one node: use nnodes: 1, or an advanced spec", "spec.nnodes")]),
+         [E(2, f"a basic sft task runs torchrun --standalone; {TORCHRUN_ONE_NODE}", "spec.nnodes")]),
 ]
 
 

@@ -35,6 +35,8 @@ EXPECTED = {
     "argus_leader": ("gauge", ()),
     "argus_build_info": ("gauge", ("version", "python")),
     "argus_task_watch_age_seconds": ("gauge", ()),
+    "argus_cluster_ready": ("gauge", ("node", "check")),
+    "argus_cluster_checked_timestamp_seconds": ("gauge", ()),
     "argus_user_gpus_in_use": ("gauge", ("user",)),
     "argus_user_tasks_queued": ("gauge", ("user",)),
     "argus_user_gpu_quota": ("gauge", ("user",)),

@@ -40,18 +40,20 @@ class FakeJobSubmissionClient:
 
     def __init__(self, address: str) -> None:
         self.jobs: dict[str, str] = {}
+        self.submitted: dict[str, dict[str, object]] = {}  # what each submission asked for
         self.down = False
 
     def _up(self) -> None:
         if self.down:
             raise ConnectionError("Failed to connect to Ray at address: http://ray:8265.")
 
-    def submit_job(self, *, entrypoint: str, submission_id: str, **_: object) -> str:
+    def submit_job(self, *, entrypoint: str, submission_id: str, **options: object) -> str:
         self._up()
         if submission_id in self.jobs:
             raise RuntimeError(f"Request failed with status code 500: ValueError: Job with submission_id {submission_id} already exists. "
                                "Please use a different submission_id.")
         self.jobs[submission_id] = "PENDING"
+        self.submitted[submission_id] = options
         return submission_id
 
     def get_job_info(self, submission_id: str) -> object:
@@ -59,7 +61,8 @@ class FakeJobSubmissionClient:
         if submission_id not in self.jobs:
             raise RuntimeError(f"Request failed with status code 404: Job {submission_id} does not exist.")
         from types import SimpleNamespace
-        return SimpleNamespace(status=self.jobs[submission_id], message="", driver_node_id=None, start_time=None, end_time=None)
+        return SimpleNamespace(status=self.jobs[submission_id], message="", driver_node_id=None, start_time=None, end_time=None,
+                               metadata=(self.submitted.get(submission_id) or {}).get("metadata"))
 
     def stop_job(self, submission_id: str) -> bool:
         self._up()
@@ -78,10 +81,27 @@ def _client() -> tuple[object, FakeJobSubmissionClient, list[tuple[str, str]]]:
     return RayJobsClient("http://ray:8265", client_factory=lambda _: fake, on_call=lambda op, out, _seconds: calls.append((op, out)), threads=1), fake, calls
 
 
-def _plan(sid: str = "argus-ns-t-0a1b2c3d") -> object:
-    from argus.core.plan import SubmissionPlan
+def _plan(sid: str = "argus-ns-t-0a1b2c3d", entrypoint_num_gpus: int = 0) -> object:
+    from argus.core.plan import DRIVER_GPUS_KEY, SubmissionPlan
     return SubmissionPlan(submission_id=sid, user="alice", command="x", entrypoint="bash -lc x", entrypoint_resources={"worker_node": 1},
-                          runtime_env={}, metadata={}, job_dir="/j", gpus=1)
+                          entrypoint_num_gpus=entrypoint_num_gpus, runtime_env={},
+                          metadata={DRIVER_GPUS_KEY: str(entrypoint_num_gpus)} if entrypoint_num_gpus else {}, job_dir="/j", gpus=1)
+
+
+def test_a_driver_that_holds_gpus_reserves_them_through_the_entrypoint() -> None:
+    """A torchrun plan's GPUs go to Ray as entrypoint_num_gpus (Ray counts them on the
+    driver's node); the job's metadata says so, and the job read gives it back (Ray's job
+    details leave entrypoint_num_gpus out). A verl plan sends none."""
+    import asyncio
+    client, fake, _ = _client()
+    asyncio.run(client.submit(_plan("argus-ns-sft-0a1b2c3d", entrypoint_num_gpus=2)))
+    asyncio.run(client.submit(_plan("argus-ns-ppo-0a1b2c3d")))
+    assert fake.submitted["argus-ns-sft-0a1b2c3d"]["entrypoint_num_gpus"] == 2
+    assert fake.submitted["argus-ns-sft-0a1b2c3d"]["entrypoint_resources"] == {"worker_node": 1}
+    assert "entrypoint_num_gpus" not in fake.submitted["argus-ns-ppo-0a1b2c3d"]
+    from argus.core.plan import driver_gpus
+    assert driver_gpus(asyncio.run(client.job("argus-ns-sft-0a1b2c3d")).metadata) == 2.0
+    assert driver_gpus(asyncio.run(client.job("argus-ns-ppo-0a1b2c3d")).metadata) == 0.0
 
 
 def test_submitting_an_id_ray_already_has_is_an_adoption() -> None:

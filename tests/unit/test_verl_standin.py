@@ -30,13 +30,13 @@ def _log(record):
         with open(CALLS, "a") as fh:
             fh.write(json.dumps(record) + "\\n")
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+def compute_score(*, data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     _log({"fn": "compute_score", "data_source": data_source, "solution_str": solution_str,
           "ground_truth": ground_truth, "extra_info": extra_info, "kwargs": kwargs})
     correct = solution_str.rsplit("####", 1)[-1].strip() == str(ground_truth)
     return {"score": kwargs.get("alpha", 1.0) if correct else 0.0, "acc": correct}
 
-def length_reward(data_source, solution_str, ground_truth, extra_info=None):
+def length_reward(*, data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     _log({"fn": "length_reward"})
     return 0.25
 '''

@@ -103,6 +103,9 @@ app.kubernetes.io/part-of: argus
 {{- with $o.verlConfig }}
 - {{ printf "--verl-config=%v" . | quote }}
 {{- end }}
+{{- if kindIs "string" $o.hfHome }}
+- {{ printf "--hf-home=%v" $o.hfHome | quote }}
+{{- end }}
 {{- with $o.entrypointShell }}
 - {{ printf "--entrypoint-shell=%v" . | quote }}
 {{- end }}
@@ -110,6 +113,7 @@ app.kubernetes.io/part-of: argus
 - {{ printf "--poll-interval=%v" $o.pollInterval | quote }}
 - {{ printf "--ray-grace=%v" $o.rayGraceSeconds | quote }}
 - {{ printf "--delete-grace=%v" $o.deleteGraceSeconds | quote }}
+- {{ printf "--doctor-interval=%v" $o.doctorIntervalSeconds | quote }}
 {{- range $o.entrypointAllowlist }}
 - {{ printf "--allow-entrypoint=%v" . | quote }}
 {{- end }}

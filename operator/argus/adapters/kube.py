@@ -152,12 +152,17 @@ class KubeTaskStore:
 
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         """Post an Event on the task (kubectl describe shows it). Best effort."""
+        await self.event_on(f"{GROUP}/{VERSION}", KIND, namespace, name, uid, type_, reason, message)
+
+    async def event_on(self, api_version: str, kind: str, namespace: str, name: str, uid: str | None, type_: str, reason: str,
+                       message: str) -> None:
+        """Post an Event on any object (the operator's Lease: argus doctor's verdict). Best effort."""
         from kubernetes.client.exceptions import ApiException
         c = self._client
         now = dt.datetime.now(dt.timezone.utc)
         body = c.CoreV1Event(
             metadata=c.V1ObjectMeta(name=f"{name}.{uuid.uuid4().hex[:12]}", namespace=namespace),
-            involved_object=c.V1ObjectReference(api_version=f"{GROUP}/{VERSION}", kind=KIND, name=name, namespace=namespace, uid=uid),
+            involved_object=c.V1ObjectReference(api_version=api_version, kind=kind, name=name, namespace=namespace, uid=uid),
             type=type_, reason=reason, message=message[:1024], first_timestamp=now, last_timestamp=now, count=1,
             source=c.V1EventSource(component=self.component), reporting_component=self.component,
             reporting_instance=self.component, action=reason,

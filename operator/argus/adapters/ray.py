@@ -32,12 +32,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.doctor import ProbeJob
 from ..core.plan import SubmissionPlan
+from ..core.rayversion import TESTED_RAY, TOKEN_AUTH_SINCE, release as _release
 
 DEFAULT_TIMEOUT = 10.0
-# The cluster versions CI runs the operator's lifecycle against (README: supported Ray).
-TESTED_RAY = ("2.41.0", "2.60.0")
-TOKEN_AUTH_SINCE = "2.52.0"  # the first Ray whose clusters can require a token
 AUTH_WARNING_SECONDS = 60.0  # the operator's log says a refusal at most this often
 
 log = logging.getLogger(__name__)
@@ -103,6 +102,7 @@ class RayJob:
     start_time_ms: int | None
     end_time_ms: int | None
     job_id: str | None = None  # Ray's own id of the driver (placement groups name their creator by it)
+    metadata: dict[str, str] = field(default_factory=dict)  # as submitted (SubmissionPlan.metadata)
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,7 @@ class RayNode:
     resources_total: dict[str, float] = field(default_factory=dict)
     is_head: bool = False
     gpus_used: float | None = None
+    node_ip: str | None = None
 
 
 @dataclass(frozen=True)
@@ -176,11 +177,6 @@ def client_version() -> str:
         return version("ray")
     except PackageNotFoundError:  # pragma: no cover
         return "unknown"
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """(2, 41, 0) of '2.41.0' (pre-release and build suffixes ignored)."""
-    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0].split("rc")[0])[:3])
 
 
 def version_note(address: str, version: str, *, token: bool) -> tuple[int, str]:
@@ -333,12 +329,36 @@ class RayJobsClient:
                 entrypoint=plan.entrypoint,
                 submission_id=plan.submission_id,
                 entrypoint_resources=plan.entrypoint_resources,
+                # Only when the driver takes GPUs (a torchrun launch): Ray then places it
+                # on a node with that many free, counts them and sets CUDA_VISIBLE_DEVICES.
+                **({"entrypoint_num_gpus": plan.entrypoint_num_gpus} if plan.entrypoint_num_gpus else {}),
                 runtime_env=plan.runtime_env,
                 metadata=plan.metadata,
             )
             return True
         except RayJobExists:
             return False
+
+    async def submit_probe(self, probe: ProbeJob) -> str:
+        """Submit an ``argus doctor`` probe pinned to its node: by the ``ray.io/node-id`` label
+        selector, or, when the cluster's Jobs API refuses that field (a Ray older than the
+        selector), by the node's ``node:<ip>`` resource. Returns how it was pinned: "label"
+        or "ip". Raises as submit does (RayRefused when it cannot be pinned at all)."""
+        def send(label: bool) -> None:
+            pin: dict[str, Any] = ({"entrypoint_resources": probe.entrypoint_resources or None, "entrypoint_label_selector": probe.label_selector}
+                                   if label else {"entrypoint_resources": probe.fallback_resources})
+            self._jobs("submit", "submit_job", entrypoint=probe.entrypoint, submission_id=probe.submission_id,
+                       runtime_env=probe.runtime_env, metadata=probe.metadata, **pin)
+        try:
+            await self._run(send, True)
+            return "label"
+        except (RayRefused, TypeError) as exc:  # TypeError: a Ray client without the keyword
+            if "label" not in str(exc).lower() and not isinstance(exc, TypeError):
+                raise
+            if not probe.fallback_resources:
+                raise RayRefused(f"this Ray cluster cannot pin a job to a node by its id, and the node's IP is unknown: {exc}") from None
+        await self._run(send, False)
+        return "ip"
 
     async def job(self, submission_id: str) -> RayJob:
         info = await self._run(self._jobs, "status", "get_job_info", submission_id)
@@ -347,6 +367,7 @@ class RayJobsClient:
             submission_id=submission_id, status=str(status), message=info.message or "",
             driver_node_id=info.driver_node_id, start_time_ms=info.start_time, end_time_ms=info.end_time,
             job_id=getattr(info, "job_id", None),
+            metadata=dict(info.metadata) if isinstance(getattr(info, "metadata", None), dict) else {},
         )
 
     async def stop(self, submission_id: str) -> bool:
@@ -402,7 +423,8 @@ class RayJobsClient:
             used = self._get_client().gpus_used_by_node()
             return [RayNode(node_id=n.node_id, resources_total={k: float(v) for k, v in (n.resources_total or {}).items()},
                             is_head=bool(getattr(n, "is_head_node", False)),
-                            gpus_used=None if used is None else used.get(n.node_id, 0.0)) for n in found]
+                            gpus_used=None if used is None else used.get(n.node_id, 0.0),
+                            node_ip=getattr(n, "node_ip", None)) for n in found]
         return await self._run(self._call, "nodes", read)
 
     async def placement_groups(self) -> list[PlacementGroup]:

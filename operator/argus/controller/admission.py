@@ -61,9 +61,15 @@ class AdmissionInputs:
 
     def claims(self, active: list[TaskView]) -> list[Claim]:
         """GPUs of admitted tasks that Ray does not show in use yet (their verl workers'
-        placement groups do not exist yet): the queue holds them back."""
+        placement groups do not exist yet): the queue holds them back. A torchrun driver's
+        GPUs, once Ray has placed it, are claimed on its node (core.queue: Ray counts them
+        there too; its report may lag)."""
         claims = []
         for v in active:
+            driver = self.jobs.gpu_drivers.get(v.key)
+            if driver is not None and driver[0] == v.state.submission_id:
+                claims.append(Claim(bundles=1, gpus_per_node=math.ceil(driver[2]), node_id=driver[1]))
+                continue
             per_node = max(1, int(v.spec.get("nGpusPerNode") or 1))
             pending = v.gpus - self.nodes.placed_gpus(self.jobs.job_ids.get(v.key))
             if pending > 0:

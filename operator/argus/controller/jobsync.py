@@ -12,6 +12,7 @@ from typing import Callable
 from ..adapters.ray import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
+from ..core.plan import driver_gpus
 from ..core.polling import FASTEST_POLL_SECONDS, poll_delay
 from ..core.queue import Capacity, WorkerNode
 from ..core.times import parse_time
@@ -97,12 +98,16 @@ class JobSync:
         self._submitted_at: dict[Key, float] = {}  # monotonic time this process submitted it
         self._known_drivers: dict[Key, str] = {}
         self.job_ids: dict[Key, str] = {}  # Ray's own job id of each followed task's driver
+        # Where Ray placed each task's GPU-holding driver (a torchrun launch): submission id,
+        # node id, GPUs. The queue's claim for it stays on that node (admission.claims).
+        self.gpu_drivers: dict[Key, tuple[str, str, float]] = {}
 
     def forget(self, key: Key) -> None:
         self._read_at.pop(key, None)
         self._submitted_at.pop(key, None)
         self._known_drivers.pop(key, None)
         self.job_ids.pop(key, None)
+        self.gpu_drivers.pop(key, None)
 
     def forget_all(self) -> None:
         """Another replica leads: read every job afresh if this one leads again."""
@@ -143,6 +148,11 @@ class JobSync:
             return lifecycle.RayUnreachable(str(exc), ray_error_reason(exc))
         if job.job_id:
             self.job_ids[key] = job.job_id
+        gpus = driver_gpus(job.metadata)
+        if job.driver_node_id and gpus > 0 and job.status.upper() in lifecycle.RAY_ACTIVE:
+            self.gpu_drivers[key] = (task.submission_id, job.driver_node_id, gpus)
+        else:
+            self.gpu_drivers.pop(key, None)
         on_worker: bool | None = None
         if job.driver_node_id and self._known_drivers.get(key) != job.driver_node_id:
             on_worker = await self.nodes.on_worker(job.driver_node_id)

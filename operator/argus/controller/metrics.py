@@ -40,6 +40,9 @@ LEADER = Gauge("argus_leader", "1 while this replica holds the leader Lease (or 
 BUILD_INFO = Gauge("argus_build_info", "Always 1; the labels say which build runs", ["version", "python"])
 WATCH_AGE = Gauge("argus_task_watch_age_seconds", "Seconds since the task cache's list/watch last heard from the API server "
                   "(an event, a bookmark or a new watch), the largest over its scopes")
+CLUSTER_READY = Gauge("argus_cluster_ready", "argus doctor's last verdict on the Ray cluster, per node and check: 1 passed (or only "
+                      "warned), 0 failed (a task would fail there); checks not made are absent", ["node", "check"])
+CLUSTER_CHECKED = Gauge("argus_cluster_checked_timestamp_seconds", "When argus doctor last checked the Ray cluster (Unix time)")
 
 USER_GPUS = Gauge("argus_user_gpus_in_use", "GPUs held by a user's running tasks (Submitted or Running)", ["user"])
 USER_QUEUED = Gauge("argus_user_tasks_queued", "A user's tasks waiting in the queue", ["user"])
@@ -68,6 +71,16 @@ def count_ray_call(operation: str, outcome: str, seconds: float | None = None) -
         RAY_CALL_SECONDS.labels(operation).observe(seconds)
     if outcome in ("RayUnreachable", "RayAuthFailed", "RayRefused"):
         RAY_ERRORS.labels(operation).inc()
+
+
+def observe_doctor(rows: Iterable[object]) -> None:
+    """argus doctor's rows (``core.doctor.Row``): the series of the last run only."""
+    CLUSTER_READY.clear()
+    for row in rows:
+        status = getattr(getattr(row, "status", None), "value", None)
+        if status in ("ok", "warn", "fail"):
+            CLUSTER_READY.labels(getattr(row, "node"), getattr(getattr(row, "check"), "value")).set(0 if status == "fail" else 1)
+    CLUSTER_CHECKED.set(time.time())
 
 
 def observe_phases(views: Iterable[object]) -> None:

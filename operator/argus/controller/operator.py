@@ -16,7 +16,9 @@ from ..adapters.ray import RayJobsClient, RayRefused, RayUnreachable, client_ver
 from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import ComposeRequest, Composer
 from . import metrics
+from ..core.doctor import DoctorSettings
 from .cache import TaskCache, worth_a_look
+from .doctor import Doctor, DoctorLoop
 from .health import Checks, HealthServer
 from .leader import LeaderElection
 from .logapi_settings import LogApiSettings
@@ -97,6 +99,8 @@ class Operator:
             await asyncio.to_thread(self.composer.compose, ComposeRequest("verl.trainer.main_ppo", (), {}, "/"))
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
         self.background.append(asyncio.create_task(self.say_ray_version(), name="argus Ray version"))
+        if self.config.doctor_interval > 0:
+            self.background.append(asyncio.create_task(self.doctor_loop().run(), name="argus doctor"))
         if self.leader:
             self.background.append(asyncio.create_task(self.leader.run(), name="argus leader election"))
 
@@ -111,6 +115,23 @@ class Operator:
             await asyncio.to_thread(self.leader.release)
         if self.health:
             await self.health.stop()
+
+    def doctor_loop(self) -> DoctorLoop:
+        """argus doctor's checks, run as the leader; the verdict as an Event on the leader
+        Lease when the operator may create Events there: it watches every namespace, or the
+        Lease's among them (its RBAC lets it create Events where it watches tasks). Otherwise,
+        and without leader election, in the log and the metric only."""
+        settings = DoctorSettings(self.config.platform, token_configured=bool(self.config.ray_token_file))
+        post = None
+        lease_ns = self.config.leader_election_namespace
+        if lease_ns and (not self.config.namespaces or lease_ns in self.config.namespaces):
+            namespace, name = self.config.leader_election_namespace, self.config.leader_election_name
+
+            async def post(type_: str, reason: str, message: str) -> None:
+                await self.store.event_on("coordination.k8s.io/v1", "Lease", namespace, name, None, type_, reason, message)
+        return DoctorLoop(Doctor(self.ray, settings, address=self.config.ray_address), self.config.doctor_interval,
+                          leads=(lambda: self.leader.is_leader) if self.leader else (lambda: True),
+                          observe=metrics.observe_doctor, post_event=post)
 
     async def say_ray_version(self, every: float = 30.0) -> None:
         """Log the cluster's Ray version once, as soon as Ray answers: where it stands against

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from ..adapters.ray import PlacementGroup, RayJob, RayNode
+from ..core.doctor import ProbeJob
 from ..core.plan import SubmissionPlan
 from .view import Key, TaskView
 
@@ -24,6 +25,9 @@ class RayJobs(Protocol):
     def tail_logs(self, submission_id: str) -> AsyncIterator[str]: ...
     async def nodes(self) -> list[RayNode]: ...
     async def placement_groups(self) -> list[PlacementGroup]: ...
+    async def submit_probe(self, probe: ProbeJob) -> str: ...  # argus doctor: "label" or "ip", how it was pinned
+    async def logs(self, submission_id: str) -> str: ...
+    async def cluster_version(self) -> str: ...
 
 
 class TaskStore(Protocol):

@@ -102,7 +102,7 @@ class Reconciler:
         self.now = now
         self.monotonic = monotonic
         self.wake = asyncio.Event()
-        self.writer = StatusWriter(store)
+        self.writer = StatusWriter(store, monotonic)
         self.nodes = NodeCache(ray, config.platform.worker_resource, config.poll_interval, monotonic)
         self.jobs = JobSync(ray, self.nodes, config.poll_interval, monotonic)
         self.removals = HistoryRemovals(ray, monotonic)

@@ -48,6 +48,7 @@ class OperatorConfig:
     fair_share_half_life: float = 3600.0
     fair_share_max_wait: float = 24 * 3600.0
     default_gpu_quota: int | None = None            # GPUs per user unless a namespace says (argus.io/gpu-quota)
+    doctor_interval: float = 3600.0                 # argus doctor at start and this often (0: never)
 
 
 def add_operator_flags(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +89,10 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--default-gpu-quota", type=_optional_number, default=_optional_number(env("ARGUS_DEFAULT_GPU_QUOTA")),
                         help="GPUs a user's running tasks may hold in all, unless the user's namespace says otherwise "
                              "(annotation argus.io/gpu-quota, set by argus onboard --gpu-quota) (default: unlimited)")
+    parser.add_argument("--doctor-interval", type=float, default=float(env("ARGUS_DOCTOR_INTERVAL", "3600")),
+                        help="run argus doctor's checks of the Ray cluster at start and every this many seconds, as the leader "
+                             "(metric argus_cluster_ready, an Event on the leader Lease, the log); 0: never (default 3600; "
+                             "env ARGUS_DOCTOR_INTERVAL)")
     parser.add_argument("--namespace", "-n", action="append", dest="namespaces", default=[n for n in env("ARGUS_NAMESPACES", "").split(",") if n], help="namespace to watch, repeatable (default all; env ARGUS_NAMESPACES comma-separated)")
 
 
@@ -114,12 +119,14 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
             raise ValueError(f"{flag}: {value:g}: must not be negative")
     if args.fair_share_half_life <= 0 or args.fair_share_max_wait <= 0:
         raise ValueError("--fair-share-half-life and --fair-share-max-wait must be positive")
+    if args.doctor_interval < 0:
+        raise ValueError(f"--doctor-interval: {args.doctor_interval:g}: must not be negative (0: never)")
     if args.default_gpu_quota is not None and (args.default_gpu_quota < 0 or args.default_gpu_quota != int(args.default_gpu_quota)):
         raise ValueError(f"--default-gpu-quota: {args.default_gpu_quota:g}: must be a whole number of GPUs, 0 or more")
     return OperatorConfig(
         queue_policy=args.queue_policy, fair_share_half_life=args.fair_share_half_life, fair_share_max_wait=args.fair_share_max_wait,
         default_gpu_quota=int(args.default_gpu_quota) if args.default_gpu_quota is not None else None,
-        progress_interval=args.progress_interval,
+        progress_interval=args.progress_interval, doctor_interval=args.doctor_interval,
         progress_metrics=tuple(m.strip() for m in args.progress_metrics.split(",") if m.strip()),
         ray_job_retention_seconds=args.ray_job_retention,
         default_ttl_seconds=int(args.ttl_seconds_after_finished) if args.ttl_seconds_after_finished is not None else None,

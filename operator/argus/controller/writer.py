@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +45,11 @@ def phase_event(old_phase: str | None, status: ArgusTaskStatus) -> PostEvent:
 
 
 class StatusWriter:
-    def __init__(self, store: TaskStore) -> None:
+    def __init__(self, store: TaskStore, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.store = store
+        # The loop's clock: the overlay's age is compared with the loop's ``now``, so both
+        # must read the same clock (a fake one in tests, whatever the machine's uptime).
+        self.monotonic = monotonic
         self._written: dict[Key, _Written] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self.writes = 0  # status patches and finalizer patches made (for tests and benchmarks)
@@ -56,7 +60,7 @@ class StatusWriter:
         written = self._written.get(view.key)
         if written is None:
             return view
-        now = time.monotonic() if now is None else now
+        now = self.monotonic() if now is None else now
         status = written.status
         finalizers = written.finalizers
         if status is not None and not merge_patch(view.status, status):
@@ -122,7 +126,7 @@ class StatusWriter:
 
     def _remember(self, key: Key, *, status: dict[str, Any] | None = None, finalizers: tuple[str, ...] | None = None) -> None:
         written = self._written.setdefault(key, _Written(at=0.0))
-        written.at = time.monotonic()
+        written.at = self.monotonic()
         if status is not None:
             written.status = status
         if finalizers is not None:

@@ -51,11 +51,16 @@ class PlatformConfig:
     entrypoints: tuple[Entrypoint, ...] = field(
         default_factory=lambda: tuple(Entrypoint.parse(e) for e in DEFAULT_ENTRYPOINT_ALLOWLIST)
     )
+    # The shared Hugging Face cache every job gets as HF_HOME (unless its command sets
+    # HF_HOME): None is <root>/hf, the empty string is none (jobs get no HF_HOME from Argus).
+    hf_home: str | None = None
 
     def __post_init__(self) -> None:
         if not posixpath.isabs(self.root):
             raise ValueError(f"paths root {self.root!r} must be an absolute path")
         object.__setattr__(self, "root", posixpath.normpath(self.root))
+        if self.hf_home and not posixpath.isabs(self.hf_home):
+            raise ValueError(f"HF_HOME {self.hf_home!r} must be an absolute path (or empty: none)")
 
     @classmethod
     def from_allowlist(cls, allowlist: list[str] | tuple[str, ...] | None = None, **kwargs: object) -> "PlatformConfig":
@@ -71,6 +76,12 @@ class PlatformConfig:
 
     def shared(self, *parts: str) -> str:
         return posixpath.join(self.root, *parts)
+
+    def hf_cache(self) -> str | None:
+        """The HF_HOME jobs get (None: none)."""
+        if self.hf_home is None:
+            return posixpath.join(self.root, "hf")
+        return posixpath.normpath(self.hf_home) if self.hf_home else None
 
     def verl_code(self) -> str:
         return self.verl_code_path or posixpath.join(self.root, "common", "code", "verl", "verl_repo")

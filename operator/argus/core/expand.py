@@ -13,6 +13,10 @@ A macro is expanded only where it ends a path segment: before ``/``, at the end 
 text or a word (or before more macros that are). ``${HOME}2`` or ``$HOME-x`` would glue text
 onto the user segment (``/private/users/alice2`` is another user's home), so they stay as
 written and the path policy refuses them (``LEFTOVER_HOME``).
+
+v3.0's ``$COMMON`` (the shared tree) is gone: v3.5 writes it ``$HOME/common``. It is never
+expanded; where it stands it is refused with ``REMOVED_COMMON`` and the path rewritten
+(``without_common``), in a basic spec's path fields and in a command (``command.resolve``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,21 @@ _MACRO_SHARED = re.compile(_HOME + _SHARED)
 _MACRO_HOME = re.compile(_HOME + _SEGMENT_END)
 # A macro left after expansion: one glued to the following text.
 LEFTOVER_HOME = re.compile(_HOME)
+
+
+# v3.0's $COMMON or ${COMMON}, ending its path segment as a macro does.
+_COMMON = re.compile(r"(?:\$COMMON(?![A-Za-z0-9_])|\$\{COMMON\})")
+REMOVED_COMMON = "v3.5 removed $COMMON (v3.0's shared tree)"
+
+
+def uses_common(text: str) -> bool:
+    """Whether ``text`` holds v3.0's ``$COMMON`` macro."""
+    return "COMMON" in text and _COMMON.search(text) is not None
+
+
+def without_common(text: str) -> str:
+    """``text`` with v3.0's ``$COMMON`` written the v3.5 way, ``$HOME/common``."""
+    return _COMMON.sub("$HOME/common", text)
 
 
 def _escaped(text: str, i: int) -> bool:

@@ -19,10 +19,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .command import CheckedCommand, check_command
+from .command.checks import TORCHRUN_ONE_NODE
 from .command.hydra import date_sample
 from .command.program import Date, Var
 from .config import PlatformConfig
-from .expand import expand
+from .expand import REMOVED_COMMON, expand, uses_common, without_common
 from .policy import Findings, PathPolicy, check_text
 from .problems import Problem
 from .rules import kind_problems
@@ -33,6 +34,19 @@ from .verlconfig import MAX_ADDED_KEYS, ComposeRequest, Composer
 from .verlconfig.check import check_composed
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# The job's metadata key that says how many GPUs its driver reserved (entrypoint_num_gpus):
+# Ray's job details do not return that number, and the operator needs it back to keep the
+# queue's claim on the driver's node (also after a restart, for a job it adopts).
+DRIVER_GPUS_KEY = "argus.io/driver-gpus"
+
+
+def driver_gpus(metadata: Mapping[str, Any] | None) -> float:
+    """GPUs a job's driver reserved, as its plan recorded them in the job's metadata; 0 when
+    none (a verl launch) or unreadable."""
+    try:
+        return max(0.0, float((metadata or {}).get(DRIVER_GPUS_KEY) or 0.0))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 class SubmissionPlan(BaseModel):
@@ -43,6 +57,10 @@ class SubmissionPlan(BaseModel):
     command: str
     entrypoint: str
     entrypoint_resources: dict[str, float]
+    # GPUs the driver itself takes (a torchrun launch): Ray places it on a node with that many
+    # free and counts them while it runs (the Jobs API's entrypoint_num_gpus); 0 for verl's
+    # own launches, whose GPUs are its workers' placement groups.
+    entrypoint_num_gpus: int = 0
     runtime_env: dict[str, Any]
     metadata: dict[str, str]
     job_dir: str
@@ -124,6 +142,9 @@ def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy:
             continue
         if not check_text(f"spec.{key}", value, findings):
             continue
+        if uses_common(value):
+            findings.error(f"spec.{key}", value, f"{REMOVED_COMMON}: $HOME/common/... replaces it: write {without_common(value)}")
+            continue
         value = expand(value, user, config)
         expanded[attr] = value
         f = f"spec.{key}"
@@ -142,7 +163,7 @@ def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy:
         policy.check_string(f, value, findings)
     if spec.workload == "sft":
         if spec.nnodes != 1:
-            findings.error("spec.nnodes", spec.nnodes, "a basic sft task runs torchrun --standalone on one node: use nnodes: 1, or an advanced spec")
+            findings.error("spec.nnodes", spec.nnodes, f"a basic sft task runs torchrun --standalone; {TORCHRUN_ONE_NODE}")
         for key in ("rolloutN", "customRewardPath", "customRewardName", "maxPromptLength", "maxResponseLength"):
             if key in raw:
                 findings.error(f"spec.{key}", raw[key], "does not apply to the sft workload")
@@ -159,15 +180,23 @@ def job_dir_for(config: PlatformConfig, user: str, namespace: str | None, name: 
     return posixpath.join(config.home(user), "jobs", job_name)
 
 
-def runtime_env_vars(config: PlatformConfig, user: str, job_dir: str, attempt: int, code_path: str | None) -> dict[str, str]:
-    """The environment Argus gives the job (through Ray's runtime env)."""
-    return {
+def runtime_env_vars(config: PlatformConfig, user: str, job_dir: str, attempt: int, code_path: str | None,
+                     checked: CheckedCommand | None = None) -> dict[str, str]:
+    """The environment Argus gives the job (through Ray's runtime env): what the plan
+    submits, and what ``${oc.env:...}`` reads when the configuration is resolved."""
+    env_vars = {
         "PYTHONPATH": f"{code_path or config.verl_code()}:{posixpath.join(config.home(user), 'code')}",
         "ARGUS_USER": user,
         "ARGUS_JOB_DIR": job_dir,
         "ARGUS_LOG_FILE": posixpath.join(job_dir, f"attempt-{attempt}.log"),
         "ARGUS_ATTEMPT": str(attempt),
     }
+    # The shared model cache, so that a model is downloaded once for everyone, unless the
+    # command exports its own HF_HOME.
+    hf_home = config.hf_cache()
+    if hf_home and not (checked is not None and checked.exports("HF_HOME")):
+        env_vars["HF_HOME"] = hf_home
+    return env_vars
 
 
 def _job_environment(checked: CheckedCommand, argus_env: dict[str, str]) -> dict[str, str]:
@@ -303,14 +332,15 @@ def validate_spec(
                 findings.warn(field_, tree.describe(), f"checked against this verl config tree, not the cluster's own verl "
                               f"snapshot ({config.verl_code()}, not readable here)")
             checked = _compose_and_check(field_, checked, composer, policy, nnodes=nnodes, gpus=gpus, job_dir=job_dir,
-                                         argus_env=runtime_env_vars(config, user, job_dir, attempt, code_path), findings=findings)
+                                         argus_env=runtime_env_vars(config, user, job_dir, attempt, code_path, checked),
+                                         findings=findings)
     # What runs is the command generated from the checked program, not the text.
     command = checked.text if checked else None
 
     verdict.errors, verdict.warnings, verdict.spec = findings.errors, findings.warnings, spec
     if spec is not None and command is not None and not findings.errors:
         verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path,
-                                    attempt=attempt)
+                                    attempt=attempt, checked=checked)
     return verdict
 
 
@@ -347,7 +377,10 @@ def resolve_plan(
     uid: str | None,
     code_path: str | None = None,
     attempt: int = 1,
+    checked: CheckedCommand | None = None,
 ) -> SubmissionPlan:
+    """The plan for a checked ``command`` (``checked``: the program it came from, which says
+    how it launches and what environment it sets itself)."""
     home = config.home(user)
     job_dir = job_dir_for(config, user, namespace, name, uid)
     log_file = posixpath.join(job_dir, f"attempt-{attempt}.log")
@@ -361,13 +394,19 @@ def resolve_plan(
     for key, value in (("namespace", namespace), ("name", name), ("uid", uid)):
         if value:
             metadata[f"argus.io/{key}"] = value
+    env_vars = runtime_env_vars(config, user, job_dir, attempt, code_path, checked)
+    # A torchrun launch runs its GPU processes in the driver: the driver reserves them.
+    torchrun = checked is not None and checked.launch.kind == "torchrun"
+    if torchrun:
+        metadata[DRIVER_GPUS_KEY] = str(spec.n_gpus_per_node)
     return SubmissionPlan(
         submission_id=submission_id_for(namespace, name, uid, attempt) if namespace and name and uid else None,
         user=user,
         command=command,
         entrypoint=f"{config.entrypoint_shell} {shlex.quote(script)}",
         entrypoint_resources={config.worker_resource: 1},
-        runtime_env={"env_vars": runtime_env_vars(config, user, job_dir, attempt, code_path)},
+        entrypoint_num_gpus=spec.n_gpus_per_node if torchrun else 0,
+        runtime_env={"env_vars": env_vars},
         metadata={**metadata, "argus.io/attempt": str(attempt)},
         job_dir=job_dir,
         gpus=spec.nnodes * spec.n_gpus_per_node,

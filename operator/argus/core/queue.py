@@ -9,6 +9,12 @@ hold count as used), minus what Argus admitted that Ray does not show yet (a ver
 holds no GPU until its workers' placement groups exist: ``Claim``). Chosen nodes are the
 fullest that still fit (best fit), to keep whole nodes free for whole-node tasks.
 
+A torchrun launch is one driver that holds its GPUs itself (the Jobs API's
+``entrypoint_num_gpus``): Ray picks its node. Until Ray has placed it, its claim floats
+like any other; once its driver's node is known, the claim is *on that node* (``node_id``)
+and means "at least this many GPUs are in use there": Ray counts them too, and its usage
+report may lag, so the node's use is the larger of the two, never their sum.
+
 **Order.** ``fifo``: priority (higher first), then creation time, then namespace/name.
 ``fair``: priority, then the user's recent GPU usage (GPU-seconds, halving every
 ``half_life`` seconds: Kueue's admission fair sharing and Volcano's fairshare are the
@@ -88,10 +94,12 @@ class Capacity:
 @dataclass(frozen=True)
 class Claim:
     """GPUs Argus admitted that Ray does not show as used yet: ``bundles`` bundles of
-    ``gpus_per_node`` GPUs, each on a node of its own."""
+    ``gpus_per_node`` GPUs, each on a node of its own. With ``node_id`` (one bundle): GPUs a
+    torchrun driver holds on the node Ray placed it on (see the module's docstring)."""
 
     bundles: int
     gpus_per_node: int
+    node_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -153,10 +161,16 @@ def _place(free: list[float], nnodes: int, per_node: float) -> list[int] | None:
 
 
 def free_per_node(capacity: Capacity, claims: Iterable[Claim]) -> list[float]:
-    """Ray's free GPUs per worker node, minus the claims Ray does not show yet, placed as
-    verl would (biggest first, best fit; a claim that fits nowhere takes from the freest)."""
-    free = [w.free_gpus for w in capacity.workers]
-    bundles = sorted((c.gpus_per_node for c in claims for _ in range(c.bundles)), reverse=True)
+    """Ray's free GPUs per worker node, minus the claims Ray does not show yet: a claim on a
+    node there (its use is at least the claims on it), the others placed as verl would
+    (biggest first, best fit; a claim that fits nowhere takes from the freest)."""
+    claims = list(claims)
+    pinned: dict[str, float] = {}
+    for c in claims:
+        if c.node_id is not None:
+            pinned[c.node_id] = pinned.get(c.node_id, 0.0) + c.bundles * c.gpus_per_node
+    free = [min(w.free_gpus, max(0.0, w.total_gpus - pinned.get(w.node_id, 0.0))) for w in capacity.workers]
+    bundles = sorted((c.gpus_per_node for c in claims if c.node_id is None for _ in range(c.bundles)), reverse=True)
     for per_node in bundles:
         chosen = _place(free, 1, per_node)
         i = chosen[0] if chosen else max(range(len(free)), key=free.__getitem__, default=None)

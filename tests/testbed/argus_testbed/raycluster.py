@@ -180,6 +180,7 @@ class RayCluster:
         self.temp_dir = Path(tempfile.mkdtemp(prefix="argus-ray-", dir="/tmp"))
         self.head_node_id: str | None = None
         self.worker_node_ids: list[str] = []
+        self.other_node_ids: list[str] = []  # alive non-head nodes without the worker resource (amount 0)
         self.start_seconds: float | None = None
         self.ray_version: str | None = None  # as the dashboard reports it, once started
         self._socket_flags: bool | None = None
@@ -312,7 +313,8 @@ class RayCluster:
             *self._ray(), "start",
             f"--address={self.gcs_address}",
             f"--num-cpus={self.worker_cpus}", f"--num-gpus={self.worker_gpus}",
-            f"--resources={json.dumps({self.worker_resource: self.worker_resource_amount})}",
+            # Amount 0: a worker without the worker resource (Argus never places a driver there).
+            *([f"--resources={json.dumps({self.worker_resource: self.worker_resource_amount})}"] if self.worker_resource_amount else []),
             *self._worker_socket_args(),
             *self.worker_node_ports.args(),
             *self._common_args(),
@@ -379,13 +381,12 @@ class RayCluster:
     def _read_node_ids(self) -> bool:
         alive = [n for n in self.nodes() if n.get("state") == "ALIVE"]
         heads = [n["node_id"] for n in alive if n.get("is_head_node")]
-        workers = [
-            n["node_id"] for n in alive
-            if not n.get("is_head_node") and self.worker_resource in (n.get("resources_total") or {})
-        ]
-        if len(heads) != 1 or len(workers) != 1 + len(self.extra_worker_gpus):
+        others = [n for n in alive if not n.get("is_head_node")]
+        workers = [n["node_id"] for n in others if self.worker_resource in (n.get("resources_total") or {})]
+        if len(heads) != 1 or len(others) != 1 + len(self.extra_worker_gpus):
             return False
         self.head_node_id, self.worker_node_ids = heads[0], workers
+        self.other_node_ids = [n["node_id"] for n in others if n["node_id"] not in workers]
         return True
 
     def _stop_nodes(self) -> None:

@@ -69,6 +69,18 @@ class CheckedCommand:
         script = Script(tuple(final_run if s is run else s for s in self.script.statements))
         return CheckedCommand(script, self.launch, self.settings, emit(script), self.options, self.environment)
 
+    def exports(self, name: str) -> bool:
+        """Whether the command puts ``name`` in its entrypoint's environment itself
+        (``export NAME=...``, ``export NAME`` or a ``NAME=...`` prefix of the entrypoint)."""
+        for s in self.script.statements:
+            if type(s) is Assign and s.export and s.name == name:  # type: ignore[union-attr]
+                return True
+            if type(s) is Export and s.name == name:  # type: ignore[union-attr]
+                return True
+            if type(s) is Run and any(a.name == name for a in s.env):  # type: ignore[union-attr]
+                return True
+        return False
+
     @property
     def argv(self) -> list[str]:
         """The entrypoint's words as its program receives them (for a ``$(date ...)``,

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..policy import Findings, PathPolicy, climbs
-from .environment import allowed_entry
+from .environment import allowed_entry, env_path_roots
 from .hydra import HydraArgs, Setting
 from .launchers import Launch, Option, plain_int
 from .program import Assign, Run, Script, Word
@@ -73,6 +73,10 @@ _INSTANTIATE_KEYS = frozenset(("_target_", "_args_", "_partial_", "_recursive_",
 _KEY_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+)*")
 _INTERPOLATION = re.compile(r"\$\{([^{}]*)\}")
 _DEFAULT_COUNTS = "1 node, 8 GPUs per node"
+# Why a torchrun launch has one node, and the way out (one text for every place that says it).
+TORCHRUN_ONE_NODE = ("a torchrun launch runs inside one Ray job, on the one node Ray reserves its GPUs on: use nnodes: 1; "
+                     "to train on several nodes run python3 -m verl.trainer.sft_trainer_ray (verl 0.9 and later), "
+                     "whose workers Ray places on every node")
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -123,7 +127,7 @@ class Checker:
             self.policy.check_string(self.field, piece, self.findings)
         entry = allowed_entry(a.name)
         if entry is not None and entry.path and "\0" not in text:
-            self.policy.check_under(self.field, text, (self.policy.home,), a.name, self.findings)
+            self.policy.check_under(self.field, text, env_path_roots(entry, self.policy), a.name, self.findings)
 
     def tee(self, w: Word) -> None:
         if w.literal is None:
@@ -139,6 +143,8 @@ class Checker:
     # --- torchrun -------------------------------------------------------------------
 
     def torchrun(self, launch: Launch) -> None:
+        if self.nnodes is not None and self.nnodes > 1:
+            self.findings.error("spec.nnodes", self.nnodes, TORCHRUN_ONE_NODE)
         for o in launch.options:
             if o.value is None:
                 continue
@@ -146,7 +152,10 @@ class Checker:
             if o.dest in ("nnodes", "nproc_per_node"):
                 want, spec_field = (self.nnodes, "nnodes") if o.dest == "nnodes" else (self.gpus, "nGpusPerNode")
                 got = plain_int(o.value)
-                if got is None:
+                if o.dest == "nnodes" and got is not None and got > 1:
+                    if not (self.nnodes is not None and self.nnodes > 1):  # else said once, on spec.nnodes
+                        self.error(token, TORCHRUN_ONE_NODE)
+                elif got is None:
                     self.error(token, f"must be a plain integer equal to spec.{spec_field}" + (f" ({want})" if want is not None else ""))
                 elif want is not None and got != want:
                     self.error(token, f"must equal spec.{spec_field} ({want}); the queue counts GPUs from the spec")

@@ -10,7 +10,8 @@ must be on this list; every other name is refused with one line that names it.
 ``ENVIRONMENT_ALLOWLIST`` is the one place the list is declared; docs/security.md renders
 it (a unit test keeps the page in step). Every value also gets the general path checks,
 and ``PYTHONPATH`` entries must sit in the home or the shared roots; the names marked
-``path`` hold a folder the job writes (a cache) and must be in the home.
+``path`` hold a folder the job writes (a cache) and must be in the home (the Hugging Face
+ones may also name the shared cache, ``--hf-home``).
 
 A script variable that is not exported (``MODEL=...`` used in the overrides) never reaches
 the environment, so any name may be used for it, except the names bash itself reads as
@@ -21,6 +22,10 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..policy import PathPolicy
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,7 @@ class EnvName:
     pattern: str
     why: str
     path: bool = False
+    shared_cache: bool = False  # the folder may also be the shared Hugging Face cache (--hf-home)
 
     def matches(self, name: str) -> bool:
         return fnmatch.fnmatchcase(name, self.pattern)
@@ -47,10 +53,10 @@ ENVIRONMENT_ALLOWLIST: tuple[EnvName, ...] = (
     EnvName("TOKENIZERS_PARALLELISM", "Hugging Face tokenizers' threads"),
     EnvName("OMP_NUM_THREADS", "CPU threads"),
     EnvName("MKL_NUM_THREADS", "CPU threads"),
-    EnvName("HF_HOME", "Hugging Face cache folder", path=True),
-    EnvName("HF_HUB_CACHE", "Hugging Face hub cache folder", path=True),
-    EnvName("HF_DATASETS_CACHE", "Hugging Face datasets cache folder", path=True),
-    EnvName("TRANSFORMERS_CACHE", "transformers cache folder (old name)", path=True),
+    EnvName("HF_HOME", "Hugging Face cache folder", path=True, shared_cache=True),
+    EnvName("HF_HUB_CACHE", "Hugging Face hub cache folder", path=True, shared_cache=True),
+    EnvName("HF_DATASETS_CACHE", "Hugging Face datasets cache folder", path=True, shared_cache=True),
+    EnvName("TRANSFORMERS_CACHE", "transformers cache folder (old name)", path=True, shared_cache=True),
     EnvName("HF_*", "other Hugging Face settings (HF_HUB_OFFLINE, HF_ENDPOINT, HF_TOKEN ...)"),
     EnvName("TRANSFORMERS_OFFLINE", "transformers offline mode"),
     EnvName("WANDB_DIR", "Weights & Biases run folder", path=True),
@@ -139,9 +145,16 @@ def environment_reason(name: str) -> str | None:
             "in its own words needs no export: Argus substitutes it where it is used")
 
 
+def env_path_roots(entry: EnvName, policy: "PathPolicy") -> tuple[str, ...]:
+    """Where the folder an allowlisted ``path`` variable names may be."""
+    cache = policy.config.hf_cache() if entry.shared_cache else None
+    return (policy.home, cache) if cache else (policy.home,)
+
+
 def allowlist_markdown() -> str:
     """The allowlist as the Markdown table docs/security.md shows."""
     rows = ["| Name | What it sets |", "|---|---|"]
     for e in ENVIRONMENT_ALLOWLIST:
-        rows.append(f"| `{e.pattern}` | {e.why}{' (a folder in your home)' if e.path else ''} |")
+        where = " (a folder in your home or the shared Hugging Face cache)" if e.shared_cache else " (a folder in your home)" if e.path else ""
+        rows.append(f"| `{e.pattern}` | {e.why}{where} |")
     return "\n".join(rows)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..expand import REMOVED_COMMON, without_common
 from .environment import environment_reason, shell_name_reason
 from .program import Assign, Date, Export, Part, Refusal, Run, Script, SetOptions, Statement, Tee, Var, Word
 
@@ -90,6 +91,9 @@ class _Resolver:
                 if name == "HOME":
                     self.refuse(w.line, w.source, "$HOME must be followed by '/' or end the path",
                                 "write $HOME/..., or ${HOME}/...; text glued to $HOME would name another folder")
+                elif name == "COMMON":
+                    self.refuse(w.line, w.source or "$COMMON", REMOVED_COMMON,
+                                f"$HOME/common/... replaces it: write {without_common(w.source) if w.source else '$HOME/common/...'}")
                 else:
                     self.refuse(w.line, f"${name}", f"${name} is not assigned earlier in the command",
                                 "assign it before its use (NAME=value), or write the value out; only the command's own "

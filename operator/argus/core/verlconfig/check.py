@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..command.environment import allowed_entry, environment_reason
+from ..command.environment import allowed_entry, env_path_roots, environment_reason
 from ..policy import Findings, PathPolicy
 from . import ConfigTree, Composed
 from .keys import (CODE, CODE_CONFIG, DATA, INSTANTIATE_KEYS, LEGACY_REWARD_BLOCK, LOGGING_FACTORY_KEYS, MODEL, RAY_INIT,
@@ -195,7 +195,7 @@ class _Check:
         self.policy.check_string(f, value, self.findings)
         entry = allowed_entry(name)
         if entry is not None and entry.path:
-            self.policy.check_under(f, value, (self.policy.home,), f"{name}", self.findings)
+            self.policy.check_under(f, value, env_path_roots(entry, self.policy), f"{name}", self.findings)
 
     # --- Hydra ---------------------------------------------------------------------
 

@@ -1,0 +1,174 @@
+"""Running ``argus doctor`` against a Ray cluster: the Ray calls around the pure checks of
+``core.doctor``. Shared by the CLI (``argus doctor``) and the operator (at start and every
+``--doctor-interval``).
+
+For each alive non-head node, one probe job pinned to it, all at once: submitted, followed
+until it ends (or stopped when it has not started within ``start_timeout`` or not ended
+within ``run_timeout``), its log read, and then removed from Ray's job history, made to
+stick as the operator's removals are (``jobsync.HistoryRemovals``: Ray's job monitor may
+write a just-ended job's record again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+
+from ..adapters.ray import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
+from ..core.doctor import (CLUSTER, Check, DoctorSettings, Node, ProbeOutcome, Row, Status, cluster_rows, nodes_to_probe,
+                           probe_job, probe_rows, worker_resource_row)
+from .jobsync import HistoryRemovals
+from .ports import RayJobs
+
+log = logging.getLogger(__name__)
+
+ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
+REMOVAL_SETTLE_SECONDS = 2.0  # a probe's record is looked at again this long after its removal
+
+
+class Doctor:
+    def __init__(self, ray: RayJobs, settings: DoctorSettings, *, address: str = "", start_timeout: float = 60.0,
+                 run_timeout: float = 120.0, poll: float = 0.25, monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, nonce: Callable[[], str] = lambda: secrets.token_hex(4)):
+        self.ray = ray
+        self.settings = settings
+        self.address = address
+        self.start_timeout = start_timeout
+        self.run_timeout = run_timeout
+        self.poll = poll
+        self.monotonic = monotonic
+        self.sleep = sleep
+        self.nonce = nonce
+
+    async def run(self) -> list[Row]:
+        """Every check's row, cluster rows first, then node by node."""
+        where = f" at {self.address}" if self.address else ""
+        version: str | None = None
+        try:
+            version = await self.ray.cluster_version()
+            found = await self.ray.nodes()
+        except RayAuthFailed as exc:
+            return cluster_rows(self.settings, None, str(exc), [])
+        except (RayUnreachable, RayRefused) as exc:
+            return [Row(CLUSTER, Check.ray_version, Status.fail, f"cannot reach the Ray dashboard{where}: {exc}",
+                        "check --ray-address (the head's dashboard Service, port 8265) and that the head runs")]
+        nodes = [Node(n.node_id, n.node_ip, n.is_head, dict(n.resources_total)) for n in found]
+        rows = cluster_rows(self.settings, version, None, nodes)
+        targets = nodes_to_probe(nodes)
+        outcomes = await asyncio.gather(*(self.probe(node) for node in targets))
+        for node, outcome in zip(targets, outcomes):
+            rows.append(worker_resource_row(self.settings, node))
+            rows.extend(probe_rows(self.settings, node, outcome))
+        return rows
+
+    async def probe(self, node: Node) -> ProbeOutcome:
+        job = probe_job(self.settings, node, self.nonce())
+        sid = job.submission_id
+        try:
+            pinned = await self.ray.submit_probe(job)
+        except (RayUnreachable, RayRefused) as exc:
+            return ProbeOutcome("NOT_SUBMITTED", f"Ray refused the probe job: {exc}")
+        started = self.monotonic()
+        status, message, running_since = "PENDING", "", None
+        try:
+            while True:
+                info = await self.ray.job(sid)
+                status, message = info.status, info.message
+                if status in ENDED:
+                    break
+                now = self.monotonic()
+                if status == "RUNNING" and running_since is None:
+                    running_since = now
+                if running_since is None and now - started > self.start_timeout:
+                    await self._stop(sid)
+                    await self._remove(sid)
+                    return ProbeOutcome("NOT_STARTED", f"still pending after {now - started:.0f} s", pinned_by=pinned,
+                                        waited_seconds=now - started)
+                if running_since is not None and now - running_since > self.run_timeout:
+                    await self._stop(sid)
+                    message = f"stopped: still running after {self.run_timeout:.0f} s"
+                    status = "STOPPED"
+                    break
+                await self.sleep(self.poll)
+            text = await self.ray.logs(sid)
+        except (RayUnreachable, RayRefused, RayJobUnknown) as exc:
+            await self._stop(sid)
+            return ProbeOutcome("LOST", f"lost track of the probe: {exc}", pinned_by=pinned)
+        await self._remove(sid)
+        return ProbeOutcome(status, message, text, pinned_by=pinned, waited_seconds=self.monotonic() - started)
+
+    async def _stop(self, sid: str) -> None:
+        try:
+            await self.ray.stop(sid)
+            for _ in range(40):  # until Ray says it ended (then it may leave the history)
+                if (await self.ray.job(sid)).status in ENDED:
+                    return
+                await self.sleep(self.poll)
+        except (RayUnreachable, RayRefused, RayJobUnknown):
+            pass
+
+    async def _remove(self, sid: str) -> None:
+        """Remove the probe from Ray's job history, and make sure it stays removed."""
+        removals = HistoryRemovals(self.ray, self.monotonic, settle=REMOVAL_SETTLE_SECONDS)
+        await removals.remove((sid,))
+        for _ in range(10):  # a few settle periods at most (Ray unreachable meanwhile: given up)
+            due = removals.due_in()
+            if due is None:
+                return
+            await self.sleep(max(0.0, due))
+            await removals.check()
+
+
+class DoctorLoop:
+    """The operator's ``argus doctor``: at start and every ``interval`` seconds (while this
+    replica leads), the rows go to the log (one line per failure or warning, with its fix),
+    to ``observe`` (the ``argus_cluster_ready`` gauge) and, as one Event, to ``post_event``
+    (on the leader Lease: ``kubectl describe lease``)."""
+
+    def __init__(self, doctor: Doctor, interval: float, *, leads: Callable[[], bool],
+                 observe: Callable[[list[Row]], None], post_event: Callable[[str, str, str], Awaitable[None]] | None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, monotonic: Callable[[], float] = time.monotonic):
+        self.doctor = doctor
+        self.monotonic = monotonic
+        self.interval = interval
+        self.leads = leads
+        self.observe = observe
+        self.post_event = post_event
+        self.sleep = sleep
+        self.last: list[Row] | None = None
+
+    async def run_once(self) -> list[Row]:
+        rows = await self.doctor.run()
+        self.last = rows
+        self.observe(rows)
+        bad = [r for r in rows if r.status in (Status.fail, Status.warn)]
+        for r in bad:
+            level = logging.WARNING if r.status is Status.fail else logging.INFO
+            log.log(level, "argus doctor: %s %s %s: %s%s", r.node, r.check.value, r.status.value, r.detail, f" (fix: {r.fix})" if r.fix else "")
+        failing = [r for r in rows if r.status is Status.fail]
+        probed = len({r.node for r in rows if r.check is Check.probe})
+        if failing:
+            message = f"{len(failing)} check(s) failed on the Ray cluster: " + "; ".join(f"{r.node} {r.check.value}: {r.detail}" for r in failing)
+            log.warning("argus doctor: %d check(s) failed (argus doctor shows each with its fix)", len(failing))
+        else:
+            message = f"every check passed on {probed} worker node(s)" + (f" ({len(bad)} warning(s))" if bad else "")
+            log.info("argus doctor: %s", message)
+        if self.post_event is not None:
+            await self.post_event("Warning" if failing else "Normal", "ClusterNotReady" if failing else "ClusterReady", message)
+        return rows
+
+    async def run(self, look_every: float = 10.0) -> None:
+        """At once when this replica leads (at start, or when it takes over), then every
+        ``interval``; a replica that does not lead looks again every ``look_every`` seconds."""
+        last: float | None = None
+        while True:
+            if self.leads() and (last is None or self.monotonic() - last >= self.interval):
+                last = self.monotonic()
+                try:
+                    await self.run_once()
+                except Exception:  # noqa: BLE001 - the next run tries again; the controller goes on
+                    log.exception("argus doctor failed")
+            await self.sleep(min(self.interval, look_every))
