@@ -285,3 +285,13 @@ def test_a_task_without_a_checkpoint_folder_gets_one_in_its_job_folder() -> None
     assert v.valid, v.error_lines()
     assert f"'trainer.default_local_dir={JOB}/checkpoints/${{trainer.project_name}}/${{trainer.experiment_name}}'" in (v.expanded_command or "")
     assert any("absolute under the job folder" in w for w in v.warning_lines())
+
+
+def test_a_torchrun_sft_launch_takes_its_counts_from_torchrun() -> None:
+    # 0.6.1's sft_trainer config says trainer.n_gpus_per_node: 8; torchrun's options decide.
+    command = ("torchrun --standalone --nnodes=1 --nproc_per_node=1 -m verl.trainer.fsdp_sft_trainer "
+               "data.train_files=$HOME/datasets/sft/train.parquet data.val_files=$HOME/datasets/sft/test.parquet "
+               "model.partial_pretrain=Qwen/Qwen2.5-0.5B-Instruct trainer.default_local_dir=$HOME/ckpt")
+    c = HydraComposer(ConfigTree("0.6.1", verl_tree("0.6.1"), "release"))
+    v = validate_task(task(command, workload="sft"), "alice", PlatformConfig(), c)
+    assert v.valid, v.error_lines()

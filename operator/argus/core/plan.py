@@ -239,7 +239,7 @@ def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer,
     tree = composer.tree
     errors_before = len(findings.errors)
     added = check_composed(field_, composed, tree=tree, module=checked.launch.module, policy=policy, nnodes=nnodes,
-                           gpus=gpus, job_dir=job_dir, findings=findings)
+                           gpus=gpus, job_dir=job_dir, findings=findings, trainer_counts=checked.launch.kind != "torchrun")
     if composed.error is None:
         from .verlconfig import startup  # the restated start-up checks (issue 21, item 6)
 

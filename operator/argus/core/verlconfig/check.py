@@ -252,10 +252,10 @@ class _Check:
 
     # --- GPUs ----------------------------------------------------------------------
 
-    def pools(self, nnodes: int | None, gpus: int | None) -> None:
+    def pools(self, nnodes: int | None, gpus: int | None, trainer_counts: bool) -> None:
         config = self.c.config
         trainer = config.get("trainer") if isinstance(config, Mapping) else None
-        if isinstance(trainer, Mapping):
+        if isinstance(trainer, Mapping) and trainer_counts:
             for k, want, spec_field in (("nnodes", nnodes, "nnodes"), ("n_gpus_per_node", gpus, "nGpusPerNode")):
                 got = trainer.get(k, _MISSING)
                 if want is not None and got is not _MISSING and got != want:
@@ -367,9 +367,13 @@ def check_composed(
     job_dir: str,
     findings: Findings,
     command_line: str = "",
+    trainer_counts: bool = True,
 ) -> list[str]:
     """Check what verl will see; return the overrides Argus adds to the command (each
-    announced by a warning). Composition errors are reported in Hydra's own words."""
+    announced by a warning). Composition errors are reported in Hydra's own words.
+    ``trainer_counts``: verl takes its GPUs from ``trainer.nnodes``/``n_gpus_per_node`` (a
+    python3 launch); a torchrun launch's come from torchrun's own options, checked on the
+    command line."""
     if composed.error is not None:
         findings.error(field_, command_line or module, f"{tree.describe()} cannot compose this configuration: {composed.error}")
         return []
@@ -378,7 +382,7 @@ def check_composed(
     c.instantiation(composed.config, composed.base, INSTANTIATE_KEYS, "")
     c.ray_init()
     c.hydra(job_dir)
-    c.pools(nnodes, gpus)
+    c.pools(nnodes, gpus, trainer_counts)
     added = c.legacy_reward(module)
     added += c.rewrite_outputs(job_dir)
     return added
