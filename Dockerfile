@@ -20,6 +20,13 @@ WORKDIR /src
 COPY requirements/operator.txt requirements/image-prune.txt requirements/
 RUN python3 -m venv /opt/argus \
  && /opt/argus/bin/pip install --require-hashes --prefer-binary --no-deps -r requirements/operator.txt
+# The pinned verl releases' config trees the operator composes tasks with when the cluster's
+# own verl snapshot is not mounted (operator/argus/verl-releases.txt; wheels sha256-checked,
+# unpacked, never imported): /opt/argus/verl/<version>.
+COPY operator/argus/verl-releases.txt operator/argus/
+COPY hack/fetch-verl.sh hack/
+RUN PYTHON=/opt/argus/bin/python ARGUS_CACHE_DIR=/tmp/verl-cache bash hack/fetch-verl.sh >/dev/null \
+ && mv /tmp/verl-cache/verl /opt/argus/verl && rm -f /opt/argus/verl/.fetch.lock
 COPY pyproject.toml README.md ./
 COPY operator ./operator
 COPY hack/prune-venv.sh hack/

@@ -213,8 +213,8 @@ class Chaos:
         for i in range(n_ok):
             bodies.append(task_body(f"ok-{i:03d}", self.short()))
             expected[f"ok-{i:03d}"] = "Succeeded"
-        for i in range(n_fail):  # the stand-in refuses this override (Hydra strict mode): exit 1
-            bodies.append(task_body(f"fail-{i}", self.short() + " custom_reward_function.reward_kwargs.x=1"))
+        for i in range(n_fail):  # a reward file that does not exist: the trainer exits 1 at start
+            bodies.append(task_body(f"fail-{i}", self.short() + " custom_reward_function.path=$HOME/code/no_such_reward.py custom_reward_function.name=compute_score"))
             expected[f"fail-{i}"] = "Failed"
         for i in range(n_hostile):
             bodies.append(task_body(f"hostile-{i}", self.short() + " trainer.default_local_dir=$HOME/../bob/ckpt"))

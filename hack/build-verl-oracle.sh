@@ -6,7 +6,7 @@
 # checks (argus.core.verlconfig.startup). The product's .venv never gets torch: the test
 # runs this environment's python as a subprocess.
 #
-#   hack/build-verl-oracle.sh [VERSION]    (default: the first release in hack/verl-releases.txt)
+#   hack/build-verl-oracle.sh [VERSION]    (default: the first release in operator/argus/verl-releases.txt)
 #
 # Built once into the cache that every clone shares, beside the testbed binaries; skipped
 # when built. Pinned by hack/verl-VERSION-oracle-constraints.txt (pip freeze of a fresh
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VERSION="${1:-$(awk '!/^#/ && NF {print $1; exit}' hack/verl-releases.txt)}"
+VERSION="${1:-$(awk '!/^#/ && NF {print $1; exit}' operator/argus/verl-releases.txt)}"
 PYTHON="${ARGUS_VERL_ORACLE_BASE_PYTHON:-python3}"
 CACHE="${ARGUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/argus}"
 CONSTRAINTS="hack/verl-$VERSION-oracle-constraints.txt"

@@ -25,7 +25,7 @@ from .core.convert import ConversionError, convert_taskspec
 from .core.crd import argustask_crd
 from .core.plan import validate_task
 from .core.user import InvalidUserId, check_user_id
-from .platform import UsageError, add_platform_flags, platform_config
+from .platform import UsageError, add_platform_flags, platform_config, verl_composer
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -59,10 +59,11 @@ def _user(args: argparse.Namespace) -> str:
 def cmd_validate(args: argparse.Namespace) -> int:
     config, user = platform_config(args), _user(args)
     docs = _read_documents(args.filename)
-    verdicts = [validate_task(doc, user, config) for doc in docs]
+    composer = verl_composer(args, config, fetch=True)
+    verdicts = [validate_task(doc, user, config, composer) for doc in docs]
     if args.output == "json":
         out = [{"name": v.name, "valid": v.valid, "errors": v.error_lines(), "warnings": v.warning_lines(),
-                "expandedCommand": v.expanded_command} for v in verdicts]
+                "expandedCommand": v.expanded_command, "verl": v.verl} for v in verdicts]
         print(json.dumps(out, indent=2))
     else:
         for i, v in enumerate(verdicts):
@@ -112,15 +113,18 @@ def _as_the_operator_sees_it(docs: list[Any], namespace: str | None, name: str |
 def cmd_render(args: argparse.Namespace) -> int:
     config, user = platform_config(args), _user(args)
     plans, invalid = [], False
-    for doc in _as_the_operator_sees_it(_read_documents(args.filename), args.namespace, args.name, args.uid):
-        v = validate_task(doc, user, config)
+    docs = _as_the_operator_sees_it(_read_documents(args.filename), args.namespace, args.name, args.uid)
+    composer = verl_composer(args, config, fetch=True)
+    for doc in docs:
+        v = validate_task(doc, user, config, composer)
         if not v.valid:
             invalid = True
             for line in v.error_lines():
                 print(f"{v.name or 'document'}: error: {line}", file=sys.stderr)
             continue
         assert v.plan is not None
-        plans.append({"name": v.name, **({"namespace": v.namespace} if v.namespace else {}), **v.plan.model_dump(mode="json")})
+        plans.append({"name": v.name, **({"namespace": v.namespace} if v.namespace else {}), **v.plan.model_dump(mode="json"),
+                      "verl": v.verl})
     dump_yaml(plans, sys.stdout)
     return EXIT_INVALID if invalid else EXIT_OK
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from .core.config import DEFAULT_ENTRYPOINT_ALLOWLIST, DEFAULT_ENTRYPOINT_SHELL, DEFAULT_ROOT, DEFAULT_WORKER_RESOURCE, PlatformConfig
 
@@ -31,6 +32,25 @@ def add_platform_flags(parser: argparse.ArgumentParser) -> None:
         default=[e.strip() for e in allow_env.split(",") if e.strip()] if allow_env else None,
         help=f"allowed entrypoint '<program> -m <module glob>', repeatable (default {', '.join(DEFAULT_ENTRYPOINT_ALLOWLIST)}; env ARGUS_ENTRYPOINT_ALLOWLIST, comma-separated)",
     )
+    add_verl_config_flag(parser)
+
+
+def add_verl_config_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--verl-config", default=os.environ.get("ARGUS_VERL_CONFIG") or None, metavar="VERSION|DIR",
+                        help="the verl config tree to compose tasks' configurations with: a pinned verl version "
+                             "(from the cache, or the image) or a folder holding verl/trainer/config (default: the "
+                             "cluster's verl snapshot, --verl-code-path, when it is readable here, else the newest pinned "
+                             "release; env ARGUS_VERL_CONFIG)")
+
+
+def verl_composer(args: argparse.Namespace, platform: PlatformConfig, *, fetch: bool = False) -> Any:
+    """The composer over the chosen verl config tree (argus.adapters.verlcompose)."""
+    from .adapters.verlcompose import ConfigTreeError, HydraComposer, find_tree  # noqa: PLC0415
+
+    try:
+        return HydraComposer(find_tree(args.verl_config, platform, fetch=fetch))
+    except ConfigTreeError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def platform_config(args: argparse.Namespace) -> PlatformConfig:

@@ -100,7 +100,9 @@ def test_two_one_gpu_torchrun_tasks_on_a_one_gpu_worker_do_not_run_at_once(contr
                                                                             run_operator) -> None:
     (worker,) = one_gpu.worker_node_ids
     ns = user_namespace("alice")
-    op = run_operator([ns], ray_address=one_gpu.dashboard_url, max_running=4)
+    # verl.trainer.fsdp_sft_trainer (the stand-in's SFT module) is verl 0.6.x's; 0.9.x has
+    # sft_trainer instead, and Argus composes with the tree it is given (issue 21).
+    op = run_operator([ns], ray_address=one_gpu.dashboard_url, max_running=4, extra_args=["--verl-config", "0.6.1"])
     apply_text(control_plane, ns, advanced_task("first", SFT, workload="sft"))
     wait_phase(control_plane, ns, "first", ("Submitted", "Running"), timeout=60, op=op)
     apply_text(control_plane, ns, advanced_task("second", SFT, workload="sft"))

@@ -30,8 +30,11 @@ from argus_testbed.harness import EXAMPLES, OperatorProcess, advanced_task, appl
 pytestmark = pytest.mark.integration
 
 DENIED = 'admission webhook "validate-argustask.argus.io" denied the request'
-WEAK = "custom_reward_function.reward_kwargs.x=1"
-WEAK_MESSAGE = "verl does not declare custom_reward_function.reward_kwargs, so Hydra refuses this key"
+# A weak problem (the task runs): a reward file without its function's name. (A reward
+# keyword without its '+' was the weak problem here until issue 21: Hydra's composition now
+# refuses it at apply, in Hydra's words.)
+WEAK = "custom_reward_function.path=$HOME/code/reward.py"
+WEAK_MESSAGE = "is not set: verl will look for a function named compute_score in the reward file"
 PROBE = "webhook-probe"
 
 
@@ -182,7 +185,7 @@ def test_weak_problem_is_admitted_with_a_warning_and_dry_run_agrees(control_plan
     assert not exists(control_plane, ns, "weak")  # the dry run created nothing
 
     applied = apply_text(control_plane, ns, task)
-    assert "Warning: spec.command:" in applied.stderr and f"'+{WEAK}'" in applied.stderr, applied.stderr
+    assert "Warning: spec.command:" in applied.stderr and WEAK_MESSAGE in applied.stderr, applied.stderr
     status = wait_phase(control_plane, ns, "weak", ("Queued", "Submitted", "Running", "Succeeded"), op=hook.op)["status"]
     assert any(WEAK_MESSAGE in w for w in status["warnings"])
 

@@ -8,6 +8,9 @@ that drive the real reconciler in milliseconds, without processes:
   finalizers and deletion as Kubernetes does them, Events, namespaces; it is also the
   task source (a watch that shows every write at once, or lags when told to).
 - ``FakeClock``: wall and monotonic time that move only when a test says so.
+- ``FakeComposer``: the core's ``Composer`` (argus.core.verlconfig) over an in-memory base
+  config: overrides set dotted keys (values read as YAML), a key that is not there is
+  refused in Hydra's words; no files, no resolution (values are taken as resolved).
 
 The integration tests run the same code against the real kube-apiserver and Ray.
 """
@@ -27,6 +30,7 @@ from argus.adapters.ray import PlacementGroup, RayAuthFailed, RayJob, RayJobUnkn
 from argus.core.patch import apply_merge_patch
 from argus.core.plan import SubmissionPlan
 from argus.core.times import format_time
+from argus.core.verlconfig import ComposeRequest, Composed, ConfigTree
 from argus.controller.view import TaskView
 
 
@@ -374,3 +378,50 @@ class FakeCluster:
         if self.namespace_error is not None:
             raise self.namespace_error
         return dict(self.namespaces[namespace]) if namespace in self.namespaces else None
+
+
+class FakeComposer:
+    def __init__(self, base: dict[str, Any], hydra: dict[str, Any], *, raw: dict[str, str] | None = None,
+                 tree: ConfigTree = ConfigTree("0.9.1", "/trees/0.9.1", "release")):
+        self.base, self.hydra_node, self.raw_values, self._tree = base, hydra, raw or {}, tree
+        self.requests: list[ComposeRequest] = []
+
+    @property
+    def tree(self) -> ConfigTree:
+        return self._tree
+
+    def compose(self, request: ComposeRequest) -> Composed:
+        import yaml  # noqa: PLC0415
+
+        self.requests.append(request)
+        config, raw = copy.deepcopy(self.base), copy.deepcopy(self.base)
+        for key, value in self.raw_values.items():
+            _set(raw, key, value)
+        for line in request.overrides:
+            op = "++" if line.startswith("++") else "+" if line.startswith("+") else ""
+            key, _, text = line[len(op):].partition("=")
+            if not op and _get(config, key) is _ABSENT:
+                return Composed(primary="ppo_trainer", error=f"{line}: Could not override '{key}'. To append to your config use +{line}")
+            value = yaml.safe_load(text) if text else None
+            _set(config, key, value)
+            _set(raw, key, value)
+        return Composed(primary="ppo_trainer", config=config, raw=raw, hydra=copy.deepcopy(self.hydra_node), base=self.base,
+                        base_hydra=self.hydra_node)
+
+
+_ABSENT = object()
+
+
+def _get(tree: Any, key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return _ABSENT
+        tree = tree[part]
+    return tree
+
+
+def _set(tree: dict[str, Any], key: str, value: Any) -> None:
+    *parents, last = key.split(".")
+    for part in parents:
+        tree = tree.setdefault(part, {})
+    tree[last] = value

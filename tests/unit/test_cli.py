@@ -15,6 +15,8 @@ from argus import cli
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
 
+from verltrees import verl_tree
+
 pytestmark = pytest.mark.unit
 
 ADVANCED = """\
@@ -32,6 +34,7 @@ spec:
       data.train_files=$HOME/common/datasets/gsm8k/train.parquet \\
       data.val_files=$HOME/datasets/gsm8k/test.parquet \\
       trainer.nnodes=1 trainer.n_gpus_per_node=1 \\
+      trainer.default_local_dir=$HOME/checkpoints/ppo-adv \\
       +ray_kwargs.ray_init.address=auto
 """
 BASIC = """\
@@ -60,13 +63,17 @@ spec:
   command: python3 -m verl.trainer.main_ppo data.train_files=/private/users/bob/datasets/x.parquet
 """
 WARNS = ADVANCED.replace("name: ppo-adv", "name: warns").replace("      +ray_kwargs.ray_init.address=auto\n", "      trainer.total_epochs=1\n")
-JSON_KEYS = {"name", "valid", "errors", "warnings", "expandedCommand"}
+JSON_KEYS = {"name", "valid", "errors", "warnings", "expandedCommand", "verl"}
+# The verl config tree hack/fetch-verl.sh caches, standing in for the cluster's verl snapshot.
+VERL_TREE = verl_tree("0.9.1")
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("ARGUS_ROOT", "ARGUS_USER", "ARGUS_WORKER_RESOURCE", "ARGUS_VERL_CODE_PATH", "ARGUS_ENTRYPOINT_SHELL", "ARGUS_ENTRYPOINT_ALLOWLIST"):
+    for var in ("ARGUS_ROOT", "ARGUS_USER", "ARGUS_WORKER_RESOURCE", "ARGUS_ENTRYPOINT_SHELL", "ARGUS_ENTRYPOINT_ALLOWLIST",
+                "ARGUS_VERL_CONFIG"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ARGUS_VERL_CODE_PATH", VERL_TREE)
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "task.yaml") -> str:
@@ -213,7 +220,8 @@ def test_validate_entrypoint_allowlist_flag(tmp_path: Path, capsys: pytest.Captu
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice")
     assert code == 1 and "'mylab.train': module mylab.train is not allowed for python3 (line 1): run an allowed module (verl.trainer.*)" in out
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice", "--allow-entrypoint", "python3 -m mylab.*")
-    assert code == 0, out
+    # Allowed, and then composed with verl's config tree, which has no such entry point.
+    assert code == 1 and "verl 0.9.1 has no module mylab.train with a Hydra entry point" in out, out
     code, _, err = run(capsys, "validate", "-f", write(tmp_path, custom), "--user", "alice", "--allow-entrypoint", "python3 mylab")
     assert code == 2 and "must look like '<program> -m <module glob>'" in err
     assert_one_line_error(err)
@@ -231,7 +239,8 @@ def test_render_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert {"entrypoint", "entrypoint_resources", "runtime_env", "metadata", "command", "job_dir"} <= set(plan)
     assert plan["entrypoint"].startswith("bash -lc '")
     assert plan["entrypoint_resources"] == {"worker_node": 1}
-    assert plan["runtime_env"]["env_vars"]["PYTHONPATH"] == "/private/common/code/verl/verl_repo:/private/users/alice/code"
+    assert plan["runtime_env"]["env_vars"]["PYTHONPATH"] == f"{VERL_TREE}:/private/users/alice/code"  # the snapshot, --verl-code-path
+    assert plan["verl"] == {"version": "0.9.1", "source": "cluster", "root": VERL_TREE}
     assert plan["metadata"]["argus.io/user"] == "alice"
     assert plan["job_dir"] == "/private/users/alice/jobs/ppo-adv"
 
@@ -249,6 +258,8 @@ def test_render_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 UID = "0b8f0a36-1a8e-4c1e-9d59-3f1f8a2c7e11"
+# The warnings of what Argus adds to a command after composing it (issue 21).
+ADDITIONS = ("main_ppo reads reward.custom_reward_function", "absolute under the job folder")
 
 
 def test_render_with_the_namespace_and_uid_is_the_operators_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -259,9 +270,14 @@ def test_render_with_the_namespace_and_uid_is_the_operators_plan(tmp_path: Path,
     code, out, err = run(capsys, "render", "-f", write(tmp_path, BASIC), "--user", "alice", "--namespace", "team-a", "--uid", UID)
     assert code == 0 and err == "", err
     shown = yaml.safe_load(out)
-    operator = validate_spec(yaml.safe_load(BASIC)["spec"], "alice", PlatformConfig(), namespace="team-a", name="grpo-basic", uid=UID).plan
+    from argus.adapters.verlcompose import HydraComposer, find_tree
+    platform = PlatformConfig(verl_code_path=VERL_TREE)  # as the CLI has it here (ARGUS_VERL_CODE_PATH)
+    composer = HydraComposer(find_tree(None, platform))
+    operator = validate_spec(yaml.safe_load(BASIC)["spec"], "alice", platform, namespace="team-a", name="grpo-basic", uid=UID,
+                             composer=composer).plan
     assert operator is not None
-    assert shown == {"name": "grpo-basic", "namespace": "team-a", **operator.model_dump(mode="json")}
+    assert shown == {"name": "grpo-basic", "namespace": "team-a", **operator.model_dump(mode="json"),
+                     "verl": {"version": "0.9.1", "source": "cluster", "root": VERL_TREE}}
     assert shown["submission_id"] == "argus-team-a-grpo-basic-0b8f0a36"
     assert shown["job_dir"] == "/private/users/alice/jobs/team-a-grpo-basic-0b8f0a36"
     assert "trainer.experiment_name=team-a-grpo-basic" in shown["command"]
@@ -393,7 +409,10 @@ def test_convert_reads_the_workload_from_the_command_and_writes_it_as_a_block(tm
     # The command is a | block, line for line as written (not an escaped one-line string).
     assert "  command: |\n    python3 -m verl.trainer.main_ppo \\\n      data.train_files=$HOME/common/datasets/gsm8k/train.parquet \\\n" in out
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, out, "converted.yaml"), "--user", "alice")
-    assert code == 0 and out == "ppo-custom-reward: valid\n"
+    # Valid; on verl 0.9.1 the legacy reward keys are pointed at the ones main_ppo reads, and
+    # verl's relative default checkpoint folder is put in the job folder (a warning each).
+    assert code == 0 and out.startswith("ppo-custom-reward: valid\n"), out
+    assert [line for line in out.splitlines()[1:] if not any(w in line for w in ADDITIONS)] == []
 
 
 @pytest.mark.parametrize(("module_and_args", "workload"), [
@@ -440,7 +459,8 @@ def test_convert_several_documents(tmp_path: Path, capsys: pytest.CaptureFixture
                                                                                                    ("ppo-custom-reward", "ppo")]
     assert err.startswith("document 2: note: command: '$COMMON'")
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, out, "converted.yaml"), "--user", "alice")
-    assert code == 0 and out == "grpo-gsm8k: valid\nppo-custom-reward: valid\n"
+    assert code == 0 and [line for line in out.splitlines() if not any(w in line for w in ADDITIONS)] == [
+        "grpo-gsm8k: valid", "ppo-custom-reward: valid"], out
     # One bad document: nothing is written (a half-converted file would be applied as a whole), each problem named.
     code, out, err = run(capsys, "convert", "-f", write(tmp_path, V3 + "---\n" + V3.replace("name: grpo-gsm8k\n", "")), "-n", "alice")
     assert code == 1 and out == ""

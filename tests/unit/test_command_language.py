@@ -252,10 +252,9 @@ def test_generated_command_of_a_verl_style_script() -> None:
             "python3 -m verl.trainer.main_ppo \\\n  data.train_files=\"$files\" \\\n  data.val_files=$train \\\n"
             "  trainer.logger=['console','wandb'] \\\n  +ray_kwargs.ray_init.address=auto \\\n"
             "  trainer.experiment_name=q_$(date +%Y%m%d) $@ 2>&1 | tee $HOME/logs/run.log\n\n  # trainer.save_freq=20 \\\n")
+    # The script variables are substituted where they are used, and, never exported, left out.
     assert checked(text).text == (
         "set -x\n"
-        "train=/private/users/alice/datasets/gsm8k/train.parquet\n"
-        "files=\"['/private/users/alice/datasets/gsm8k/train.parquet', '/private/datasets/math/train.parquet']\"\n"
         "python3 -m verl.trainer.main_ppo \\\n"
         "  \"data.train_files=['/private/users/alice/datasets/gsm8k/train.parquet', '/private/datasets/math/train.parquet']\" \\\n"
         "  data.val_files=/private/users/alice/datasets/gsm8k/train.parquet \\\n"

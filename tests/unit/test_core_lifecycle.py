@@ -56,6 +56,13 @@ def test_validated_task_is_queued_with_its_user_command_and_warnings() -> None:
     assert d.actions == (PostEvent("Warning", "WeakCheck", "no data files"),)
 
 
+def test_validated_task_says_which_verl_config_tree_checked_it() -> None:
+    s = step(task(), Validated("alice", "cmd", (), ("0.9.1", "release")), T0, SETTINGS).status
+    assert s.verl is not None and (s.verl.version, s.verl.source) == ("0.9.1", "release")
+    assert s.model_dump(by_alias=True, exclude_none=True)["verl"] == {"version": "0.9.1", "source": "release"}
+    assert step(task(), Validated("alice", "cmd"), T0, SETTINGS).status.verl is None
+
+
 def test_a_task_cancelled_before_validation_is_stopped_without_reaching_ray() -> None:
     d = step(task(cancel=True), Validated("alice", "cmd"), T0, SETTINGS)
     assert (d.status.phase, d.status.reason) == ("Stopped", "Cancelled")

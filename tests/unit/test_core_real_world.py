@@ -371,8 +371,6 @@ export VLLM_ALLREDUCE_USE_SYMM_MEM=0
 export NCCL_DEBUG=WARN
 export VERL_LOGGING_LEVEL=WARN
 
-export RAY_num_heartbeats_timeout=10
-export RAY_health_check_timeout_ms=6000
 
 project_name='GRPO-qwen8b'
 exp_name='GRPO-Qwen3-8b_bf16'
@@ -471,7 +469,6 @@ python3 -m verl.trainer.main_ppo \\
 
 DEFAULT_COUNTS_LEFT_OUT = """\
 set -x
-export HYDRA_FULL_ERROR=1
 python3 -m verl.trainer.main_ppo --config-name=ppo_trainer \\
     data.train_files=$HOME/datasets/gsm8k/train.parquet \\
     data.val_files=$HOME/datasets/gsm8k/test.parquet \\

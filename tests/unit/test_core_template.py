@@ -43,7 +43,7 @@ def render(s: ArgusTaskSpec, version: str = DEFAULT_VERL_VERSION, uid: str | Non
 
 
 def test_the_default_version_is_the_newest_supported_release() -> None:
-    first = next(line.split()[0] for line in (REPO / "hack" / "verl-releases.txt").read_text().splitlines()
+    first = next(line.split()[0] for line in (REPO / "operator" / "argus" / "verl-releases.txt").read_text().splitlines()
                  if line.strip() and not line.startswith("#"))
     assert DEFAULT_VERL_VERSION == first
 

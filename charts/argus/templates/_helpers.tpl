@@ -100,6 +100,9 @@ app.kubernetes.io/part-of: argus
 {{- with $o.verlCodePath }}
 - {{ printf "--verl-code-path=%v" . | quote }}
 {{- end }}
+{{- with $o.verlConfig }}
+- {{ printf "--verl-config=%v" . | quote }}
+{{- end }}
 {{- if kindIs "string" $o.hfHome }}
 - {{ printf "--hf-home=%v" $o.hfHome | quote }}
 {{- end }}

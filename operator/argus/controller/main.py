@@ -10,7 +10,7 @@ import sys
 from typing import Sequence
 
 from .. import __version__
-from ..platform import UsageError, add_platform_flags, platform_config
+from ..platform import UsageError, add_platform_flags, platform_config, verl_composer
 from .logapi_settings import add_logapi_flags, logapi_settings
 from .settings import add_operator_flags, operator_config
 from .webhook_settings import add_webhook_flags, webhook_settings
@@ -68,7 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.metrics_port is not None:
         from prometheus_client import start_http_server  # noqa: PLC0415
         start_http_server(args.metrics_port, addr=args.metrics_host)
-    memo = kopf.Memo(operator=Operator.build(config, webhook, args.kubeconfig, logs_api=logs_api))
+    try:
+        # The verl config tree every task is composed with (issue 21): refuse to start without one.
+        composer = verl_composer(args, config.platform)
+    except UsageError as exc:
+        print(f"argus-operator: {exc}", file=sys.stderr)
+        return 2
+    logging.getLogger("argus").info("composing tasks' configurations with %s", composer.tree.describe())
+    memo = kopf.Memo(operator=Operator.build(config, webhook, args.kubeconfig, logs_api=logs_api, composer=composer))
     kopf.run(
         registry=registry(webhook),
         memo=memo,

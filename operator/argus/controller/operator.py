@@ -14,6 +14,7 @@ from typing import Any
 from ..adapters.kube import KubeTaskStore, load_kube_config
 from ..adapters.ray import RayJobsClient, RayRefused, RayUnreachable, client_version, version_note
 from ..core.user import USER_LABEL, user_from_label
+from ..core.verlconfig import ComposeRequest, Composer
 from . import metrics
 from ..core.doctor import DoctorSettings
 from .cache import TaskCache, worth_a_look
@@ -41,11 +42,12 @@ class Operator:
     webhook_server: Any = None  # the webhook's ArgusWebhookServer, once kopf starts it
     health: HealthServer | None = None
     logs_api: Any = None  # controller.logapi.LogApi with --logs-api
+    composer: Composer | None = None  # the verl config tree's composer (adapters.verlcompose)
     background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
     def build(cls, config: OperatorConfig, webhook: WebhookSettings | None = None, kubeconfig: str | None = None,
-              logs_api: LogApiSettings | None = None) -> "Operator":
+              logs_api: LogApiSettings | None = None, composer: Composer | None = None) -> "Operator":
         """Wire the real adapters. Call from a running event loop (kopf's startup)."""
         load_kube_config(kubeconfig)
         store = KubeTaskStore()
@@ -54,7 +56,8 @@ class Operator:
             if config.leader_election_namespace else None
         metrics.LEADER.set(0 if leader else 1)
         cache = TaskCache(config.namespaces, watch_seconds=config.watch_seconds)
-        reconciler = Reconciler(config, ray, store, cache, leads=(lambda: leader.is_leader) if leader else (lambda: True))
+        reconciler = Reconciler(config, ray, store, cache, leads=(lambda: leader.is_leader) if leader else (lambda: True),
+                                composer=composer)
 
         def on_change(old: TaskView | None, new: TaskView | None) -> None:
             if worth_a_look(old, new):
@@ -68,7 +71,7 @@ class Operator:
             from .logapi import LogApi  # noqa: PLC0415
             api = LogApi(logs_api, ray, cache.get, subject_access_review, read_front_proxy)
         return cls(config=config, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook,
-                   logs_api=api)
+                   logs_api=api, composer=composer)
 
     def checks(self) -> Checks:
         """What /healthz and /readyz answer from (controller/health.py)."""
@@ -90,6 +93,10 @@ class Operator:
             # In the background: it waits for the front proxy's CA (the ConfigMap) if need be.
             self.background.append(asyncio.create_task(self.logs_api.start(), name="argus log API"))
         await asyncio.to_thread(warm_up)  # Hydra's override parser, before the first task needs it
+        if self.composer is not None:
+            # verl's primary PPO config composed once (about a second), before the first
+            # task (a webhook request, say) waits for it.
+            await asyncio.to_thread(self.composer.compose, ComposeRequest("verl.trainer.main_ppo", (), {}, "/"))
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
         self.background.append(asyncio.create_task(self.say_ray_version(), name="argus Ray version"))
         if self.config.doctor_interval > 0:

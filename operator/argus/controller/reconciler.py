@@ -35,6 +35,7 @@ from ..adapters.ray import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreacha
 from ..core import lifecycle
 from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.plan import validate_spec, validate_task
+from ..core.verlconfig import Composer
 from ..core.patch import merge_patch
 from ..core.spec import API_VERSION, KIND, ArgusTaskStatus, Phase, TaskPath
 from ..core.times import parse_time, utcnow
@@ -91,8 +92,9 @@ class Draft:
 class Reconciler:
     def __init__(self, config: OperatorConfig, ray: RayJobs, store: TaskStore, tasks: TaskSource, *,
                  leads: Callable[[], bool] = lambda: True, now: Callable[[], dt.datetime] = utcnow,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic, composer: Composer | None = None):
         self.config = config
+        self.composer = composer  # composes each task's configuration with verl's config tree
         self.ray = ray
         self.store = store
         self.tasks = tasks
@@ -347,8 +349,9 @@ class Reconciler:
         if user is None:
             seen: Observation = lifecycle.Refused(reason, message)
         else:
-            verdict = validate_task(self._manifest(view), user, self.config.platform)
-            seen = (lifecycle.Validated(user, verdict.expanded_command or "", tuple(verdict.warning_lines())) if verdict.valid
+            verdict = validate_task(self._manifest(view), user, self.config.platform, self.composer)
+            verl = (verdict.verl["version"], verdict.verl["source"]) if verdict.verl else None
+            seen = (lifecycle.Validated(user, verdict.expanded_command or "", tuple(verdict.warning_lines()), verl) if verdict.valid
                     else lifecycle.Refused("InvalidSpec", "\n".join(verdict.error_lines()), user))
         await self._carry_out(draft, self._step(view, seen))
 
@@ -428,7 +431,8 @@ class Reconciler:
                     return
                 draft = drafts[view.key] = Draft.of(current)
             verdict = validate_spec(draft.view.spec, draft.view.status.get("user") or "", self.config.platform,
-                                    namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt)
+                                    namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt,
+                                    composer=self.composer)
             if not verdict.valid or verdict.plan is None:
                 seen: Observation = lifecycle.Refused("InvalidSpec", "\n".join(verdict.error_lines()), draft.view.status.get("user"))
             else:

@@ -106,7 +106,7 @@ async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None,
     if user is None:
         log.info("denied %s: %s", what, message)
         raise kopf.AdmissionError(message, code=FORBIDDEN)
-    verdict = validate_task(body, user, operator.config.platform)
+    verdict = validate_task(body, user, operator.config.platform, operator.composer)
     if not verdict.valid:
         lines = verdict.error_lines()
         log.info("denied %s for user %s: %d problem(s), first: %s", what, user, len(lines), lines[0])

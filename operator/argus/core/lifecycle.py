@@ -33,7 +33,7 @@ from typing import Literal, Union
 
 from .plan import SubmissionPlan, submission_id_for
 from .problems import cap_lines
-from .spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress
+from .spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress, VerlConfigSource
 from .times import format_time, from_epoch_ms, parse_time
 
 FINALIZER = "argus.io/stop-ray-job"
@@ -121,6 +121,7 @@ class Validated:
     user: str
     command: str
     warnings: tuple[str, ...] = ()
+    verl: tuple[str, str] | None = None  # (version, source) of the verl config tree it was checked with
 
 
 @dataclass(frozen=True)
@@ -390,7 +391,8 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
     if isinstance(seen, Validated):
         if phase is not None:
             return keep
-        status = status.model_copy(update={"user": seen.user, "command": seen.command, "warnings": list(seen.warnings) or None})
+        status = status.model_copy(update={"user": seen.user, "command": seen.command, "warnings": list(seen.warnings) or None,
+                                           "verl": VerlConfigSource(version=seen.verl[0], source=seen.verl[1]) if seen.verl else None})
         queued = Decision(_enter(task, status, Phase.Queued, "Validated", "validated; waiting in the queue", stamp),
                           tuple(PostEvent("Warning", "WeakCheck", w) for w in seen.warnings))
         if task.cancel:

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ValidationError
 
 from .command import CheckedCommand, check_command
 from .command.checks import TORCHRUN_ONE_NODE
+from .command.hydra import date_sample
+from .command.program import Date, Var
 from .config import PlatformConfig
 from .expand import REMOVED_COMMON, expand, uses_common, without_common
 from .policy import Findings, PathPolicy, check_text
@@ -27,7 +29,10 @@ from .problems import Problem
 from .rules import kind_problems
 from .spec import API_VERSION, KIND, ArgusTaskSpec
 from .template import DEFAULT_VERL_VERSION, basic_command
+from .verlconfig.startup import startup_problems
 from .user import InvalidUserId, check_user_id
+from .verlconfig import MAX_ADDED_KEYS, ComposeRequest, Composer
+from .verlconfig.check import check_composed
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 # The job's metadata key that says how many GPUs its driver reserved (entrypoint_num_gpus):
@@ -80,6 +85,7 @@ class Verdict:
     warnings: list[Problem] = field(default_factory=list)
     spec: ArgusTaskSpec | None = None
     plan: SubmissionPlan | None = None
+    verl: dict[str, str] | None = None  # the verl config tree the command was composed with
 
     @property
     def valid(self) -> bool:
@@ -175,6 +181,80 @@ def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy:
     return spec.model_copy(update=expanded)
 
 
+def job_dir_for(config: PlatformConfig, user: str, namespace: str | None, name: str | None, uid: str | None) -> str:
+    """The task's job folder, as the job sees it: $HOME/jobs/<namespace>-<name>-<uid8>."""
+    job_name = "-".join(p for p in (namespace, name, (uid or "").replace("-", "")[:8]) if p) or "task"
+    return posixpath.join(config.home(user), "jobs", job_name)
+
+
+def runtime_env_vars(config: PlatformConfig, user: str, job_dir: str, attempt: int, code_path: str | None,
+                     checked: CheckedCommand | None = None) -> dict[str, str]:
+    """The environment Argus gives the job (through Ray's runtime env): what the plan
+    submits, and what ``${oc.env:...}`` reads when the configuration is resolved."""
+    env_vars = {
+        "PYTHONPATH": f"{code_path or config.verl_code()}:{posixpath.join(config.home(user), 'code')}",
+        "ARGUS_USER": user,
+        "ARGUS_JOB_DIR": job_dir,
+        "ARGUS_LOG_FILE": posixpath.join(job_dir, f"attempt-{attempt}.log"),
+        "ARGUS_ATTEMPT": str(attempt),
+    }
+    # The shared model cache, so that a model is downloaded once for everyone, unless the
+    # command exports its own HF_HOME.
+    hf_home = config.hf_cache()
+    if hf_home and not (checked is not None and checked.exports("HF_HOME")):
+        env_vars["HF_HOME"] = hf_home
+    return env_vars
+
+
+def _job_environment(checked: CheckedCommand, argus_env: dict[str, str]) -> dict[str, str]:
+    """The environment the job's Python will have: Argus's, then the command's own. A
+    variable that adds to an inherited value Argus does not set is left out (unknown here)."""
+    env = dict(argus_env)
+    for name, parts in checked.environment.items():
+        text = []
+        for p in parts:
+            if type(p) is Var:
+                if p.name not in argus_env:  # type: ignore[union-attr]
+                    break
+                text.append(argus_env[p.name])  # type: ignore[union-attr]
+            else:
+                text.append(date_sample(p.format) if type(p) is Date else p)  # type: ignore[union-attr, arg-type]
+        else:
+            env[name] = "".join(text)  # type: ignore[arg-type]
+            continue
+        env.pop(name, None)
+    return env
+
+
+def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer, policy: PathPolicy, *,
+                       nnodes: int | None, gpus: int | None, job_dir: str, argus_env: dict[str, str],
+                       findings: Findings) -> CheckedCommand | None:
+    """Compose the command's configuration with verl's config tree, check what verl will
+    see, and return the command with Argus's additions (None when refused)."""
+    added_keys = [s.text for s in checked.settings if s.op in ("+", "++")]
+    if len(added_keys) > MAX_ADDED_KEYS:
+        findings.error(field_, f"{len(added_keys)} overrides with + or ++", f"adds more than {MAX_ADDED_KEYS} keys verl's config "
+                       "does not declare; Hydra's composition slows with each (seconds for a thousand, at verl's start too): "
+                       "put such settings in a file under $HOME/code and pass its path")
+        return None
+    options = dict(checked.options)
+    request = ComposeRequest(module=checked.launch.module, overrides=tuple(checked.overrides),
+                             env=_job_environment(checked, argus_env), job_dir=job_dir,
+                             config_name=options.get("config_name"), config_path=options.get("config_path"),
+                             config_dir=options.get("config_dir"))
+    composed = composer.compose(request)
+    tree = composer.tree
+    errors_before = len(findings.errors)
+    added = check_composed(field_, composed, tree=tree, module=checked.launch.module, policy=policy, nnodes=nnodes,
+                           gpus=gpus, job_dir=job_dir, findings=findings, trainer_counts=checked.launch.kind != "torchrun")
+    if composed.error is None:
+        for p in startup_problems(composed.config, version=tree.version, entry=checked.launch.module):
+            findings.error(f"{field_} ({p.key})", p.value, f"verl {tree.version} refuses it at start: {p.message}")
+    if len(findings.errors) > errors_before:
+        return None
+    return checked.with_arguments(added)
+
+
 def validate_spec(
     raw_spec: Any,
     user: str,
@@ -185,9 +265,12 @@ def validate_spec(
     uid: str | None = None,
     findings: Findings | None = None,
     attempt: int = 1,
+    composer: Composer | None = None,
 ) -> Verdict:
     """Check one spec for ``user`` and, when valid, resolve its submission plan (for the
-    given attempt: each has its own Ray job and log file)."""
+    given attempt: each has its own Ray job and log file). With a ``composer``, the
+    command's configuration is also composed with verl's config tree and checked as verl
+    will see it (argus.core.verlconfig); the operator, the webhook and the CLI pass one."""
     findings = findings or Findings()
     verdict = Verdict(name=name, namespace=namespace)
     try:
@@ -227,23 +310,41 @@ def validate_spec(
     nnodes = raw_spec.get("nnodes") if type(raw_spec.get("nnodes")) is int and raw_spec["nnodes"] >= 1 else None
     gpus = raw_spec.get("nGpusPerNode") if type(raw_spec.get("nGpusPerNode")) is int and raw_spec["nGpusPerNode"] >= 1 else None
     command: str | None = None
+    job_dir = job_dir_for(config, user, namespace, name, uid)
+    code_path = raw_spec.get("codePath") if isinstance(raw_spec.get("codePath"), str) else None
     checked: CheckedCommand | None = None
+    field_ = "spec.command"
     if raw_spec.get("kind") == "advanced" and isinstance(raw_command, str):
         if check_text("spec.command", raw_command, findings):
             checked = check_command("spec.command", expand(raw_command, user, config), policy=policy, nnodes=nnodes,
                                     gpus_per_node=gpus, findings=findings)
-            # What runs is the command generated from the checked program, not the text.
-            command = checked.text if checked else None
     elif spec is not None and spec.kind == "basic":
         # The template's inputs are checked even when the manifest has other problems, so
         # that every problem is reported at once; the command is built only from good ones.
         spec = _check_basic(spec, raw_spec, user, policy, findings)
+        code_path = spec.code_path
         if not findings.errors:
             experiment = f"{namespace or 'default'}-{name or spec.workload}"
-            checked = check_command("spec (generated command)", basic_command(spec, home=policy.home, experiment=experiment, uid=uid,
-                                                                                 verl_version=DEFAULT_VERL_VERSION),
+            field_ = "spec (generated command)"
+            nnodes, gpus = spec.nnodes, spec.n_gpus_per_node
+            # The template follows the verl release the command is composed with (its SFT
+            # trainer, its reward keys).
+            verl_version = composer.tree.version if composer is not None else DEFAULT_VERL_VERSION
+            checked = check_command(field_, basic_command(spec, home=policy.home, experiment=experiment, uid=uid,
+                                                          verl_version=verl_version),
                                     policy=policy, nnodes=spec.nnodes, gpus_per_node=spec.n_gpus_per_node, findings=findings)
-            command = checked.text if checked else None
+    if composer is not None:
+        tree = composer.tree
+        verdict.verl = {"version": tree.version, "source": tree.source, "root": tree.root}
+        if checked is not None:
+            if not tree.cluster_own:
+                findings.warn(field_, tree.describe(), f"checked against this verl config tree, not the cluster's own verl "
+                              f"snapshot ({config.verl_code()}, not readable here)")
+            checked = _compose_and_check(field_, checked, composer, policy, nnodes=nnodes, gpus=gpus, job_dir=job_dir,
+                                         argus_env=runtime_env_vars(config, user, job_dir, attempt, code_path, checked),
+                                         findings=findings)
+    # What runs is the command generated from the checked program, not the text.
+    command = checked.text if checked else None
 
     verdict.errors, verdict.warnings, verdict.spec = findings.errors, findings.warnings, spec
     if spec is not None and command is not None and not findings.errors:
@@ -252,7 +353,7 @@ def validate_spec(
     return verdict
 
 
-def validate_task(manifest: Any, user: str, config: PlatformConfig) -> Verdict:
+def validate_task(manifest: Any, user: str, config: PlatformConfig, composer: Composer | None = None) -> Verdict:
     """Validate a whole ArgusTask manifest (apiVersion, kind, metadata and spec)."""
     findings = Findings()
     if not isinstance(manifest, Mapping):
@@ -270,7 +371,8 @@ def validate_task(manifest: Any, user: str, config: PlatformConfig) -> Verdict:
     if "spec" not in manifest:
         findings.error("spec", None, "is required")
         return Verdict(name=name, namespace=namespace, errors=findings.errors)
-    return validate_spec(manifest["spec"], user, config, namespace=namespace, name=name, uid=uid, findings=findings)
+    return validate_spec(manifest["spec"], user, config, namespace=namespace, name=name, uid=uid, findings=findings,
+                         composer=composer)
 
 
 def resolve_plan(
@@ -289,8 +391,7 @@ def resolve_plan(
     """The plan for a checked ``command`` (``checked``: the program it came from, which says
     how it launches and what environment it sets itself)."""
     home = config.home(user)
-    job_name = "-".join(p for p in (namespace, name, (uid or "").replace("-", "")[:8]) if p) or "task"
-    job_dir = posixpath.join(home, "jobs", job_name)
+    job_dir = job_dir_for(config, user, namespace, name, uid)
     log_file = posixpath.join(job_dir, f"attempt-{attempt}.log")
     # The job starts in its own folder (if that fails, nothing of the user's command runs),
     # and everything the driver prints, stdout and stderr in order, also goes to the attempt's
@@ -302,18 +403,7 @@ def resolve_plan(
     for key, value in (("namespace", namespace), ("name", name), ("uid", uid)):
         if value:
             metadata[f"argus.io/{key}"] = value
-    env_vars = {
-        "PYTHONPATH": f"{code_path or config.verl_code()}:{posixpath.join(home, 'code')}",
-        "ARGUS_USER": user,
-        "ARGUS_JOB_DIR": job_dir,
-        "ARGUS_LOG_FILE": log_file,
-        "ARGUS_ATTEMPT": str(attempt),
-    }
-    # The shared model cache, so that a model is downloaded once for everyone, unless the
-    # command exports its own HF_HOME.
-    hf_home = config.hf_cache()
-    if hf_home and not (checked is not None and checked.exports("HF_HOME")):
-        env_vars["HF_HOME"] = hf_home
+    env_vars = runtime_env_vars(config, user, job_dir, attempt, code_path, checked)
     # A torchrun launch runs its GPU processes in the driver: the driver reserves them.
     torchrun = checked is not None and checked.launch.kind == "torchrun"
     if torchrun:

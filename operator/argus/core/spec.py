@@ -190,6 +190,13 @@ class AttemptRecord(_StatusModel):
     last_step: Optional[int] = Field(None, ge=0, description="The last training step it reported.")
 
 
+class VerlConfigSource(_StatusModel):
+    """The verl config tree the task's configuration was composed and checked with."""
+
+    version: str = Field(description="verl's version (verl/version/version of the tree).")
+    source: str = Field(description="cluster (the verl snapshot the cluster runs), release (a pinned release Argus carries) or folder (given with --verl-config).")
+
+
 class ArgusTaskStatus(_StatusModel):
     """Written by the operator only (users cannot write the status subresource)."""
 
@@ -199,6 +206,7 @@ class ArgusTaskStatus(_StatusModel):
     user: Optional[str] = Field(None, description="The user the task runs as, from its namespace's argus.io/user label.")
     warnings: Optional[list[str]] = Field(None, description="Weak-check warnings: the task runs, but these are likely mistakes.")
     command: Optional[str] = Field(None, description="The expanded command that runs.")
+    verl: Optional[VerlConfigSource] = Field(None, description="The verl config tree the configuration was composed and checked with; a warning says so when it is not the cluster's own.")
     queue_position: Optional[int] = Field(None, ge=0, description="1-based place in the global queue while Queued.")
     admitted_at: Optional[str] = Field(None, description="When the queue admitted the task (RFC 3339); the active deadline counts from here.")
     ray_job: Optional[RayJobStatus] = Field(None, description="The Ray job that runs the task.")

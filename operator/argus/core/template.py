@@ -35,7 +35,7 @@ import shlex
 from .spec import ArgusTaskSpec
 
 # The verl version a basic spec is generated for when nothing else says: the newest
-# supported release, the first line of hack/verl-releases.txt (a unit test keeps them equal).
+# supported release, the first line of operator/argus/verl-releases.txt (a unit test keeps them equal).
 DEFAULT_VERL_VERSION = "0.9.1"
 
 DEFAULT_PPO_TRAIN_BATCH = 1024  # verl's own data.train_batch_size default (ppo_trainer)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[3]
-RELEASES_FILE = REPO / "hack" / "verl-releases.txt"
+RELEASES_FILE = REPO / "operator" / "argus" / "verl-releases.txt"
 STANDIN_SOURCE = REPO / "hack" / "verl-standin"
 
 PPO = "verl.trainer.main_ppo"

@@ -20,7 +20,7 @@ from it. What was checked is, byte for byte, what runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..policy import Findings, PathPolicy, check_text
 from ..spec import MAX_COMMAND_BYTES
@@ -28,7 +28,7 @@ from .checks import Checker, check_environment
 from .emit import emit
 from .hydra import Setting, read_hydra_args
 from .launchers import Launch, read_launch
-from .program import Assign, Export, Refusal, Run, Script, Word
+from .program import Assign, Export, Part, Refusal, Run, Script, Word
 from .resolve import resolve
 from .syntax import parse
 
@@ -39,12 +39,35 @@ MAX_EMITTED_COMMAND_BYTES = 4 * MAX_COMMAND_BYTES
 
 @dataclass
 class CheckedCommand:
-    """A command that passed the checks: the program, its entrypoint, and the text to run."""
+    """A command that passed the checks: the program, its entrypoint, and the text to run.
+
+    ``options``: Hydra's --config-name/--config-path/--config-dir as (dest, value);
+    ``environment``: what the command puts into the job's environment (exported variables
+    and the entrypoint's prefixes), as resolved parts (a ``Var`` is the inherited value)."""
 
     script: Script
     launch: Launch
     settings: list[Setting]
     text: str
+    options: list[tuple[str, str]] = field(default_factory=list)
+    environment: dict[str, tuple[Part, ...]] = field(default_factory=dict)
+
+    @property
+    def overrides(self) -> list[str]:
+        """The overrides as Hydra receives them (a $(date ...) as a sample of its output)."""
+        return [s.hydra_text or s.text for s in self.settings]
+
+    def with_arguments(self, extra: list[str]) -> "CheckedCommand":
+        """The same command with ``extra`` Hydra arguments added to the entrypoint (Argus's
+        own additions: each is announced by a warning where it is decided)."""
+        if not extra:
+            return self
+        run = self.script.run
+        assert run is not None
+        words = tuple(Word((e,), True, run.line) for e in extra)
+        final_run = Run(run.env, (*run.argv, *words), run.tee, run.line)
+        script = Script(tuple(final_run if s is run else s for s in self.script.statements))
+        return CheckedCommand(script, self.launch, self.settings, emit(script), self.options, self.environment)
 
     def exports(self, name: str) -> bool:
         """Whether the command puts ``name`` in its entrypoint's environment itself
@@ -94,7 +117,7 @@ def check_command(
     _report(field_, refusals, findings)
     if not words_intact:
         return None  # later checks of a half-read word would mislead
-    resolved, _, refusals = resolve(script)
+    resolved, bindings, refusals = resolve(script)
     _report(field_, refusals, findings)
     checker = Checker(field_, policy, nnodes, gpus_per_node, findings)
     check_environment(checker, resolved)
@@ -125,4 +148,12 @@ def check_command(
     if len(text) > MAX_EMITTED_COMMAND_BYTES:
         findings.error(field_, f"{len(text)} bytes", f"the generated command is larger than {MAX_EMITTED_COMMAND_BYTES // 1024} KiB")
         return None
-    return CheckedCommand(final, launch, args.settings, text)
+    environment: dict[str, tuple[Part, ...]] = {}
+    for s in resolved.statements:
+        if type(s) is Assign and s.export:  # type: ignore[union-attr]
+            environment[s.name] = s.value.parts  # type: ignore[union-attr]
+        elif type(s) is Export and s.name in bindings:  # type: ignore[union-attr]
+            environment[s.name] = bindings[s.name].parts  # type: ignore[union-attr]
+    for a in run.env:
+        environment[a.name] = a.value.parts
+    return CheckedCommand(final, launch, args.settings, text, [(d, v) for d, _, v in args.options], environment)

@@ -22,6 +22,12 @@ Every value is read as what it is, never as text scanned for bad substrings:
 The counts the command leaves out are added with the spec's values, and say so in a
 warning: verl and torchrun would otherwise use their defaults while the queue reserves
 the spec's GPUs.
+
+These checks read what the command says. What verl will see (the configuration composed
+with verl's tree and resolved, a config file of the user's own included) is checked after
+them by ``argus.core.verlconfig.check``, which is the authority on the resolved values;
+the rules here that it also applies (instantiation keys, the separate GPU pools, the path
+roles of the checked keys) refuse early, in terms of the words the user wrote.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..policy import Findings, PathPolicy, climbs
+from .environment import allowed_entry, env_path_roots
 from .hydra import HydraArgs, Setting
 from .launchers import Launch, Option, plain_int
 from .program import Assign, Run, Script, Word
@@ -118,6 +125,9 @@ class Checker:
                     self.policy.check_under(self.field, entry, (self.policy.home, *self.policy.shared_roots), "a PYTHONPATH entry", self.findings)
         for piece in text.split("\0"):
             self.policy.check_string(self.field, piece, self.findings)
+        entry = allowed_entry(a.name)
+        if entry is not None and entry.path and "\0" not in text:
+            self.policy.check_under(self.field, text, env_path_roots(entry, self.policy), a.name, self.findings)
 
     def tee(self, w: Word) -> None:
         if w.literal is None:
@@ -369,8 +379,8 @@ class Checker:
             custom_config = True
         if custom_config:
             self.warn(" ".join(f"{sp}={v}" for _, sp, v in args.options) or HYDRA_SEARCHPATH_KEY,
-                      "makes verl read a config file the check cannot read: data, model, reward and output paths set there "
-                      "are not checked; set them on the command line")
+                      "makes verl read a config file of your own: Argus composes and checks it as it is now, verl reads it "
+                      "as it is when the task starts; set data, model, reward and output paths on the command line")
         added: list[Word] = []
         if launch.kind != "torchrun":
             missing = [f"{k}={want}" for k, want in ((NNODES_KEY, self.nnodes), (GPUS_KEY, self.gpus))

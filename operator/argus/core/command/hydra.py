@@ -80,6 +80,7 @@ class Setting:
     text: str  # the override as the user reads it ($(date ...) spelled out)
     has_date: bool = False
     line: int = 0
+    hydra_text: str = ""  # the text Hydra's parser read (a $(date ...) as a sample of its output)
 
 
 @dataclass(slots=True)
@@ -215,7 +216,7 @@ def read_hydra_args(args: list[Word], line: int) -> tuple[HydraArgs, list[Refusa
         if literal is not None and literal[:1] not in ("-", ""):
             fast = fast_override(literal)  # the common case, in one step
             if fast is not None:
-                settings.append(Setting(fast[0], fast[1], None, fast[2], False, literal, False, line))
+                settings.append(Setting(fast[0], fast[1], None, fast[2], False, literal, False, line, literal))
                 continue
         has_date = literal is None
         shown = w.shown() if has_date else literal
@@ -248,7 +249,7 @@ def read_hydra_args(args: list[Word], line: int) -> tuple[HydraArgs, list[Refusa
         fast = fast_override(text)
         if fast is not None:
             op, key, value = fast
-            settings.append(Setting(op, key, None, value, False, shown, has_date, line))
+            settings.append(Setting(op, key, None, value, False, shown, has_date, line, text))
             continue
         if len(text) > budget:
             refusals.append(Refusal(line, shown, f"needs Hydra's own parser, and the overrides that do pass "
@@ -269,5 +270,5 @@ def read_hydra_args(args: list[Word], line: int) -> tuple[HydraArgs, list[Refusa
                 refusals.append(Refusal(line, shown, f"is not a Hydra override verl can read ({parsed})", advice))
             continue
         op, key, package, value, sweep = parsed
-        settings.append(Setting(op, key, package, value, sweep, shown, has_date, line))
+        settings.append(Setting(op, key, package, value, sweep, shown, has_date, line, text))
     return HydraArgs(settings, options), refusals

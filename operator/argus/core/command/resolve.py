@@ -9,9 +9,15 @@ left to bash is a variable's own inherited value prepended or appended in its as
 (``export PYTHONPATH=$HOME/code:$PYTHONPATH``); a later use of such a variable is refused,
 since its value is not known here. ``$(date +FORMAT)`` travels along inside values.
 
+A script variable that is never exported is substituted where it is used and left out of
+the resolved script, so it never reaches the job's environment (bash would otherwise pass
+on an assignment to a name the job inherited, exported or not). A name that does reach
+it (``export NAME``, a prefix of the entrypoint) must be on the allowlist of
+``environment.py``.
+
 Refused here: references to anything else (``$USER``, ``$PWD``, an unset name), a variable
-assigned twice, assignments to names that change which program runs or how bash and
-Python start (``PATH``, ``LD_PRELOAD``, ``PET_*`` ...), an unquoted expansion that bash
+assigned twice, names bash itself reads (``PATH``, ``IFS`` ...), environment names that
+are not on the allowlist (``LD_PRELOAD``, ``RAY_*``, ``HYDRA_*`` ...), an unquoted expansion that bash
 would split into several words or expand as a file pattern, and values that grow past
 ``MAX_WORD_CHARS`` by substitution.
 """
@@ -21,53 +27,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..expand import REMOVED_COMMON, without_common
+from .environment import environment_reason, shell_name_reason
 from .program import Assign, Date, Export, Part, Refusal, Run, Script, SetOptions, Statement, Tee, Var, Word
 
 # A value substituted into itself over and over (A=xx, B=$A$A, C=$B$B ...) grows
 # exponentially; past this size it is refused rather than built.
 MAX_WORD_CHARS = 256 * 1024
 
-_CHANGES_PROGRAM = "it changes which program runs or how bash or Python start"
-# Names whose assignment changes what runs, how bash reads the rest of the command, or
-# what torchrun reads past its command line. (Bash's own special variables are here too.)
-FORBIDDEN_NAMES: dict[str, str] = {
-    **dict.fromkeys(("PATH", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "CDPATH", "GLOBIGNORE", "PROMPT_COMMAND",
-                     "PS1", "PS2", "PS3", "PS4", "POSIXLY_CORRECT", "FUNCNEST", "TMOUT", "SHELL", "INPUTRC", "HISTFILE",
-                     "GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "HOSTALIASES", "OPTIND", "OPTARG", "OPTERR",
-                     "RANDOM", "SRANDOM", "SECONDS", "LINENO", "EPOCHSECONDS", "EPOCHREALTIME", "UID", "EUID", "PPID",
-                     "PWD", "OLDPWD", "USER", "LOGNAME", "MAIL", "MAILPATH", "MAILCHECK", "COLUMNS", "LINES"), _CHANGES_PROGRAM),
-    "HOME": "Argus expands $HOME to your home before anything runs",
-    "IFS": "it changes how bash splits the words of the command",
-    "LANG": "it changes how bash reads the rest of the command; for Python's text encoding set PYTHONUTF8=1",
-    "LANGUAGE": "it changes how bash reads the rest of the command; for Python's text encoding set PYTHONUTF8=1",
-}
-_FORBIDDEN_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("LD_", _CHANGES_PROGRAM),
-    ("BASH", _CHANGES_PROGRAM),
-    ("LC_", "it changes how bash reads the rest of the command; for Python's text encoding set PYTHONUTF8=1"),
-    ("PET_", "torchrun reads its options from it, past the checks: give torchrun's options on its command line"),
-    ("TORCHELASTIC_", "torchrun reads its settings from it, past the checks: give torchrun's options on its command line"),
-    ("PYTHON", _CHANGES_PROGRAM),
-)
-# The PYTHON* names that only tune a Python that runs anyway (PYTHONPATH gets path checks).
-PYTHON_NAMES_ALLOWED = frozenset((
-    "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONFAULTHANDLER",
-    "PYTHONIOENCODING", "PYTHONUTF8",
-))
 DATE_ADVICE = ("$(date +FORMAT) may stand only in a non-path override value such as trainer.experiment_name, "
                "or in a variable used only there")
-
-
-def forbidden_reason(name: str) -> str | None:
-    """Why assigning ``name`` is refused, or None when it may be assigned."""
-    if name in FORBIDDEN_NAMES:
-        return FORBIDDEN_NAMES[name]
-    if name in PYTHON_NAMES_ALLOWED:
-        return None
-    for prefix, reason in _FORBIDDEN_PREFIXES:
-        if name.startswith(prefix):
-            return reason
-    return None
 
 
 @dataclass(slots=True)
@@ -169,8 +137,11 @@ class _Resolver:
             return None  # an unquoted expansion to nothing: bash drops the word
         return Word(tuple(merged), True, w.line, w.source)
 
-    def check_name(self, name: str, line: int, token: str) -> bool:
-        reason = forbidden_reason(name)
+    def check_name(self, name: str, line: int, token: str, *, environment: bool) -> bool:
+        """``environment``: the name reaches the job's environment (exported or a prefix of
+        the entrypoint), so it must be on the allowlist; else it is a script variable,
+        substituted where used, and only bash's own names are refused."""
+        reason = environment_reason(name) if environment else shell_name_reason(name)
         if reason is not None:
             self.refuse(line, token, f"setting {name} is not allowed", f"{reason}; remove it")
             return False
@@ -184,7 +155,8 @@ class _Resolver:
 
     def _assign(self, a: Assign, *, scope: dict[str, Binding] | None = None) -> Assign | None:
         token = a.value.source or f"{a.name}={a.value.shown()}"  # the source word, NAME= included
-        if not self.check_name(a.name, a.line, token):
+        environment = a.export or scope is not None
+        if not self.check_name(a.name, a.line, token, environment=False):
             return None
         earlier = self.bindings.get(a.name)
         if earlier is not None:
@@ -202,8 +174,10 @@ class _Resolver:
             self.refuse(a.line, token, f"{a.name} may add to its inherited value only at the start or the end, next to ':'",
                         f"write {a.name}=$HOME/...:${a.name} or {a.name}=${a.name}:$HOME/...")
             return None
-        if (a.export or scope is not None) and any(type(p) is Date for p in value.parts):
+        if environment and any(type(p) is Date for p in value.parts):
             self.refuse(a.line, token, f"$(date ...) is not allowed in the environment ({a.name})", DATE_ADVICE)
+            return None
+        if environment and not self.check_name(a.name, a.line, token, environment=True):
             return None
         binding = Binding(value.parts, _size(value.parts), a.line, a.export, inherited)
         if scope is not None:
@@ -219,15 +193,16 @@ class _Resolver:
             return self.assign(s)  # type: ignore[arg-type]
         if type(s) is Export:
             name = s.name  # type: ignore[union-attr]
-            if not self.check_name(name, s.line, f"export {name}"):
-                return None
             b = self.bindings.get(name)
             if b is None:
-                self.refuse(s.line, f"export {name}", f"export {name} names no variable assigned earlier",
-                            f"write export {name}=value")
+                if name not in self.refused:
+                    self.refuse(s.line, f"export {name}", f"export {name} names no variable assigned earlier",
+                                f"write export {name}=value")
                 return None
             if b.has_date:
                 self.refuse(s.line, f"export {name}", f"$(date ...) is not allowed in the environment ({name})", DATE_ADVICE)
+                return None
+            if not self.check_name(name, s.line, f"export {name}", environment=True):
                 return None
             b.exported = True
             return s
@@ -274,4 +249,7 @@ def resolve(script: Script) -> tuple[Script, dict[str, Binding], list[Refusal]]:
     here are left out), the variables, and the refusals."""
     r = _Resolver()
     out = [x for s in script.statements if (x := r.statement(s)) is not None]
+    exported = {s.name for s in out if type(s) is Export} | {s.name for s in out if type(s) is Assign and s.export}
+    # Every use of a script variable is substituted: one never exported has no reader left.
+    out = [s for s in out if type(s) is not Assign or s.name in exported]
     return Script(tuple(out)), r.bindings, r.refusals

@@ -12,7 +12,7 @@ verl version in use and resolved (plain dicts and lists, without Hydra's ``hydra
 ``version`` is that verl version and ``entry`` the module the command runs. A value Hydra
 left mandatory and unset stays the string ``???`` (``OmegaConf.to_container`` keeps it).
 
-Versions: the checks are written from the releases in hack/verl-releases.txt (0.9.1 and
+Versions: the checks are written from the releases in operator/argus/verl-releases.txt (0.9.1 and
 0.6.1) and kept honest by tests/oracle, which runs verl's own ``validate_config`` and config
 dataclasses on the same configurations and fails on every disagreement. A version from 0.9
 on gets the 0.9.1 checks; an older one the 0.6.1 checks.

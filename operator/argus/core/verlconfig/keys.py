@@ -1,0 +1,86 @@
+"""What the keys of verl's configuration are for: the role of each path-valued key.
+
+A key's role decides which paths it may hold after resolution (``check.py``):
+
+* ``code``: a Python file verl imports (the reward function, custom dataset and sampler
+  classes, reward-loop and agent-loop modules): a ``.py`` under ``$HOME/code``;
+* ``code-config``: a file that names code verl loads (tool, interaction and agent-loop
+  configs): under ``$HOME/code``;
+* ``data``: data files: under the data roots;
+* ``model``: a model, its tokenizer or adapter: a hub id, or under the model roots;
+* ``write``: a folder or file the run writes: in the home; a relative one is made
+  absolute under the task's job folder (verl's Ray actors run in the raylet's folder, so a
+  relative path would land there, shared by every task);
+* no role: any other string gets the general path checks (no other user's home, no ``..``
+  out of a root, no ``~``).
+
+Keys are dotted paths without list indices; ``*`` stands for one segment. The table names
+the keys of every verl version Argus supports (``verl-releases.txt``); a key a version does
+not have is simply never met.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+CODE = "code"
+CODE_CONFIG = "code-config"
+DATA = "data"
+MODEL = "model"
+WRITE = "write"
+
+ROLES: dict[str, tuple[str, ...]] = {
+    CODE: (
+        "custom_reward_function.path", "reward.custom_reward_function.path", "data.custom_cls.path",
+        "data.sampler.class_path", "reward.reward_manager.module.path", "reward_model.reward_loop_module_path",
+        "actor_rollout_ref.rollout.agent.custom_async_server.path", "trainer.v1.sampler.custom_sampler.path",
+        "actor_rollout_ref.rollout.multi_turn.function_tool_path", "data.function_tool_path",
+    ),
+    CODE_CONFIG: (
+        "actor_rollout_ref.rollout.multi_turn.tool_config_path", "actor_rollout_ref.rollout.multi_turn.interaction_config_path",
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path", "data.tool_config_path", "data.interaction_config_path",
+    ),
+    DATA: ("data.train_files", "data.val_files"),
+    MODEL: (
+        "actor_rollout_ref.model.path", "actor_rollout_ref.model.tokenizer_path", "actor_rollout_ref.model.hf_config_path",
+        "critic.model.path", "critic.model.tokenizer_path", "critic.model.hf_config_path", "model.partial_pretrain",
+        "model.path", "model.tokenizer_path", "reward_model.model.path", "reward_model.model.input_tokenizer",
+        "reward.reward_model.model_path", "distillation.teacher_models.*.model_path", "*.lora_adapter_path",
+        "*.*.lora_adapter_path", "*.*.lora.adapter_path", "*.lora.adapter_path",
+    ),
+    WRITE: (
+        "trainer.default_local_dir", "trainer.rollout_data_dir", "trainer.validation_data_dir",
+        "global_profiler.save_path", "*.profiler.save_path", "*.*.profiler.save_path", "ray_kwargs.timeline_json_file",
+        "trainer.resume_from_path", "*.*.dump_dir",
+    ),
+}
+
+_EXACT = {key: role for role, keys in ROLES.items() for key in keys if "*" not in key}
+_GLOBS = tuple((key, role) for role, keys in ROLES.items() for key in keys if "*" in key)
+
+
+def role_of(key: str) -> str | None:
+    """The role of a dotted key (list indices left out), or None."""
+    role = _EXACT.get(key)
+    if role is not None:
+        return role
+    for pattern, r in _GLOBS:
+        if pattern.count(".") == key.count(".") and fnmatch.fnmatchcase(key, pattern):
+            return r
+    return None
+
+
+# Keys that make Hydra instantiate (or call) Python: allowed only where verl's own base
+# config has them, with the same value. Python's logging (Hydra's job_logging) reads
+# 'class' and '()' the same way.
+INSTANTIATE_KEYS = frozenset(("_target_", "_args_", "_partial_", "_recursive_", "_convert_"))
+LOGGING_FACTORY_KEYS = frozenset(("class", "()"))
+
+# The reward function: the key verl 0.9.x's main_ppo reads, and the legacy top-level block
+# that version still composes (legacy_reward_impl.yaml) but only its fully-async entry point
+# migrates (verl/experimental/reward_loop/reward_loop.py, migrate_legacy_reward_impl).
+REWARD_BLOCK = "reward.custom_reward_function"
+LEGACY_REWARD_BLOCK = "custom_reward_function"
+
+RAY_INIT = "ray_kwargs.ray_init"
+RUNTIME_ENV = "ray_kwargs.ray_init.runtime_env"
