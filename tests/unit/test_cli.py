@@ -35,6 +35,10 @@ spec:
       data.val_files=$HOME/datasets/gsm8k/test.parquet \\
       trainer.nnodes=1 trainer.n_gpus_per_node=1 \\
       trainer.default_local_dir=$HOME/checkpoints/ppo-adv \\
+      actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \\
+      actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 \\
+      actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.name=vllm \\
+      critic.ppo_micro_batch_size_per_gpu=4 \\
       +ray_kwargs.ray_init.address=auto
 """
 BASIC = """\
@@ -379,7 +383,8 @@ def test_convert_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 1 and "must be a v3.x TaskSpec mapping" in err
 
 
-# The design's own advanced example as a v3.x TaskSpec: no workload.
+# The design's own advanced example as a v3.x TaskSpec: no workload (and with what verl
+# requires before training, which the design's example leaves out: Argus now refuses that).
 V3_ADVANCED = """\
 name: ppo-custom-reward
 kind: advanced
@@ -391,6 +396,10 @@ command: |
     data.val_files=$HOME/datasets/gsm8k/test.parquet \\
     custom_reward_function.path=$HOME/code/reward.py \\
     custom_reward_function.name=compute_score \\
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \\
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 \\
+    actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.name=vllm \\
+    critic.ppo_micro_batch_size_per_gpu=4 \\
     trainer.nnodes=1 trainer.n_gpus_per_node=1 \\
     +ray_kwargs.ray_init.address=auto
 """

@@ -166,8 +166,10 @@ def test_unknown_resolvers_are_refused(composer: HydraComposer) -> None:
 
 # --- the red-team classes, at apply time (argus validate, the operator, the webhook) -------------
 
+# With what verl requires before training (its start-up checks run on every composed config).
 GOOD = ("python3 -m verl.trainer.main_ppo data.train_files=$HOME/datasets/a.parquet data.val_files=$HOME/datasets/b.parquet "
-        "trainer.nnodes=1 trainer.n_gpus_per_node=1 +ray_kwargs.ray_init.address=auto trainer.default_local_dir=$HOME/ckpt")
+        "trainer.nnodes=1 trainer.n_gpus_per_node=1 +ray_kwargs.ray_init.address=auto trainer.default_local_dir=$HOME/ckpt "
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.name=vllm critic.ppo_micro_batch_size_per_gpu=4")
 
 
 def task(command: str, **spec: Any) -> dict[str, Any]:

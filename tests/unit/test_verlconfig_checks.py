@@ -24,10 +24,14 @@ JOB = f"{HOME}/jobs/alice-t-12345678"
 TREE = ConfigTree("0.9.1", "/trees/0.9.1", "release")
 
 # A small verl-like base config (the shape of verl 0.9.1's ppo_trainer where it matters).
+# verl's base as a fake composer returns it: a fragment of verl's tree, with what verl's
+# start-up checks need already set (the pipeline runs them on every composed config).
 BASE: dict[str, Any] = {
-    "data": {"train_files": "~/data/train.parquet", "val_files": "~/data/test.parquet", "custom_cls": {"path": None}},
+    "data": {"train_files": "~/data/train.parquet", "val_files": "~/data/test.parquet", "custom_cls": {"path": None},
+             "train_batch_size": 4},
     "actor_rollout_ref": {"actor": {"_target_": "verl.workers.config.FSDPActorConfig", "strategy": "fsdp",
-                                    "checkpoint": {"save_contents": ["model"]}},
+                                    "checkpoint": {"save_contents": ["model"]}, "ppo_micro_batch_size_per_gpu": 1},
+                          "rollout": {"name": "vllm", "n": 1, "log_prob_micro_batch_size_per_gpu": 1},
                           "model": {"path": "~/models/x"}},
     "critic": {"model": {"path": "~/models/x"}},
     "custom_reward_function": {"path": None, "name": None},
