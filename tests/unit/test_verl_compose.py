@@ -297,3 +297,26 @@ def test_a_torchrun_sft_launch_takes_its_counts_from_torchrun() -> None:
     c = HydraComposer(ConfigTree("0.6.1", verl_tree("0.6.1"), "release"))
     v = validate_task(task(command, workload="sft"), "alice", PlatformConfig(), c)
     assert v.valid, v.error_lines()
+
+
+# --- interpolations the text check cannot resolve are resolved by the composed check ---------
+
+@pytest.mark.parametrize("override", [
+    "'trainer.validation_data_dir=${oc.env:ARGUS_JOB_DIR}/val'",       # the job's own environment
+    "'trainer.experiment_name=${trainer.project_name}-x'",             # verl's default project name
+    "'trainer.experiment_name=run-${now:%Y%m%d}'",                     # Hydra's own resolver
+])
+def test_an_interpolation_of_what_the_job_will_have_is_resolved_not_refused(override: str) -> None:
+    v = verdict(GOOD + " " + override)
+    assert v.valid, v.error_lines()
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("'trainer.validation_data_dir=${oc.env:ARGUS_JOB_DIR}/../../bob'", "climbs"),
+    ("'+x.p=/private/users/bob/code/r.py' 'custom_reward_function.path=${x.p}'", "(bob)"),
+    ("'trainer.validation_data_dir=${oc.select:nope,/private/users/bob/x}'", "(bob)"),
+    ("'+x.n=2' 'trainer.n_gpus_per_node=${x.n}'", "nGpusPerNode"),
+])
+def test_an_interpolation_that_resolves_outside_the_rules_is_still_refused(override: str, needle: str) -> None:
+    command = GOOD.replace("trainer.n_gpus_per_node=1 ", "") if "n_gpus_per_node" in override else GOOD
+    refused(command + " " + override, needle)

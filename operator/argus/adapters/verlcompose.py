@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 import zipfile
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -369,6 +370,12 @@ class HydraComposer:
         from hydra.core.utils import setup_globals  # noqa: PLC0415
 
         setup_globals()  # Hydra's own resolvers ('now'), as @hydra.main registers them
+        # Hydra warns on stderr of a search path folder that does not exist here, and goes on;
+        # the folder is checked by the path policy, and a user's CLI output or the operator's
+        # log is no place for the warning. (A process-wide filter: warnings' own context
+        # manager is not thread-safe, and validations run in threads.)
+        warnings.filterwarnings("ignore", message=r"provider=hydra\.searchpath in command-line, path=.* is not available",
+                                category=UserWarning)
         self._tree = tree
         self._bases: OrderedDict[tuple[Any, ...], _Base] = OrderedDict()
         self._cache_size = cache_size

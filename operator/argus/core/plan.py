@@ -317,7 +317,7 @@ def validate_spec(
     if raw_spec.get("kind") == "advanced" and isinstance(raw_command, str):
         if check_text("spec.command", raw_command, findings):
             checked = check_command("spec.command", expand(raw_command, user, config), policy=policy, nnodes=nnodes,
-                                    gpus_per_node=gpus, findings=findings)
+                                    gpus_per_node=gpus, findings=findings, resolved_later=composer is not None)
     elif spec is not None and spec.kind == "basic":
         # The template's inputs are checked even when the manifest has other problems, so
         # that every problem is reported at once; the command is built only from good ones.
@@ -332,7 +332,8 @@ def validate_spec(
             verl_version = composer.tree.version if composer is not None else DEFAULT_VERL_VERSION
             checked = check_command(field_, basic_command(spec, home=policy.home, experiment=experiment, uid=uid,
                                                           verl_version=verl_version),
-                                    policy=policy, nnodes=spec.nnodes, gpus_per_node=spec.n_gpus_per_node, findings=findings)
+                                    policy=policy, nnodes=spec.nnodes, gpus_per_node=spec.n_gpus_per_node, findings=findings,
+                                    resolved_later=composer is not None)
     if composer is not None:
         tree = composer.tree
         verdict.verl = {"version": tree.version, "source": tree.source, "root": tree.root}

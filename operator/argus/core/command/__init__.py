@@ -103,9 +103,13 @@ def check_command(
     nnodes: int | None,
     gpus_per_node: int | None,
     findings: Findings,
+    resolved_later: bool = False,
 ) -> CheckedCommand | None:
     """Check a command whose $HOME macros are expanded; return it as it will run, or None
-    when it is refused (the reasons are in ``findings``)."""
+    when it is refused (the reasons are in ``findings``). ``resolved_later``: the command's
+    configuration will be composed and resolved with verl's tree and checked then
+    (``argus.core.verlconfig``), so an interpolation this text check cannot resolve is left
+    to that check instead of refused."""
     if not check_text(field_, command, findings, max_bytes=MAX_EMITTED_COMMAND_BYTES, what="expanded, "):
         return None
     if not command.strip():
@@ -119,7 +123,7 @@ def check_command(
         return None  # later checks of a half-read word would mislead
     resolved, bindings, refusals = resolve(script)
     _report(field_, refusals, findings)
-    checker = Checker(field_, policy, nnodes, gpus_per_node, findings)
+    checker = Checker(field_, policy, nnodes, gpus_per_node, findings, resolved_later=resolved_later)
     check_environment(checker, resolved)
     run = resolved.run
     if script.run is None:

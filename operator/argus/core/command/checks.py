@@ -11,8 +11,10 @@ Every value is read as what it is, never as text scanned for bad substrings:
   name each (verl's default checkpoint path is built from them). A key set twice, a block
   that holds checked keys replaced or deleted, part of a checked value set alone, a sweep,
   a config group or package override, a Hydra ``_target_`` and Hydra's own settings other
-  than its output folders and search path are refused. Interpolations in checked keys may
-  only name keys the command sets; resolvers (``${oc.env:...}``) are refused there.
+  than its output folders and search path are refused. Interpolations in checked keys that
+  name keys the command sets are resolved here; any other (verl's defaults, resolvers such
+  as ``${oc.env:...}``) is left to the check of the resolved configuration, or refused
+  when there is none.
 * torchrun's counts equal to the spec, its log folder in the home.
 * Environment values (assignments, exports, prefixes) and every other override value get
   the general path checks (``PathPolicy.check_string``); ``PYTHONPATH`` entries must sit in
@@ -96,8 +98,13 @@ class _Unresolvable(Exception):
 
 
 class Checker:
-    def __init__(self, field_: str, policy: PathPolicy, nnodes: int | None, gpus: int | None, findings: Findings):
+    def __init__(self, field_: str, policy: PathPolicy, nnodes: int | None, gpus: int | None, findings: Findings,
+                 *, resolved_later: bool = False):
         self.field = field_
+        # The composed, resolved configuration is checked after this (verlconfig.check): it
+        # resolves what this text check cannot (verl's defaults, ${oc.env:...} of the job's
+        # environment, ${now:...}) and applies the same path roles to the result.
+        self.resolved_later = resolved_later
         self.policy = policy
         self.nnodes = nnodes
         self.gpus = gpus
@@ -310,9 +317,11 @@ class Checker:
                 if "${" not in value:
                     return value
         except _Unresolvable as exc:
-            self.error(s.text, str(exc), key)
+            if not self.resolved_later:
+                self.error(s.text, str(exc), key)
             return None
-        self.error(s.text, "holds interpolations the check cannot resolve: write the value out", key)
+        if not self.resolved_later:
+            self.error(s.text, "holds interpolations the check cannot resolve: write the value out", key)
         return None
 
     def checked(self, key: str, value: Any, s: Setting) -> None:
