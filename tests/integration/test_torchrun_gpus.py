@@ -30,9 +30,10 @@ pytestmark = pytest.mark.integration
 
 STEPS = 4
 STEP_SECONDS = 1.0
-SFT = ("torchrun --standalone --nnodes=1 --nproc_per_node=1 -m verl.trainer.fsdp_sft_trainer "
+# verl 0.9.x's SFT trainer (the testbed's verl snapshot is 0.9.1's tree).
+SFT = ("torchrun --standalone --nnodes=1 --nproc_per_node=1 -m verl.trainer.sft_trainer "
        "data.train_files=$HOME/datasets/sft/train.parquet data.val_files=$HOME/datasets/sft/test.parquet "
-       f"model.partial_pretrain=Qwen/Qwen2.5-0.5B-Instruct trainer.total_training_steps={STEPS}")
+       f"model.path=Qwen/Qwen2.5-0.5B-Instruct data.train_batch_size=8 trainer.total_training_steps={STEPS}")
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +101,7 @@ def test_two_one_gpu_torchrun_tasks_on_a_one_gpu_worker_do_not_run_at_once(contr
                                                                             run_operator) -> None:
     (worker,) = one_gpu.worker_node_ids
     ns = user_namespace("alice")
-    # verl.trainer.fsdp_sft_trainer (the stand-in's SFT module) is verl 0.6.x's; 0.9.x has
-    # sft_trainer instead, and Argus composes with the tree it is given (issue 21).
-    op = run_operator([ns], ray_address=one_gpu.dashboard_url, max_running=4, extra_args=["--verl-config", "0.6.1"])
+    op = run_operator([ns], ray_address=one_gpu.dashboard_url, max_running=4)
     apply_text(control_plane, ns, advanced_task("first", SFT, workload="sft"))
     wait_phase(control_plane, ns, "first", ("Submitted", "Running"), timeout=60, op=op)
     apply_text(control_plane, ns, advanced_task("second", SFT, workload="sft"))
