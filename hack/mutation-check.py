@@ -8,6 +8,7 @@ fail. A mutation that leaves them green means a behaviour no fast test covers.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -57,11 +58,23 @@ MUTATIONS = [
 ]
 
 
-def run_unit_tests(root: Path) -> bool:
+def run_unit_tests(root: Path, unmutated: bool = False) -> bool:
     env_python = sys.executable
     result = subprocess.run([env_python, "-m", "pytest", "-q", "-m", "unit", "-x", "-p", "no:cacheprovider", "--ignore=tests/unit/test_import_contract.py"],
-                            cwd=root, env={"PYTHONPATH": str(root / "operator"), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=600)
+                            cwd=root, env=_test_env(root), capture_output=True, text=True, timeout=600)
+    if result.returncode != 0 and unmutated:
+        print(result.stdout[-3000:], file=sys.stderr)
     return result.returncode == 0
+
+
+def _test_env(root: Path) -> dict[str, str]:
+    """A small environment; HOME and the cache's location are kept, because the unit tests
+    compose with the verl trees that hack/setup.sh cached there (hack/fetch-verl.sh)."""
+    env = {"PYTHONPATH": str(root / "operator"), "PATH": "/usr/bin:/bin"}
+    for name in ("HOME", "XDG_CACHE_HOME", "ARGUS_CACHE_DIR"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
 
 
 def main() -> int:
@@ -75,7 +88,7 @@ def main() -> int:
                 target = scratch / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target)  # modes too: the tests run scripts
-        if not run_unit_tests(scratch):
+        if not run_unit_tests(scratch, unmutated=True):
             print("mutation-check: the unit tests fail without any mutation; fix them first", file=sys.stderr)
             return 1
         for m in MUTATIONS:
