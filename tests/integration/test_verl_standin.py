@@ -16,7 +16,7 @@ import pytest
 
 from argus_testbed.verl import standin_snapshot
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 # The stand-in with verl 0.9.1's real config tree copied in (the testbed's verl snapshot).
