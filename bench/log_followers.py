@@ -122,8 +122,9 @@ def main() -> int:
             "rules": [{"apiGroups": ["logs.argus.io"], "resources": ["argustasks/log"], "verbs": ["get"]}]}))
         cp.kubectl("create", "clusterrolebinding", "bench-log-reader", "--clusterrole=bench-log-reader", "--group=bench")
         # The operator's serving certificate (any; the followers do not check it).
+        from argus.adapters.clock import SystemClock
         from argus.controller.tls import self_signed_certificate
-        crt, key = self_signed_certificate(["localhost", "127.0.0.1"])
+        crt, key = self_signed_certificate(["localhost", "127.0.0.1"], now=SystemClock().now())
         (work / "logs.crt").write_bytes(crt)
         (work / "logs.key").write_bytes(key)
         port = free_port()

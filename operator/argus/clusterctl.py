@@ -113,9 +113,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
             return EXIT_OK
         if not address:
             raise ClusterError("the task's status names no Ray dashboard; pass --ray-address")
+        from .adapters.clock import SystemClock
         from .adapters.ray import RayAuthFailed, RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
         logging.getLogger("argus.adapters.ray").addHandler(logging.NullHandler())  # the failure is said below, once
-        ray = RayJobsClient(address, threads=2, token_file=args.ray_token_file or None)
+        ray = RayJobsClient(address, monotonic=SystemClock().monotonic, threads=2, token_file=args.ray_token_file or None)
         try:
             if args.follow:
                 asyncio.run(_follow(ray, sid, args.tail))
@@ -395,9 +396,9 @@ def queue_rows(tasks: list[dict[str, Any]], quotas: dict[str, int | None] | None
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
-    import datetime as dt
     import json
 
+    from .adapters.clock import SystemClock
     from .core.spec import GROUP, PLURAL, VERSION
     from .core.user import GPU_QUOTA_ANNOTATION, USER_LABEL, quota_from_annotation, quotas_by_user
     try:
@@ -431,7 +432,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps({"queue": waiting, "users": users}, indent=2))
         return EXIT_OK
-    now = dt.datetime.now(dt.timezone.utc)
+    now = SystemClock().now()
     table = [("POSITION", "USER", "NAMESPACE/NAME", "GPUS", "PRIORITY", "WAITING", "REASON")]
     for r in waiting:
         reason = f"{r['reason']}: {r['message']}" if r["message"] else (r["reason"] or "")
@@ -474,14 +475,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if value <= 0:
             print(f"{prog}: {flag}: {value:g}: must be positive", file=sys.stderr)
             return EXIT_USAGE
+    from .adapters.clock import SystemClock
     from .adapters.ray import RayJobsClient
     from .controller.doctor import Doctor
     from .core.doctor import DoctorSettings
     logging.getLogger("argus.adapters.ray").addHandler(logging.NullHandler())  # a refusal is a row, not a log line
     settings = DoctorSettings(config, expected_verl=args.expect_verl or None,
                               token_configured=bool(args.ray_token_file))
-    ray = RayJobsClient(args.ray_address, threads=8, token_file=args.ray_token_file or None)
-    rows = asyncio.run(Doctor(ray, settings, address=args.ray_address, start_timeout=args.start_timeout, run_timeout=args.timeout).run())
+    clock = SystemClock()  # this command's composition root
+    ray = RayJobsClient(args.ray_address, monotonic=clock.monotonic, threads=8, token_file=args.ray_token_file or None)
+    rows = asyncio.run(Doctor(ray, settings, address=args.ray_address, start_timeout=args.start_timeout, run_timeout=args.timeout,
+                              monotonic=clock.monotonic).run())
     return print_doctor(rows, args.output)
 
 

@@ -24,11 +24,12 @@ pytestmark = pytest.mark.integration
 
 CLIENT = textwrap.dedent("""
     import asyncio, sys
+    from argus.adapters.clock import SystemClock
     from argus.adapters.ray import RayJobsClient, RayJobUnknown
     from argus.core.plan import SubmissionPlan
 
     async def main(address, sid):
-        ray = RayJobsClient(address)
+        ray = RayJobsClient(address, monotonic=SystemClock().monotonic)
         nodes = await ray.nodes()
         print("nodes", len(nodes), sorted({k for n in nodes for k in n.resources_total if k == "worker_node"}))
         plan = SubmissionPlan(submission_id=sid, user="alice", command="echo locked-client-ok", entrypoint="echo locked-client-ok",

@@ -34,8 +34,10 @@ def sized(name: str, per_node: int, nnodes: int = 1, priority: int = 0, steps: i
 def gpus_used(ray_cluster: RayCluster) -> list[float]:
     import asyncio
 
+    from argus.adapters.clock import SystemClock
     from argus.adapters.ray import RayJobsClient
-    return [n.gpus_used or 0.0 for n in asyncio.run(RayJobsClient(ray_cluster.dashboard_url, threads=1).nodes())]
+    return [n.gpus_used or 0.0 for n in asyncio.run(RayJobsClient(ray_cluster.dashboard_url, monotonic=SystemClock().monotonic,
+                                                                  threads=1).nodes())]
 
 
 def status_of(cp, ns: str, name: str) -> dict:

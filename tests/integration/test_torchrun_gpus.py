@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from ray.job_submission import JobSubmissionClient
 
+from argus.adapters.clock import SystemClock
 from argus.adapters.ray import RayJobsClient
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
@@ -46,7 +47,7 @@ def one_gpu(tmp_path_factory: pytest.TempPathFactory, ray_cluster_options: dict[
 
 
 def gpus_used(cluster: RayCluster) -> dict[str, float]:
-    return {n.node_id: n.gpus_used or 0.0 for n in asyncio.run(RayJobsClient(cluster.dashboard_url, threads=1).nodes())}
+    return {n.node_id: n.gpus_used or 0.0 for n in asyncio.run(RayJobsClient(cluster.dashboard_url, monotonic=SystemClock().monotonic, threads=1).nodes())}
 
 
 def interval(status: dict[str, Any]) -> tuple[float, float]:
@@ -71,7 +72,7 @@ def test_ray_itself_holds_the_second_driver_back_until_the_first_ends(one_gpu: R
         assert verdict.plan is not None, verdict.error_lines()
         assert verdict.plan.entrypoint_num_gpus == 1
         plans.append(verdict.plan)
-    client = RayJobsClient(one_gpu.dashboard_url, threads=2)
+    client = RayJobsClient(one_gpu.dashboard_url, monotonic=SystemClock().monotonic, threads=2)
     ray = JobSubmissionClient(one_gpu.dashboard_url)
     first, second = (p.submission_id for p in plans)
     try:

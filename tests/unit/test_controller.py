@@ -13,6 +13,7 @@ import pytest
 
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
+from argus.controller.metrics import Metrics
 from argus.controller.reconciler import Reconciler
 from argus.controller.settings import OperatorConfig
 from argus.adapters.ray import PlacementGroup
@@ -40,7 +41,7 @@ class World:
         self.config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=max_running,
                                      poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace,
                                      ray_job_retention_seconds=ray_job_retention)
-        self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, now=self.clock.now, monotonic=self.clock.monotonic)
+        self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, clock=self.clock, metrics=Metrics(self.clock))
         self.cluster.onboard(NS, "alice")
         # One event loop for the world's life: background work (log streams) goes on across ticks.
         self.loop = asyncio.new_event_loop()

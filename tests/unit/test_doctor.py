@@ -240,7 +240,7 @@ class OldJobsApi:
 
 def test_the_adapter_falls_back_to_the_nodes_ip_resource() -> None:
     old = OldJobsApi()
-    client = RayJobsClient("http://ray:8265", client_factory=lambda _: old, threads=1)
+    client = RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, client_factory=lambda _: old, threads=1)
     job = probe_job(SETTINGS, WORKER, "n")
     assert asyncio.run(client.submit_probe(job)) == "ip"
     assert old.submitted[0]["entrypoint_resources"] == {"worker_node": 0.001, "node:10.0.0.7": 0.001}
@@ -295,25 +295,25 @@ def test_an_unreachable_cluster_fails_with_one_row(capsys: pytest.CaptureFixture
 # ------------------------------------------------------------------------------ the operator's loop
 
 def test_the_operators_loop_sets_the_gauge_posts_an_event_and_logs(caplog: pytest.LogCaptureFixture) -> None:
-    from prometheus_client import REGISTRY
 
-    from argus.controller import metrics
     from argus.controller.doctor import DoctorLoop
+    from argus.controller.metrics import Metrics
     ray, clock, doctor = fake_world()
+    metrics = Metrics(clock)
     events: list[tuple[str, str, str]] = []
 
     async def post(type_: str, reason: str, message: str) -> None:
         events.append((type_, reason, message))
 
-    loop = DoctorLoop(doctor, 3600, leads=lambda: True, observe=metrics.observe_doctor, post_event=post)
+    loop = DoctorLoop(doctor, 3600, leads=lambda: True, observe=metrics.observe_doctor, post_event=post, monotonic=clock.monotonic)
     asyncio.run(loop.run_once())
     node = "w10000000000 (10.0.0.7)"
-    assert REGISTRY.get_sample_value("argus_cluster_ready", {"node": node, "check": "python3"}) == 1
+    assert metrics.registry.get_sample_value("argus_cluster_ready", {"node": node, "check": "python3"}) == 1
     assert events[-1][:2] == ("Normal", "ClusterReady") and "every check passed on 1 worker node(s)" in events[-1][2]
     ray.probe_answer = lambda probe, n: ("SUCCEEDED", REPORT_MARKER + json.dumps(report(python=None)) + "\n")
     asyncio.run(loop.run_once())
-    assert REGISTRY.get_sample_value("argus_cluster_ready", {"node": node, "check": "python3"}) == 0
-    assert REGISTRY.get_sample_value("argus_cluster_ready", {"node": node, "check": "verl-snapshot"}) is None  # not checked: absent
+    assert metrics.registry.get_sample_value("argus_cluster_ready", {"node": node, "check": "python3"}) == 0
+    assert metrics.registry.get_sample_value("argus_cluster_ready", {"node": node, "check": "verl-snapshot"}) is None  # not checked: absent
     assert events[-1][:2] == ("Warning", "ClusterNotReady") and f"{node} python3: no python3" in events[-1][2]
     assert any("argus doctor:" in r.message and "python3 fail" in r.message and "fix: " in r.message for r in caplog.records)
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from dataclasses import dataclass
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from argus.controller.leader import LeaderElection
+from argus.controller.metrics import Metrics
 
 pytestmark = pytest.mark.unit
 
@@ -62,15 +64,28 @@ class FakeLeases:
         return self._stored(body)
 
 
+@dataclass
+class CandidateClock:
+    """One candidate's clocks: the world's time, with its own monotonic origin and wall skew."""
+    world: "World"
+    monotonic_offset: float
+    wall_skew: dt.timedelta
+
+    def now(self) -> dt.datetime:
+        return EPOCH + dt.timedelta(seconds=self.world.now) + self.wall_skew
+
+    def monotonic(self) -> float:
+        return self.world.now + self.monotonic_offset
+
+
 class World:
     def __init__(self) -> None:
         self.now = 0.0
         self.leases = FakeLeases(self)
 
     def candidate(self, identity: str, *, monotonic_offset: float, wall_skew: dt.timedelta) -> LeaderElection:
-        return LeaderElection("ns", "argus-test", identity, lease_seconds=LEASE, api=self.leases,
-                              monotonic=lambda: self.now + monotonic_offset,
-                              wall=lambda: EPOCH + dt.timedelta(seconds=self.now) + wall_skew)
+        clock = CandidateClock(self, monotonic_offset, wall_skew)
+        return LeaderElection("ns", "argus-test", identity, lease_seconds=LEASE, api=self.leases, clock=clock, metrics=Metrics(clock))
 
 
 def run(world: World, until: float, candidates: list[LeaderElection], alive: dict[str, bool], step: float = 0.25) -> list[tuple[float, set[str]]]:

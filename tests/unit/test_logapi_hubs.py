@@ -9,6 +9,8 @@ import asyncio
 
 import pytest
 
+from fakes import FakeClock
+
 from argus.controller.logapi import LogHubs
 from argus.controller.logapi_settings import add_logapi_flags, logapi_settings
 
@@ -118,7 +120,8 @@ def test_a_forgotten_job_comes_from_the_file_or_a_line_naming_it(tmp_path) -> No
     where = attempt_log(view.status, None)
 
     async def run(shared: bool) -> tuple[str | None, str]:
-        api = LogApi(LogApiSettings(shared_tree=shared), ForgetfulRay(), lambda key: view, None, None)  # type: ignore[arg-type]
+        api = LogApi(LogApiSettings(shared_tree=shared), ForgetfulRay(), lambda key: view, None, None,  # type: ignore[arg-type]
+                     clock=FakeClock())
         return await api._text(view, where)
 
     assert asyncio.run(run(True)) == ("from the file\n", "")

@@ -1,19 +1,22 @@
 """The operator's metrics, as Prometheus would scrape them: names, types and label names
 against a table written here (not read from the code), the table in docs/metrics.md
-against the same, and what the status writer's hook counts."""
+against the same, what the status writer's hook counts, and that each ``Metrics`` keeps
+its series in a registry of its own, timed by the clock it is handed."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fakes import FakeClock
 from prometheus_client import REGISTRY
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from argus import __version__
-from argus.controller import metrics
+from argus.controller.metrics import Metrics
 
 pytestmark = pytest.mark.unit
 
@@ -44,9 +47,9 @@ EXPECTED = {
 }
 
 
-def scrape() -> dict[str, object]:
+def scrape(metrics: Metrics) -> dict[str, Any]:
     """What /metrics would show, parsed by Prometheus's own text parser."""
-    families = text_string_to_metric_families(generate_latest(REGISTRY).decode())
+    families = text_string_to_metric_families(generate_latest(metrics.registry).decode())
     return {f.name: f for f in families if f.name.startswith("argus_")}
 
 
@@ -56,7 +59,7 @@ def family_name(name: str) -> str:
 
 
 def test_names_types_and_labels() -> None:
-    families = scrape()
+    families = scrape(Metrics(FakeClock()))
     assert set(families) == {family_name(n) for n in EXPECTED}
     for name, (kind, labels) in EXPECTED.items():
         family = families[family_name(name)]
@@ -69,7 +72,7 @@ def test_names_types_and_labels() -> None:
 
 
 def test_series_that_exist_before_anything_happens() -> None:
-    families = scrape()
+    families = scrape(Metrics(FakeClock()))
     info = [s for s in families["argus_build_info"].samples]
     assert [(s.labels["version"], s.value) for s in info] == [(__version__, 1.0)]
     calls = {s.labels["operation"] for s in families["argus_ray_api_calls"].samples if s.name.endswith("_total")}
@@ -78,38 +81,55 @@ def test_series_that_exist_before_anything_happens() -> None:
     assert errors == calls
 
 
-def value(name: str, **labels: str) -> float:
-    got = REGISTRY.get_sample_value(name, labels)
+def value(metrics: Metrics, name: str, **labels: str) -> float:
+    got = metrics.registry.get_sample_value(name, labels)
     return 0.0 if got is None else got
 
 
 def test_terminal_outcomes_by_phase_and_reason_and_lost_jobs_apart() -> None:
-    before_lost = value("argus_ray_jobs_lost_total")
-    before_failed = value("argus_tasks_finished_total", phase="Failed", reason="RayJobLost")
-    before_ok = value("argus_tasks_finished_total", phase="Succeeded", reason="RayJobSucceeded")
-    before_stop = value("argus_tasks_finished_total", phase="Stopped", reason="Cancelled")
+    metrics = Metrics(FakeClock())
     metrics.observe_phase_change("Queued", "Submitted", "Admitted")
     metrics.observe_phase_change("Submitted", "Running", "RayJobRunning")
     metrics.observe_phase_change("Running", "Succeeded", "RayJobSucceeded")
     metrics.observe_phase_change("Running", "Failed", "RayJobLost")
     metrics.observe_phase_change("Running", "Stopped", "Cancelled")
     metrics.observe_phase_change("Failed", "Failed", "RayJobLost")  # no change of phase: nothing
-    assert value("argus_tasks_finished_total", phase="Succeeded", reason="RayJobSucceeded") == before_ok + 1
-    assert value("argus_tasks_finished_total", phase="Failed", reason="RayJobLost") == before_failed + 1
-    assert value("argus_tasks_finished_total", phase="Stopped", reason="Cancelled") == before_stop + 1
-    assert value("argus_ray_jobs_lost_total") == before_lost + 1
-    assert value("argus_tasks_finished_total", phase="Running", reason="RayJobRunning") == 0
+    assert value(metrics, "argus_tasks_finished_total", phase="Succeeded", reason="RayJobSucceeded") == 1
+    assert value(metrics, "argus_tasks_finished_total", phase="Failed", reason="RayJobLost") == 1
+    assert value(metrics, "argus_tasks_finished_total", phase="Stopped", reason="Cancelled") == 1
+    assert value(metrics, "argus_ray_jobs_lost_total") == 1
+    assert value(metrics, "argus_tasks_finished_total", phase="Running", reason="RayJobRunning") == 0
 
 
 def test_a_lost_or_unknown_job_is_an_answer_not_an_error() -> None:
-    errors = value("argus_ray_api_errors_total", operation="status")
-    calls = value("argus_ray_api_calls_total", operation="status")
-    timed = value("argus_ray_api_call_duration_seconds_count", operation="status")
+    metrics = Metrics(FakeClock())
     metrics.count_ray_call("status", "RayJobUnknown", 0.01)
     metrics.count_ray_call("status", "RayUnreachable", 10.0)
-    assert value("argus_ray_api_calls_total", operation="status") == calls + 2
-    assert value("argus_ray_api_errors_total", operation="status") == errors + 1
-    assert value("argus_ray_api_call_duration_seconds_count", operation="status") == timed + 2
+    assert value(metrics, "argus_ray_api_calls_total", operation="status") == 2
+    assert value(metrics, "argus_ray_api_errors_total", operation="status") == 1
+    assert value(metrics, "argus_ray_api_call_duration_seconds_count", operation="status") == 2
+
+
+def test_each_metrics_object_has_its_own_registry_and_none_on_the_global_one() -> None:
+    one, other = Metrics(FakeClock()), Metrics(FakeClock())
+    one.observe_phase_change("Running", "Failed", "RayJobLost")
+    assert value(one, "argus_ray_jobs_lost_total") == 1
+    assert value(other, "argus_ray_jobs_lost_total") == 0
+    assert not [f.name for f in REGISTRY.collect() if f.name.startswith("argus_")]
+
+
+def test_times_come_from_the_clock_it_is_handed() -> None:
+    clock = FakeClock()
+    metrics = Metrics(clock)
+    metrics.observe_users({"alice": 4}, [], {})   # the first pass starts the count
+    clock.advance(30)
+    metrics.observe_users({"alice": 4}, [], {})
+    assert value(metrics, "argus_user_gpu_seconds_total", user="alice") == 120
+    clock.advance(90)
+    metrics.observe_submit_latency("2026-12-03T08:00:00Z")  # FakeClock starts there; two minutes on
+    assert value(metrics, "argus_submit_latency_seconds_sum") == 120
+    metrics.observe_doctor([])
+    assert value(metrics, "argus_cluster_checked_timestamp_seconds") == clock.now().timestamp()
 
 
 def test_docs_table_lists_every_metric_with_its_type_and_labels() -> None:

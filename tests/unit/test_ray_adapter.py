@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import requests
 
+from fakes import FakeClock
+
 from argus.adapters.ray import RayJobExists, RayJobUnknown, RayRefused, RayUnreachable, classify
 
 pytestmark = pytest.mark.unit
@@ -78,7 +80,7 @@ def _client() -> tuple[object, FakeJobSubmissionClient, list[tuple[str, str]]]:
     from argus.adapters.ray import RayJobsClient
     fake = FakeJobSubmissionClient("http://ray:8265")
     calls: list[tuple[str, str]] = []
-    return RayJobsClient("http://ray:8265", client_factory=lambda _: fake, on_call=lambda op, out, _seconds: calls.append((op, out)), threads=1), fake, calls
+    return RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, client_factory=lambda _: fake, on_call=lambda op, out, _seconds: calls.append((op, out)), threads=1), fake, calls
 
 
 def _plan(sid: str = "argus-ns-t-0a1b2c3d", entrypoint_num_gpus: int = 0) -> object:
@@ -191,11 +193,11 @@ def test_the_token_file_is_read_and_checked_without_showing_it(tmp_path) -> None
         read_token_file(str(tmp_path / "missing"))
     # Read afresh: a rotated Secret counts from the next client made.
     token.write_text("first")
-    client = RayJobsClient("http://ray:8265", token_file=str(token), threads=1)
+    client = RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, token_file=str(token), threads=1)
     assert client.auth_headers() == {"Authorization": "Bearer first"}
     token.write_text("second\n")
     assert client.auth_headers() == {"Authorization": "Bearer second"}
-    assert RayJobsClient("http://ray:8265", threads=1).auth_headers() == {}
+    assert RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, threads=1).auth_headers() == {}
 
 
 def test_every_ray_client_is_made_with_the_token(tmp_path, monkeypatch) -> None:
@@ -230,11 +232,11 @@ def test_every_ray_client_is_made_with_the_token(tmp_path, monkeypatch) -> None:
         made.append(("state", headers))
         return State()
 
-    with_token = adapter.RayJobsClient("http://ray:8265", token_file=str(token), state_client_factory=state, threads=1)
+    with_token = adapter.RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, token_file=str(token), state_client_factory=state, threads=1)
     asyncio.run(with_token.job("argus-ns-t-0a1b2c3d"))
     asyncio.run(with_token.nodes())
     asyncio.run(with_token.placement_groups())
-    without = adapter.RayJobsClient("http://ray:8265", state_client_factory=state, threads=1)
+    without = adapter.RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, state_client_factory=state, threads=1)
     asyncio.run(without.job("argus-ns-t-0a1b2c3d"))
     asyncio.run(without.nodes())
     asyncio.run(without.placement_groups())
@@ -242,26 +244,25 @@ def test_every_ray_client_is_made_with_the_token(tmp_path, monkeypatch) -> None:
     assert made == [("jobs", bearer), ("state", bearer), ("state", bearer), ("jobs", None), ("state", {}), ("state", {})]
 
 
-def test_a_refusal_is_logged_at_most_once_a_minute_and_never_with_the_token(tmp_path, caplog, monkeypatch) -> None:
+def test_a_refusal_is_logged_at_most_once_a_minute_and_never_with_the_token(tmp_path, caplog) -> None:
     import asyncio
 
     import argus.adapters.ray as adapter
     token = tmp_path / "token"
     token.write_text("s3cr3t-t0ken")
-    clock = [1000.0]
-    monkeypatch.setattr(adapter.time, "monotonic", lambda: clock[0])
+    clock = FakeClock()
 
     class Refusing:
         def get_job_info(self, submission_id: str) -> object:
             raise _ray_auth_error("Authentication failed: Forbidden: Invalid authentication token")
 
     calls: list[tuple[str, str]] = []
-    client = adapter.RayJobsClient("http://ray:8265", token_file=str(token), client_factory=lambda _: Refusing(),
+    client = adapter.RayJobsClient("http://ray:8265", monotonic=clock.monotonic, token_file=str(token), client_factory=lambda _: Refusing(),
                                    on_call=lambda op, out, *_: calls.append((op, out)), threads=1)
     client.auth_headers()  # as the real factory does: the token is known to the client
     with caplog.at_level("WARNING", logger="argus.adapters.ray"):
         for advance in (0, 30, 31):
-            clock[0] += advance
+            clock.advance(advance)
             with pytest.raises(adapter.RayAuthFailed):
                 asyncio.run(client.job("argus-ns-t-0a1b2c3d"))
     warnings = [r.getMessage() for r in caplog.records]
@@ -308,17 +309,18 @@ def test_the_clusters_version_is_what_rays_client_learnt_when_it_connected() -> 
         def __init__(self) -> None:
             raise _ray_auth_error("Authentication required: Unauthorized: Missing authentication token")
 
-    assert asyncio.run(RayJobsClient("http://ray:8265", client_factory=lambda _: Connected(), threads=1).cluster_version()) == "2.41.0"
+    assert asyncio.run(RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, client_factory=lambda _: Connected(), threads=1).cluster_version()) == "2.41.0"
     from argus.adapters.ray import RayAuthFailed
     with pytest.raises(RayAuthFailed):
-        asyncio.run(RayJobsClient("http://ray:8265", client_factory=lambda _: Refusing(), threads=1).cluster_version())
+        asyncio.run(RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, client_factory=lambda _: Refusing(), threads=1).cluster_version())
 
 
 def test_a_refusal_counts_as_a_ray_error_in_the_metrics() -> None:
-    from argus.controller import metrics
+    from argus.controller.metrics import Metrics
+    metrics = Metrics(FakeClock())
 
     def errors(operation: str) -> float:
-        return metrics.RAY_ERRORS.labels(operation)._value.get()
+        return metrics.registry.get_sample_value("argus_ray_api_errors_total", {"operation": operation}) or 0.0
 
     before = errors("nodes")
     metrics.count_ray_call("nodes", "RayAuthFailed")
@@ -331,7 +333,7 @@ def test_a_token_file_that_goes_bad_sends_no_token_and_says_so_once(tmp_path, ca
     from argus.adapters.ray import RayJobsClient
     token = tmp_path / "token"
     token.write_text("s3cr3t-t0ken")
-    client = RayJobsClient("http://ray:8265", token_file=str(token), threads=1)
+    client = RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, token_file=str(token), threads=1)
     assert client.auth_headers() == {"Authorization": "Bearer s3cr3t-t0ken"}
     token.write_text("")
     with caplog.at_level("WARNING", logger="argus.adapters.ray"):

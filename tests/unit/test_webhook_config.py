@@ -15,6 +15,8 @@ from argus.controller import tls
 from argus.controller.webhook import WEBHOOK_ID, WEBHOOK_NAME, _covers, build_configuration, client_config
 from argus.controller.webhook_settings import WebhookSettings, add_webhook_flags, webhook_settings
 
+from fakes import FakeClock
+
 pytestmark = pytest.mark.unit
 
 
@@ -84,15 +86,17 @@ def test_covers_ignores_server_defaults() -> None:
 
 
 def test_self_made_certificate() -> None:
-    cert_pem, key_pem = tls.self_signed_certificate(["127.0.0.1", "0.0.0.0", "argus-webhook.argus-system.svc", "127.0.0.1"])
+    now = FakeClock().now()
+    cert_pem, key_pem = tls.self_signed_certificate(["127.0.0.1", "0.0.0.0", "argus-webhook.argus-system.svc", "127.0.0.1"], now=now)
     cert = x509.load_pem_x509_certificate(cert_pem)
+    assert cert.not_valid_before_utc < now < cert.not_valid_after_utc
     sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == ["argus-webhook.argus-system.svc"]
     assert sans.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
     assert cert.subject == cert.issuer
     key = serialization.load_pem_private_key(key_pem, password=None)
     assert key.public_key().public_numbers() == cert.public_key().public_numbers()
-    _, encrypted = tls.self_signed_certificate(["localhost"], password="pw")
+    _, encrypted = tls.self_signed_certificate(["localhost"], password="pw", now=now)
     assert b"ENCRYPTED" in encrypted
     with pytest.raises(ValueError):
-        tls.self_signed_certificate(["0.0.0.0"])
+        tls.self_signed_certificate(["0.0.0.0"], now=now)

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -59,8 +60,10 @@ def api_error(exc: Any) -> str:
 class KubeTaskStore:
     """Writes to ArgusTasks and reads of namespaces, for the controller and the webhook."""
 
-    def __init__(self, component: str = "argus-operator", threads: int = 16) -> None:
+    def __init__(self, *, now: Callable[[], dt.datetime], component: str = "argus-operator", threads: int = 16) -> None:
         from kubernetes import client
+
+        self.now = now  # the wall clock Events are stamped with
 
         settings = client.Configuration.get_default_copy()
         settings.connection_pool_maxsize = threads  # one connection per pool thread, reused
@@ -159,7 +162,7 @@ class KubeTaskStore:
         """Post an Event on any object (the operator's Lease: argus doctor's verdict). Best effort."""
         from kubernetes.client.exceptions import ApiException
         c = self._client
-        now = dt.datetime.now(dt.timezone.utc)
+        now = self.now()
         body = c.CoreV1Event(
             metadata=c.V1ObjectMeta(name=f"{name}.{uuid.uuid4().hex[:12]}", namespace=namespace),
             involved_object=c.V1ObjectReference(api_version=api_version, kind=kind, name=name, namespace=namespace, uid=uid),

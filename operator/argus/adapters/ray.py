@@ -26,7 +26,6 @@ import asyncio
 import logging
 import re
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -243,15 +242,17 @@ class RayJobsClient:
 
     ``on_call(operation, outcome, seconds)`` is told of every call and how long it took (the
     operator counts them in its metrics; the CLI passes nothing). ``token_file``: the cluster's
-    token, sent on every request (see the module's docstring)."""
+    token, sent on every request (see the module's docstring). ``monotonic``: the clock calls
+    are timed with (and the warning about refused credentials is spaced by)."""
 
-    def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
+    def __init__(self, address: str, *, monotonic: Callable[[], float], timeout: float = DEFAULT_TIMEOUT,
                  on_call: Callable[[str, str, float | None], None] | None = None, threads: int = 16,
                  client_factory: Callable[[str], Any] | None = None, token_file: str | None = None,
                  state_client_factory: Callable[[str, dict[str, str]], Any] | None = None):
         self.address = address.rstrip("/")
         self.timeout = timeout
         self.token_file = token_file
+        self.monotonic = monotonic
         self._on_call = on_call or (lambda operation, outcome, seconds: None)
         self._token: str | None = None  # the last token read (scrubbed from messages)
         # Ray's JobSubmissionClient (with request timeouts) and state API client; unit tests
@@ -283,7 +284,7 @@ class RayJobsClient:
         return {"Authorization": f"Bearer {self._token}"}
 
     def _refused(self, operation: str, exc: RayAuthFailed) -> None:
-        now = time.monotonic()
+        now = self.monotonic()
         if self._warned_at is None or now - self._warned_at >= AUTH_WARNING_SECONDS:
             self._warned_at = now
             where = f"the token in {self.token_file}" if self.token_file else "no --ray-token-file set"
@@ -300,7 +301,7 @@ class RayJobsClient:
             return self._client
 
     def _call(self, operation: str, fn: Callable[[], Any]) -> Any:
-        started = time.perf_counter()
+        started = self.monotonic()
         try:
             result = fn()
         except Exception as exc:  # noqa: BLE001 - every Ray error is mapped below
@@ -310,9 +311,9 @@ class RayJobsClient:
             if isinstance(mapped, RayUnreachable):
                 with self._lock:
                     self._client = None  # reconnect next time (the head may have restarted)
-            self._on_call(operation, type(mapped).__name__, time.perf_counter() - started)
+            self._on_call(operation, type(mapped).__name__, self.monotonic() - started)
             raise mapped from exc
-        self._on_call(operation, "ok", time.perf_counter() - started)
+        self._on_call(operation, "ok", self.monotonic() - started)
         return result
 
     def _jobs(self, operation: str, method: str, *args: Any, **kwargs: Any) -> Any:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from typing import Any, Callable
 
 from kubernetes import client, watch
@@ -46,7 +45,7 @@ LIST_TIMEOUT = 60.0   # seconds for one LIST page to arrive
 
 class TaskCache:
     def __init__(self, namespaces: tuple[str, ...] = (), on_change: Callable[[TaskView | None, TaskView | None], None] | None = None,
-                 page_size: int = 500, watch_seconds: int = 300, monotonic: Callable[[], float] = time.monotonic):
+                 page_size: int = 500, watch_seconds: int = 300, *, monotonic: Callable[[], float]):
         self.scopes: tuple[str | None, ...] = tuple(namespaces) or (None,)  # None: all namespaces
         self.on_change = on_change
         self.page_size = page_size

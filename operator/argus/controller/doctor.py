@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
 from collections.abc import Awaitable, Callable
 
 from ..adapters.ray import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
@@ -31,7 +30,7 @@ REMOVAL_SETTLE_SECONDS = 2.0  # a probe's record is looked at again this long af
 
 class Doctor:
     def __init__(self, ray: RayJobs, settings: DoctorSettings, *, address: str = "", start_timeout: float = 60.0,
-                 run_timeout: float = 120.0, poll: float = 0.25, monotonic: Callable[[], float] = time.monotonic,
+                 run_timeout: float = 120.0, poll: float = 0.25, monotonic: Callable[[], float],
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, nonce: Callable[[], str] = lambda: secrets.token_hex(4)):
         self.ray = ray
         self.settings = settings
@@ -130,7 +129,7 @@ class DoctorLoop:
 
     def __init__(self, doctor: Doctor, interval: float, *, leads: Callable[[], bool],
                  observe: Callable[[list[Row]], None], post_event: Callable[[str, str, str], Awaitable[None]] | None,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float], sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.doctor = doctor
         self.monotonic = monotonic
         self.interval = interval

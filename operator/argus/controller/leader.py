@@ -27,18 +27,17 @@ skewed clocks).
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from . import metrics
+from ..core.clock import Clock
+from .metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +50,16 @@ def default_identity() -> str:
 
 class LeaderElection:
     def __init__(self, namespace: str, name: str = DEFAULT_NAME, identity: str | None = None, lease_seconds: float = 15.0, *,
-                 api: Any = None, monotonic: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)):
+                 clock: Clock, metrics: Metrics, api: Any = None):
         self.namespace = namespace
         self.name = name
         self.identity = identity or default_identity()
         self.lease_seconds = float(lease_seconds)
         self.renew_deadline = self.lease_seconds * 2 / 3
         self.retry_seconds = max(0.2, self.lease_seconds * 2 / 15)  # 2 s for a 15 s lease, as client-go
-        self.monotonic = monotonic
-        self.wall = wall  # only for the renewTime/acquireTime written for people to read
+        self.monotonic = clock.monotonic
+        self.wall = clock.now  # only for the renewTime/acquireTime written for people to read
+        self.metrics = metrics
         self._api = api
         self._renewed_at: float | None = None  # monotonic time before our last successful renewal
         self._seen_version: str | None = None  # the Lease's resourceVersion when we last saw it change
@@ -80,7 +79,7 @@ class LeaderElection:
         return self._renewed_at is not None and self.monotonic() - self._renewed_at < self.renew_deadline
 
     async def run(self) -> None:
-        metrics.LEADER.set(0)
+        self.metrics.leader.set(0)
         while True:
             was = self.is_leader
             try:
@@ -91,7 +90,7 @@ class LeaderElection:
             if was != now:
                 log.warning("leader election: %s is %s the leader (Lease %s/%s)", self.identity,
                             "now" if now else "no longer", self.namespace, self.name)
-            metrics.LEADER.set(1 if now else 0)
+            self.metrics.leader.set(1 if now else 0)
             await asyncio.sleep(self.retry_seconds)
 
     def try_acquire_or_renew(self) -> bool:
@@ -151,7 +150,7 @@ class LeaderElection:
         if not self.is_leader:
             return
         self._renewed_at = None
-        metrics.LEADER.set(0)
+        self.metrics.leader.set(0)
         try:
             lease = self.api.read_namespaced_lease(self.name, self.namespace)
             if lease.spec.holder_identity == self.identity:

@@ -28,7 +28,7 @@ the front proxy without a user check: the aggregator's availability check reads 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
+
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -39,6 +39,7 @@ from aiohttp import web
 
 from ..adapters.kubeauth import Access, FrontProxy
 from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
+from ..core.clock import Clock
 from ..core.fanout import Broadcast, FollowerLimit, Reader
 from ..core.logquery import (AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, parse_log_query, removed_from_history,
                              tail_text, where_the_file_is)
@@ -165,15 +166,15 @@ class LogHubs:
 class LogApi:
     def __init__(self, settings: LogApiSettings, ray: LogRay, get_task: Callable[[Key], TaskView | None],
                  authorize: Authorize, front_proxy: Callable[[], Awaitable[FrontProxy | None]],
-                 read_file: Callable[[str], str] | None = None,
-                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)) -> None:
+                 read_file: Callable[[str], str] | None = None, *, clock: Clock) -> None:
         self.settings = settings
         self.ray = ray
         self.get_task = get_task
         self.authorize = authorize
         self.front_proxy = front_proxy
         self.read_file = read_file or _read_text
-        self.now = now
+        self.now = clock.now
+        self.monotonic = clock.monotonic
         self.proxy: FrontProxy | None = None
         self.hubs = LogHubs(ray, settings.reader_buffer)
         self.limit = FollowerLimit(settings.max_followers_per_user)
@@ -367,7 +368,7 @@ class LogApi:
         SNAPSHOT_REUSE_SECONDS (None: Ray cannot say now)."""
         lock = self._snapshot_locks.setdefault(sid, asyncio.Lock())
         async with lock:
-            now = asyncio.get_running_loop().time()
+            now = self.monotonic()
             for key, (at, _) in list(self._snapshots.items()):
                 if now - at >= SNAPSHOT_REUSE_SECONDS:
                     del self._snapshots[key]
@@ -380,7 +381,7 @@ class LogApi:
                 text: str | None = await self.ray.logs(sid)
             except (RayJobUnknown, RayUnreachable, RayRefused):
                 text = None
-            self._snapshots[sid] = (asyncio.get_running_loop().time(), text)
+            self._snapshots[sid] = (self.monotonic(), text)
         return text
 
     async def _stream(self, request: web.Request, sid: str, query: LogQuery) -> web.StreamResponse:

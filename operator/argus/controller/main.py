@@ -10,8 +10,10 @@ import sys
 from typing import Sequence
 
 from .. import __version__
+from ..adapters.clock import SystemClock
 from ..platform import UsageError, add_platform_flags, platform_config, verl_composer
 from .logapi_settings import add_logapi_flags, logapi_settings
+from .metrics import Metrics
 from .settings import add_operator_flags, operator_config
 from .webhook_settings import add_webhook_flags, webhook_settings
 
@@ -53,21 +55,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Before the kubernetes client is imported: it reads KUBECONFIG at import time, and
         # kopf's login goes through it.
         os.environ["KUBECONFIG"] = os.path.abspath(args.kubeconfig)
+    clock = SystemClock()  # the only clock the operator's parts read
     if args.release_finalizers:
         import asyncio  # noqa: PLC0415
 
         from ..adapters.kube import load_kube_config  # noqa: PLC0415
         from .release import release_finalizers  # noqa: PLC0415
         load_kube_config(args.kubeconfig)
-        return asyncio.run(release_finalizers(config, stop_jobs=not args.keep_ray_jobs, timeout=args.release_timeout))
+        return asyncio.run(release_finalizers(config, clock=clock, stop_jobs=not args.keep_ray_jobs, timeout=args.release_timeout))
     import kopf  # noqa: PLC0415 - imports the kubernetes client, which reads KUBECONFIG once
 
     from .handlers import registry  # noqa: PLC0415
     from .operator import Operator  # noqa: PLC0415
 
+    metrics = Metrics(clock)
     if args.metrics_port is not None:
-        from prometheus_client import start_http_server  # noqa: PLC0415
-        start_http_server(args.metrics_port, addr=args.metrics_host)
+        metrics.serve(args.metrics_port, args.metrics_host)
     try:
         # The verl config tree every task is composed with (issue 21): refuse to start without one.
         composer = verl_composer(args, config.platform)
@@ -75,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"argus-operator: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("argus").info("composing tasks' configurations with %s", composer.tree.describe())
-    memo = kopf.Memo(operator=Operator.build(config, webhook, args.kubeconfig, logs_api=logs_api, composer=composer))
+    memo = kopf.Memo(operator=Operator.build(config, webhook, args.kubeconfig, logs_api=logs_api, composer=composer,
+                                             clock=clock, metrics=metrics))
     kopf.run(
         registry=registry(webhook),
         memo=memo,

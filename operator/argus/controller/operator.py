@@ -1,7 +1,9 @@
 """The composition root: one ``Operator`` holds everything the process runs on (settings,
-the Kubernetes and Ray clients, the task cache, the reconciler, leader election, the
-webhook's settings) and is handed to kopf's handlers as ``memo.operator``. Nothing lives
-in module-level state; tests build the same pieces around fakes.
+the clock, the metrics, the Kubernetes and Ray clients, the task cache, the reconciler,
+leader election, the webhook's settings) and is handed to kopf's handlers as
+``memo.operator``. Nothing lives in module-level state, and nothing below reads the
+machine's clock but through the ``clock`` made here; tests build the same pieces around
+fakes.
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ from typing import Any
 
 from ..adapters.kube import KubeTaskStore, load_kube_config
 from ..adapters.ray import RayJobsClient, RayRefused, RayUnreachable, client_version, version_note
+from ..core.clock import Clock
+from ..core.doctor import DoctorSettings
 from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import ComposeRequest, Composer
-from . import metrics
-from ..core.doctor import DoctorSettings
 from .cache import TaskCache, worth_a_look
 from .doctor import Doctor, DoctorLoop
 from .health import Checks, HealthServer
 from .leader import LeaderElection
 from .logapi_settings import LogApiSettings
+from .metrics import Metrics
 from .reconciler import Reconciler
 from .settings import OperatorConfig
 from .view import TaskView
@@ -33,6 +36,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class Operator:
     config: OperatorConfig
+    clock: Clock
+    metrics: Metrics
     store: KubeTaskStore
     ray: RayJobsClient
     cache: TaskCache
@@ -47,30 +52,32 @@ class Operator:
 
     @classmethod
     def build(cls, config: OperatorConfig, webhook: WebhookSettings | None = None, kubeconfig: str | None = None,
-              logs_api: LogApiSettings | None = None, composer: Composer | None = None) -> "Operator":
-        """Wire the real adapters. Call from a running event loop (kopf's startup)."""
+              logs_api: LogApiSettings | None = None, composer: Composer | None = None, *, clock: Clock,
+              metrics: Metrics) -> "Operator":
+        """Wire the real adapters around the entry point's clock and metrics (which
+        ``--metrics-port`` serves). Call from a running event loop (kopf's startup)."""
         load_kube_config(kubeconfig)
-        store = KubeTaskStore()
-        ray = RayJobsClient(config.ray_address, on_call=metrics.count_ray_call, token_file=config.ray_token_file)
-        leader = LeaderElection(config.leader_election_namespace, config.leader_election_name, lease_seconds=config.leader_lease_seconds) \
-            if config.leader_election_namespace else None
-        metrics.LEADER.set(0 if leader else 1)
-        cache = TaskCache(config.namespaces, watch_seconds=config.watch_seconds)
-        reconciler = Reconciler(config, ray, store, cache, leads=(lambda: leader.is_leader) if leader else (lambda: True),
-                                composer=composer)
+        store = KubeTaskStore(now=clock.now)
+        ray = RayJobsClient(config.ray_address, monotonic=clock.monotonic, on_call=metrics.count_ray_call, token_file=config.ray_token_file)
+        leader = LeaderElection(config.leader_election_namespace, config.leader_election_name, lease_seconds=config.leader_lease_seconds,
+                                clock=clock, metrics=metrics) if config.leader_election_namespace else None
+        metrics.leader.set(0 if leader else 1)
+        cache = TaskCache(config.namespaces, watch_seconds=config.watch_seconds, monotonic=clock.monotonic)
+        reconciler = Reconciler(config, ray, store, cache, clock=clock, metrics=metrics,
+                                leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer)
 
         def on_change(old: TaskView | None, new: TaskView | None) -> None:
             if worth_a_look(old, new):
                 reconciler.wake.set()
 
         cache.on_change = on_change
-        metrics.WATCH_AGE.set_function(cache.contact_age)
+        metrics.watch_age.set_function(cache.contact_age)
         api = None
         if logs_api is not None:
             from ..adapters.kubeauth import read_front_proxy, subject_access_review  # noqa: PLC0415
             from .logapi import LogApi  # noqa: PLC0415
-            api = LogApi(logs_api, ray, cache.get, subject_access_review, read_front_proxy)
-        return cls(config=config, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook,
+            api = LogApi(logs_api, ray, cache.get, subject_access_review, read_front_proxy, clock=clock)
+        return cls(config=config, clock=clock, metrics=metrics, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook,
                    logs_api=api, composer=composer)
 
     def checks(self) -> Checks:
@@ -129,9 +136,9 @@ class Operator:
 
             async def post(type_: str, reason: str, message: str) -> None:
                 await self.store.event_on("coordination.k8s.io/v1", "Lease", namespace, name, None, type_, reason, message)
-        return DoctorLoop(Doctor(self.ray, settings, address=self.config.ray_address), self.config.doctor_interval,
-                          leads=(lambda: self.leader.is_leader) if self.leader else (lambda: True),
-                          observe=metrics.observe_doctor, post_event=post)
+        return DoctorLoop(Doctor(self.ray, settings, address=self.config.ray_address, monotonic=self.clock.monotonic),
+                          self.config.doctor_interval, leads=(lambda: self.leader.is_leader) if self.leader else (lambda: True),
+                          observe=self.metrics.observe_doctor, post_event=post, monotonic=self.clock.monotonic)
 
     async def say_ray_version(self, every: float = 30.0) -> None:
         """Log the cluster's Ray version once, as soon as Ray answers: where it stands against

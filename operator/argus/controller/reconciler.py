@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,12 +37,13 @@ from ..core.plan import validate_spec, validate_task
 from ..core.verlconfig import Composer
 from ..core.patch import merge_patch
 from ..core.spec import API_VERSION, KIND, ArgusTaskStatus, Phase, TaskPath
-from ..core.times import parse_time, utcnow
+from ..core.clock import Clock
+from ..core.times import parse_time
 from ..core.user import USER_LABEL, user_from_label
-from . import metrics
 from .admission import AdmissionInputs, in_use
 from .jobsync import HistoryRemovals, JobSync, NodeCache
 from .logfollow import LogFollowers
+from .metrics import Metrics
 from .ports import RayJobs, TaskSource, TaskStore
 from .settings import OperatorConfig
 from .view import Key, TaskView
@@ -91,18 +91,19 @@ class Draft:
 
 class Reconciler:
     def __init__(self, config: OperatorConfig, ray: RayJobs, store: TaskStore, tasks: TaskSource, *,
-                 leads: Callable[[], bool] = lambda: True, now: Callable[[], dt.datetime] = utcnow,
-                 monotonic: Callable[[], float] = time.monotonic, composer: Composer | None = None):
+                 clock: Clock, metrics: Metrics, leads: Callable[[], bool] = lambda: True, composer: Composer | None = None):
         self.config = config
         self.composer = composer  # composes each task's configuration with verl's config tree
         self.ray = ray
         self.store = store
         self.tasks = tasks
         self.leads = leads
-        self.now = now
-        self.monotonic = monotonic
+        self.clock = clock
+        self.metrics = metrics
+        self.now = clock.now
+        self.monotonic = monotonic = clock.monotonic
         self.wake = asyncio.Event()
-        self.writer = StatusWriter(store, monotonic)
+        self.writer = StatusWriter(store, metrics, monotonic)
         self.nodes = NodeCache(ray, config.platform.worker_resource, config.poll_interval, monotonic)
         self.jobs = JobSync(ray, self.nodes, config.poll_interval, monotonic)
         self.removals = HistoryRemovals(ray, monotonic)
@@ -110,7 +111,7 @@ class Reconciler:
                                           dashboard_url=config.ray_address, worker_resource=config.platform.worker_resource,
                                           ray_job_retention_seconds=config.ray_job_retention_seconds,
                                           default_ttl_seconds=config.default_ttl_seconds)
-        self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, now, monotonic)
+        self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, clock.now, monotonic)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self.admission = AdmissionInputs(config, self.nodes, self.jobs, store, monotonic)
         self._locks: dict[Key, asyncio.Lock] = {}
@@ -131,7 +132,7 @@ class Reconciler:
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
-                    metrics.RECONCILE_ERRORS.inc()
+                    self.metrics.reconcile_errors.inc()
                     log.exception("reconcile tick failed; retrying next tick")
             else:
                 self.jobs.forget_all()
@@ -175,7 +176,7 @@ class Reconciler:
     async def tick(self) -> None:
         views = self.views()
         self._prune(views)
-        metrics.observe_phases(views)
+        self.metrics.observe_phases(views)
         now = self.now()
         # 1. Ray reads that are due.
         following = [v for v in views if lifecycle.needs_ray(v.state)]
@@ -211,7 +212,7 @@ class Reconciler:
         active = [v for v in views if v.phase in (Phase.Submitted.value, Phase.Running.value)]
         if queued:
             await self._admit(queued, active, unvalidated, drafts)
-        metrics.observe_users(in_use(active), queued, self.admission.quotas)
+        self.metrics.observe_users(in_use(active), queued, self.admission.quotas)
         await self._each(self._write_locked(d) for d in drafts.values())
         self.logs.follow({v.key: v.state.submission_id for v in self.views() if v.phase == Phase.Running.value and not v.deleting})
 
@@ -229,7 +230,7 @@ class Reconciler:
             if isinstance(result, asyncio.CancelledError):
                 raise result
             if isinstance(result, Exception):
-                metrics.RECONCILE_ERRORS.inc()
+                self.metrics.reconcile_errors.inc()
                 if isinstance(result, ApiException):
                     log.warning("Kubernetes API error, trying again next tick: %s %s: %s", result.status, result.reason, api_error(result))
                 else:
@@ -382,7 +383,7 @@ class Reconciler:
         self.jobs.submitted(draft.view.key)
         log.info("%s %s/%s as Ray job %s (%.0f ms)", "submitted" if fresh else "adopted", draft.view.namespace, draft.view.name,
                  plan.submission_id, 1000 * (self.monotonic() - started))
-        metrics.observe_submit_latency(draft.view.created)
+        self.metrics.observe_submit_latency(draft.view.created)
         return lifecycle.SubmitResult("submitted" if fresh else "adopted", plan.submission_id,
                                       job_dir=TaskPath(user_path=plan.for_user(plan.job_dir), job_path=plan.job_dir),
                                       log_file=TaskPath(user_path=plan.for_user(plan.log_file), job_path=plan.log_file))
@@ -397,10 +398,10 @@ class Reconciler:
 
     # -- the queue --------------------------------------------------------------------
     async def _admit(self, queued: list[TaskView], active: list[TaskView], unvalidated: list[TaskView], drafts: dict[Key, Draft]) -> None:
-        started = time.perf_counter()
+        started = self.monotonic()
         decision, ray_error = await self.admission.decide(queued, active, unvalidated, self.tasks.views(), self.now())
-        self.last_admission_seconds = time.perf_counter() - started
-        metrics.observe_admission_pass(self.last_admission_seconds)
+        self.last_admission_seconds = self.monotonic() - started
+        self.metrics.admission_pass.observe(self.last_admission_seconds)
         by_key = {v.key: v for v in queued}
         await self._each(self._start(drafts, by_key[t.key]) for t in decision.admit)
         moved: dict[Key, int] = {}

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from ..adapters.kube import KubeTaskStore, api_error
+from ..core.clock import Clock
 from ..adapters.ray import RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
 from ..core.lifecycle import FINALIZER
 from ..core.spec import GROUP, PLURAL, VERSION
@@ -52,9 +52,9 @@ def list_tasks(namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
     return items
 
 
-async def _stop_and_wait(ray: RayJobsClient, submission_id: str, timeout: float) -> str | None:
+async def _stop_and_wait(ray: RayJobsClient, submission_id: str, timeout: float, clock: Clock) -> str | None:
     """None when the job has ended or Ray does not know it; else why not."""
-    deadline = time.monotonic() + timeout
+    deadline = clock.monotonic() + timeout
     try:
         await ray.stop(submission_id)
     except RayJobUnknown:
@@ -70,15 +70,15 @@ async def _stop_and_wait(ray: RayJobsClient, submission_id: str, timeout: float)
             return f"could not read Ray job {submission_id}: {exc}"
         if job.status.upper() in ENDED:
             return None
-        if time.monotonic() >= deadline:
+        if clock.monotonic() >= deadline:
             return f"Ray job {submission_id} is still {job.status} after {timeout:.0f} s"
         await asyncio.sleep(1)
 
 
-async def release_finalizers(config: OperatorConfig, *, stop_jobs: bool = True, timeout: float = 120.0) -> int:
+async def release_finalizers(config: OperatorConfig, *, clock: Clock, stop_jobs: bool = True, timeout: float = 120.0) -> int:
     """Returns the exit code: 0 when every finalizer is gone, 1 otherwise."""
-    store = KubeTaskStore()
-    ray = RayJobsClient(config.ray_address)
+    store = KubeTaskStore(now=clock.now)
+    ray = RayJobsClient(config.ray_address, monotonic=clock.monotonic)
     items = await asyncio.to_thread(list_tasks, config.namespaces)
     views = [TaskView.from_body(i) for i in items]
     held = [v for v in views if v.holds_finalizer]
@@ -90,7 +90,7 @@ async def release_finalizers(config: OperatorConfig, *, stop_jobs: bool = True, 
         sid = view.state.submission_id  # the current attempt's
         if stop_jobs:
             for attempt_sid in view.state.submission_ids():
-                problem = await _stop_and_wait(ray, attempt_sid, timeout)
+                problem = await _stop_and_wait(ray, attempt_sid, timeout, clock)
                 if problem:
                     failed.append(f"{what}: {problem}; its finalizer stays")
                     return

@@ -29,9 +29,10 @@ def _san(name: str) -> x509.GeneralName | None:
     return None if ip.is_unspecified else x509.IPAddress(ip)
 
 
-def self_signed_certificate(hostnames: Collection[str], password: str | None = None,
+def self_signed_certificate(hostnames: Collection[str], password: str | None = None, *, now: dt.datetime,
                             validity: dt.timedelta = VALIDITY) -> tuple[bytes, bytes]:
-    """(certificate PEM, private key PEM) for ``hostnames`` (DNS names and IP addresses).
+    """(certificate PEM, private key PEM) for ``hostnames`` (DNS names and IP addresses),
+    valid from shortly before ``now`` for ``validity``.
 
     The first DNS name (else the first IP) is the common name; all are SANs; unspecified
     addresses (0.0.0.0, ::) are left out. The key is encrypted with ``password`` if given.
@@ -47,7 +48,6 @@ def self_signed_certificate(hostnames: Collection[str], password: str | None = N
     common_name = dns[0] if dns else str(sans[0].value)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
-    now = dt.datetime.now(dt.timezone.utc)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)

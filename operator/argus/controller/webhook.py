@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import time
 from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
@@ -43,7 +42,8 @@ from ..core.plan import validate_task
 from ..core.problems import cap_lines
 from ..core.rules import change_problems
 from ..core.spec import GROUP, PLURAL, VERSION
-from . import metrics, tls
+from ..core.clock import Clock
+from . import tls
 from .webhook_settings import WebhookSettings
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,8 @@ def register(registry: kopf.OperatorRegistry, settings: WebhookSettings) -> None
 async def validate_argustask(operation: str | None, body: kopf.Body, old: kopf.Body | None, new: kopf.Body | None,
                              namespace: str | None, name: str | None, dryrun: bool, warnings: list[str], memo: kopf.Memo,
                              **_: Any) -> None:
-    started = time.perf_counter()
+    operator = memo.operator
+    started = operator.clock.monotonic()
     result = "allowed"
     try:
         await _review(operation, body, old, new, namespace, name, dryrun, warnings, memo)
@@ -86,7 +87,7 @@ async def validate_argustask(operation: str | None, body: kopf.Body, old: kopf.B
         result = "error"
         raise
     finally:
-        metrics.WEBHOOK_REVIEWS.labels(operation or "", result).observe(time.perf_counter() - started)
+        operator.metrics.webhook_reviews.labels(operation or "", result).observe(operator.clock.monotonic() - started)
 
 
 async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None, new: kopf.Body | None,
@@ -127,20 +128,21 @@ class ArgusWebhookServer(kopf.WebhookServer):
     """kopf's HTTPS webhook server with a ``cryptography``-made certificate, reporting the
     client config of the URL or Service the API server must call."""
 
-    def __init__(self, settings: WebhookSettings) -> None:
+    def __init__(self, settings: WebhookSettings, clock: Clock) -> None:
         super().__init__(
             addr=settings.listen_host or None, port=settings.port, path=settings.path or None,
             certfile=settings.cert_file, pkeyfile=settings.key_file, cafile=settings.ca_file,
             extra_sans=settings.hostnames(), file_check_interval=settings.cert_reload_seconds,
         )
         self.settings = settings
+        self.clock = clock
         self.client_config: dict[str, Any] | None = None
         self.changed = asyncio.Event()
         self.listening = False  # readiness (/readyz): kopf yields the client config once the site listens
 
-    @staticmethod
-    def build_certificate(hostnames: Collection[str], password: str | None = None) -> tuple[bytes, bytes]:
-        return tls.self_signed_certificate(hostnames, password)
+    def build_certificate(self, hostnames: Collection[str], password: str | None = None) -> tuple[bytes, bytes]:  # type: ignore[override]
+        # kopf's is a staticmethod; this one stamps the certificate with the operator's clock.
+        return tls.self_signed_certificate(hostnames, password, now=self.clock.now())
 
     async def __call__(self, fn: Any) -> AsyncIterator[Any]:  # type: ignore[override]
         served = False
@@ -296,7 +298,7 @@ async def start_webhook(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: A
     if operator.config.leader_election_namespace and not webhook.cert_file:
         log.warning("several replicas with self-made webhook certificates: each writes its own caBundle and the API "
                     "server trusts only one of them; give all replicas one certificate (--webhook-cert-file, e.g. from cert-manager)")
-    server = ArgusWebhookServer(webhook)
+    server = ArgusWebhookServer(webhook, operator.clock)
     operator.webhook_server = server
     settings.admission.server = server
     settings.admission.managed = None  # see the module docstring: the operator writes it itself

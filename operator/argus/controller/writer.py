@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from ..core.lifecycle import FINALIZER, PostEvent
 from ..core.patch import apply_merge_patch, merge_patch
 from ..core.spec import ArgusTaskStatus, Phase
-from . import metrics
+from .metrics import Metrics
 from .ports import TaskStore
 from .view import Key, TaskView
 
@@ -45,8 +44,9 @@ def phase_event(old_phase: str | None, status: ArgusTaskStatus) -> PostEvent:
 
 
 class StatusWriter:
-    def __init__(self, store: TaskStore, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, store: TaskStore, metrics: Metrics, monotonic: Callable[[], float]) -> None:
         self.store = store
+        self.metrics = metrics
         # The loop's clock: the overlay's age is compared with the loop's ``now``, so both
         # must read the same clock (a fake one in tests, whatever the machine's uptime).
         self.monotonic = monotonic
@@ -94,7 +94,7 @@ class StatusWriter:
             self._remember(view.key, status=document)
             if patch.get("phase"):
                 events = (phase_event(view.phase, status), *events)
-                metrics.observe_phase_change(view.phase, status.phase, status.reason)
+                self.metrics.observe_phase_change(view.phase, status.phase, status.reason)
             view = view.with_changes(status=document)
         self.post(view, events)
         return view

@@ -226,7 +226,7 @@ def decide(
     quotas: Mapping[str, int | None] | None = None,
     in_use: Mapping[str, int] | None = None,
     usage: Mapping[str, float] | None = None,
-    now: dt.datetime | None = None,
+    now: dt.datetime,
     not_ready: frozenset[Key] = frozenset(),
 ) -> Admission:
     """Admit from the head of the queue. ``capacity`` None means Ray could not be read:
@@ -234,7 +234,6 @@ def decide(
     validated yet) hold their place: nothing behind them is admitted before they are queued.
     ``quotas``: GPUs per user (a missing user: ``settings.default_quota``; None: unlimited);
     ``in_use``: GPUs each user's tasks hold now; ``usage``: recent usage for ``fair``."""
-    now = now or dt.datetime.now(dt.timezone.utc)
     quotas, in_use = quotas or {}, dict(in_use or {})
     result = Admission()
     slots = settings.max_running - running

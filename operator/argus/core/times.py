@@ -10,10 +10,6 @@ import datetime as dt
 UTC = dt.timezone.utc
 
 
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(UTC)
-
-
 def format_time(t: dt.datetime) -> str:
     """``2026-12-03T08:00:00Z`` (metav1.Time's wire form: whole seconds)."""
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
