@@ -1,6 +1,7 @@
-"""The pure core does no I/O: import-linter's contract from pyproject.toml is kept, and
-importing the core loads neither kopf, kubernetes nor ray. (The one unit test module that
-starts processes: lint-imports and a clean interpreter.)"""
+"""The pure core does no I/O and the package is layered: import-linter's contracts from
+pyproject.toml are kept, every module has its layer, and importing the core loads neither
+kopf, kubernetes nor ray. (The one unit test module that starts processes: lint-imports and
+a clean interpreter.)"""
 
 from __future__ import annotations
 
@@ -34,8 +35,10 @@ def _normalised(config: dict[str, Any]) -> dict[str, Any]:
     for contract in config["contracts"]:
         if contract.pop("include_external_packages", False):
             config["include_external_packages"] = True
+        if "forbidden_modules" not in contract:
+            continue
         forbidden = []
-        for module in contract.get("forbidden_modules", []):
+        for module in contract["forbidden_modules"]:
             top = module.split(".")[0]
             module = module if top in root_packages else top
             if module not in forbidden:
@@ -65,9 +68,14 @@ def _lint(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(LINT_IMPORTS), *args, "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
+def _contract(kind: str) -> dict[str, Any]:
+    (contract,) = [c for c in _pyproject_config()["contracts"] if c["type"] == kind]
+    return contract
+
+
 def test_the_contract_names_the_io_packages() -> None:
-    (contract,) = _pyproject_config()["contracts"]
-    assert contract["type"] == "forbidden" and contract["source_modules"] == ["argus.core"]
+    contract = _contract("forbidden")
+    assert contract["source_modules"] == ["argus.core"]
     assert {"kopf", "kubernetes", "ray", "argus.controller", "argus_testbed", "argus.cli"} <= set(contract["forbidden_modules"])
 
 
@@ -84,6 +92,32 @@ def test_the_contract_would_catch_a_violation(tmp_path: Path) -> None:
     config = _normalised(_pyproject_config())
     config["contracts"] = [{"name": "control", "type": "forbidden", "source_modules": ["argus.cli"], "forbidden_modules": ["argus.core", "yaml"]}]
     path = tmp_path / "control.toml"
+    path.write_text(_toml(config))
+    result = _lint(str(path))
+    assert result.returncode != 0 and "BROKEN" in result.stdout, result.stdout + result.stderr
+
+
+def _layer_modules(layer: str) -> list[str]:
+    return [m.strip() for m in layer.replace(":", "|").split("|")]
+
+
+def test_every_module_has_a_layer_and_core_is_the_lowest() -> None:
+    layers = _contract("layers")["layers"]
+    assert layers[-2:] == ["argus.adapters", "argus.core"]
+    named = {m for layer in layers for m in _layer_modules(layer)}
+    package = REPO / "operator" / "argus"
+    modules = {"argus." + ".".join(p.relative_to(package).with_suffix("").parts) for p in package.rglob("*.py")}
+    outside = {m for m in modules if not m.startswith(("argus.core.", "argus.adapters.")) and not m.endswith("__init__")}
+    assert outside - named == set(), "modules without a layer in pyproject.toml's layers contract"
+    assert named - modules - {"argus.adapters", "argus.core"} == set(), "layers naming modules that do not exist"
+
+
+def test_the_layers_would_catch_an_upward_import(tmp_path: Path) -> None:
+    """Negative control: the same layers upside down are broken."""
+    config = _normalised(_pyproject_config())
+    layers = _contract("layers")
+    config["contracts"] = [dict(layers, layers=list(reversed(layers["layers"])))]
+    path = tmp_path / "upside-down.toml"
     path.write_text(_toml(config))
     result = _lint(str(path))
     assert result.returncode != 0 and "BROKEN" in result.stdout, result.stdout + result.stderr
