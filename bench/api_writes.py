@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchlib import Testbed, log, machine_info, ppo_command, task_body
+from benchlib import Testbed, machine_info, ppo_command, task_body
 
 NS = "writes"
 

@@ -30,7 +30,6 @@ import re
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from argus.core.command import check_command
 from argus.core.command.hydra import date_sample, fast_override, hydra_override

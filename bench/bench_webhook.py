@@ -43,10 +43,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-REPO = Path(__file__).resolve().parents[1]
 from argus_testbed import ControlPlane
 from argus_testbed.ports import free_port
 from argus_testbed.private_tree import make_private_tree
+
+REPO = Path(__file__).resolve().parents[1]
 
 NAMESPACE = "bench"
 COMMAND = """\
@@ -219,7 +220,7 @@ def main() -> int:
         for r in range(args.rounds):
             for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):  # ABBA: neither mode always goes first
                 bench.start_operator(webhook=mode == "on")
-                per_round = lambda total: total // args.rounds + (1 if r < total % args.rounds else 0)  # noqa: E731
+                per_round = lambda total: total // args.rounds + (1 if r < total % args.rounds else 0)  # noqa: E731, B023 - used in this round only
                 results.setdefault(("API create", mode), []).extend(bench.api_creates(per_round(args.n), f"{mode}{r}"))
                 if args.kubectl_n:
                     results.setdefault(("kubectl apply", mode), []).extend(bench.kubectl_applies(per_round(args.kubectl_n), f"{mode}{r}"))

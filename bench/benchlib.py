@@ -25,13 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-REPO = Path(__file__).resolve().parents[1]
-
 from argus.core.spec import GROUP, PLURAL, VERSION
 from argus_testbed import ControlPlane, RayCluster
 from argus_testbed.harness import OperatorProcess
 from argus_testbed.ports import free_port
 from argus_testbed.private_tree import STANDIN, login_home, make_private_tree
+
+REPO = Path(__file__).resolve().parents[1]
 
 TERMINAL = ("Succeeded", "Failed", "Stopped", "Rejected")
 ACTIVE = ("Submitted", "Running")

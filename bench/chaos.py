@@ -47,7 +47,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from benchlib import (
     REPO, TERMINAL, OperatorProcess, TaskWatch, Testbed, jobs_by_task, load_module, loadavg, log, machine_info, parallel, ppo_command, ray_jobs,
@@ -299,10 +299,9 @@ class Chaos:
             longs = [f"long-{i}" for i in range(a.max_running)]
             shorts = [f"queued-{i}" for i in range(a.queued)]
             self.create(ns, [task_body(n, self.long(), priority=10) for n in longs])
-            self.watch.wait(lambda: all(self.watch.phase(ns, n) == "Running" for n in longs), 180, "the long tasks to run")
+            self.watch.wait(lambda: all(self.watch.phase(ns, n) == "Running" for n in longs), 180, "the long tasks to run")  # noqa: B023 - waited for here
             self.create(ns, [task_body(n, self.short()) for n in shorts])
-            self.watch.wait(lambda: all(self.watch.phase(ns, n) == "Queued" for n in shorts), 60, "the short tasks to queue")
-            before = {n: self.watch.objects[(ns, n)]["status"]["rayJob"]["submissionId"] for n in longs}
+            self.watch.wait(lambda: all(self.watch.phase(ns, n) == "Queued" for n in shorts), 60, "the short tasks to queue")  # noqa: B023 - waited for here
             log(f"head-restart {r + 1}/{a.head_restarts}: {len(longs)} running, {len(shorts)} queued; restarting the Ray head")
             t = time.monotonic()
             self.tb.ray.restart_head()
@@ -421,7 +420,7 @@ class Chaos:
             names = [f"t-{i:02d}" for i in range(a.api_tasks)]
             self.create(ns, [task_body(n, self.short(a.api_steps)) for n in names])
             op = self.operator([ns], max_running=a.max_running)
-            self.watch.wait(lambda: sum(1 for p in self.watch.phases(ns).values() if p in ("Running", "Succeeded")) >= a.max_running, 180, "tasks to run")
+            self.watch.wait(lambda: sum(1 for p in self.watch.phases(ns).values() if p in ("Running", "Succeeded")) >= a.max_running, 180, "tasks to run")  # noqa: B023 - waited for here
             phases = self.watch.phases(ns)
             counts = {p: sum(1 for v in phases.values() if v == p) for p in ("Queued", "Submitted", "Running", "Succeeded")}
             log(f"apiserver-restart {r + 1}/{a.apiserver_restarts}: restarting kube-apiserver + etcd ({counts})")

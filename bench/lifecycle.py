@@ -31,7 +31,6 @@ from benchlib import Testbed, free_port, log, machine_info, parallel, ppo_comman
 
 def audit_writes(audit_log: Path, since: float, until: float, ns_prefix: str) -> Counter[str]:
     """The operator's successful writes in a time window, by kind."""
-    import datetime as dt
     counts: Counter[str] = Counter()
     for line in audit_log.read_text().splitlines():
         e = json.loads(line)

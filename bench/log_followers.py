@@ -64,7 +64,7 @@ class Follower(threading.Thread):
                 continue
             try:
                 data = sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 break

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import queue
 import shutil
 import statistics
@@ -187,7 +186,7 @@ def bench_latency(tb: Testbed, watch: TaskWatch, n: int, streams: int) -> dict[s
             try:
                 _, t = tb.kube.create(ns, task_body(name, ppo_command()))
                 created[name] = t
-                watch.wait(lambda: watch.phase(ns, name) in TERMINAL, 300, f"{ns}/{name} to end")
+                watch.wait(lambda: watch.phase(ns, name) in TERMINAL, 300, f"{ns}/{name} to end")  # noqa: B023 - waited for here
             except Exception as exc:  # noqa: BLE001
                 errors.append(repr(exc))
 
@@ -638,7 +637,7 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
             "",
             f"One operator (`--max-running {sc['running']} --poll-interval {sc['poll_interval']:g} --metrics-port ...`), running throughout: the objects",
             "arrive while it runs, as they do in production. Spread over 10 namespaces (one per user). The Ray worker declares",
-            f"200 GPUs (`worker_gpus=200`); every task asks 1 GPU. The running tasks are real long stand-in jobs",
+            "200 GPUs (`worker_gpus=200`); every task asks 1 GPU. The running tasks are real long stand-in jobs",
             "(`VERL_STANDIN_STEP_SECONDS=5`, a million steps) on the one Ray worker.",
             "",
             f"1. {sc['running']} long tasks at priority 10 are created and run ({sc['to_running_seconds']:.0f} s until Ray ran all {sc['running']} on 2 cores), then",
@@ -662,9 +661,9 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
             "",
             f"Operator RSS: {sc['baseline_rss_mib']:.0f} MiB right after start (no objects), {sc['peak_rss_mib']:.0f} MiB at the highest (VmHWM) over the whole scale run.",
             "",
-            f"Ray API calls per minute follow `(running + 1) x 60 / poll interval` once every job is older than 16 poll intervals:",
-            f"one status read per Submitted/Running task per poll interval (a younger job is read more often, every age/16 s), plus one",
-            f"capacity read per poll interval while anything is queued; nothing for terminal objects or for each queued task. Expected",
+            "Ray API calls per minute follow `(running + 1) x 60 / poll interval` once every job is older than 16 poll intervals:",
+            "one status read per Submitted/Running task per poll interval (a younger job is read more often, every age/16 s), plus one",
+            "capacity read per poll interval while anything is queued; nothing for terminal objects or for each queued task. Expected",
             f"{(sc['running'] + 1) * 60 / sc['poll_interval']:.0f} in P1 and P2 (the {sc['terminal']} extra objects add nothing), 0 in P3.",
             "The *Ray dashboard + agents CPU* column (the head's dashboard and both nodes' agents, from `/proc`) shows what serving",
             "those calls (and running the jobs) costs Ray.",

@@ -103,7 +103,7 @@ def main() -> int:
         logs = subprocess.run([sys.executable, "-m", "argus.cli", "logs", "ppo-custom-reward", "-n", "alice", "--kubeconfig", str(alice)],
                               capture_output=True, text=True)
         lines = logs.stdout.splitlines()
-        print("\n".join([l for l in lines if "using customized reward function" in l] + [l for l in lines if l.startswith("step:")][-3:]) or logs.stderr)
+        print("\n".join([line for line in lines if "using customized reward function" in line] + [line for line in lines if line.startswith("step:")][-3:]) or logs.stderr)
         say("why the hostile task was rejected (kubectl get argustask hostile-other-user -o jsonpath='{.status.message}')")
         print(cp.kubectl("get", "argustask", "hostile-other-user", "-n", "alice", "-o", "jsonpath={.status.message}").stdout)
         items = json.loads(cp.kubectl("get", "argustasks", "-n", "alice", "-o", "json").stdout)["items"]
@@ -114,7 +114,7 @@ def main() -> int:
             print(f"{i['metadata']['name']}: {where}")
         phases = {i["metadata"]["name"]: (i.get("status") or {}).get("phase") for i in items}
         expected = {"ppo-custom-reward": "Succeeded", "grpo-basic": "Succeeded", "hostile-other-user": "Rejected"}
-        read = logs.returncode == 0 and any("using customized reward function" in l for l in lines)
+        read = logs.returncode == 0 and any("using customized reward function" in line for line in lines)
         ok = phases == expected and read
         say(f"result: {phases}, alice's log read {'through the API server' if read else 'FAILED'} -> "
             f"{'as expected' if ok else 'NOT as expected: ' + str(expected)}")

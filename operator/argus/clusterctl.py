@@ -450,7 +450,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
 def _print_table(rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
-        print("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
 # --------------------------------------------------------------------------- doctor

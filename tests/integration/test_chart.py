@@ -34,7 +34,6 @@ import base64
 import copy
 import json
 import os
-import shutil
 import subprocess
 import sys
 import uuid

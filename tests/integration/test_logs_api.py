@@ -86,7 +86,7 @@ def namespace(cp: KubeCluster, prefix: str, user: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def setup(helm: Any, control_plane: ControlPlane, service_network: ServiceNetwork, ray_cluster: Any, argus_root: Path,
+def setup(helm: Any, control_plane: ControlPlane, service_network: ServiceNetwork, ray_cluster: Any, argus_root: Path,  # noqa: F811 - helm: the fixture imported above
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     cp = control_plane
     cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
@@ -328,7 +328,7 @@ def test_latency_through_the_api_server(setup: dict[str, Any], control_plane: Co
             resp = api.call_api(method, url, header_params=headers, _request_timeout=60)
             if resp.status != 429:
                 break
-            resp.response.data
+            _ = resp.response.data  # the refusal's body read, so that its connection is reused
             time.sleep(0.5)
         assert resp.status == 200, resp.response.data
         first = resp.response.read1(65536)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import itertools
 import json
 import os
 import subprocess
@@ -126,8 +127,6 @@ def test_leader_dies_the_other_takes_over_and_the_webhook_keeps_answering(
     tls.mkdir()
     for key, value in secret["data"].items():
         (tls / key).write_bytes(base64.b64decode(value))
-    token = cp.kubectl("create", "token", RELEASE, "-n", NAMESPACE, "--duration=1h").stdout.strip()
-    kubeconfig = cp.token_kubeconfig(token, "ha-operator")
     cluster_ip = json.loads(cp.kubectl("get", "service", f"{RELEASE}-webhook", "-n", NAMESPACE, "-o", "json").stdout)["spec"]["clusterIP"]
 
     replicas, backends = [], []
@@ -187,6 +186,6 @@ def test_leader_dies_the_other_takes_over_and_the_webhook_keeps_answering(
 
     jobs = sorted(ray_jobs_for(ray_cluster.dashboard_url, ns), key=lambda j: j.start_time)
     assert len(jobs) == 3, [j.submission_id for j in jobs]
-    for earlier, later in zip(jobs, jobs[1:]):
+    for earlier, later in itertools.pairwise(jobs):
         assert earlier.end_time <= later.start_time, [(j.submission_id, j.start_time, j.end_time) for j in jobs]
     service_network.unroute(cluster_ip, 443)

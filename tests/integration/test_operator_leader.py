@@ -4,6 +4,7 @@ over and finishes the work."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -38,5 +39,5 @@ def test_two_replicas_one_leader_and_failover(control_plane, ray_cluster, user_n
     # start and end times (ms) of the three jobs never overlap, and there are exactly three.
     jobs = sorted(ray_jobs_for(ray_cluster.dashboard_url, ns), key=lambda j: j.start_time)
     assert len(jobs) == 3, [j.submission_id for j in jobs]
-    for earlier, later in zip(jobs, jobs[1:]):
+    for earlier, later in itertools.pairwise(jobs):
         assert earlier.end_time <= later.start_time, [(j.submission_id, j.start_time, j.end_time) for j in jobs]

@@ -12,7 +12,7 @@ import pytest
 
 from argus.core.times import parse_time
 from argus_testbed import RayCluster
-from argus_testbed.harness import STANDIN, advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
+from argus_testbed.harness import advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 

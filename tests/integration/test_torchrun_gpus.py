@@ -117,7 +117,7 @@ def test_two_one_gpu_torchrun_tasks_on_a_one_gpu_worker_do_not_run_at_once(contr
     for name in ("first", "second"):
         wait_phase(control_plane, ns, name, "Succeeded", timeout=120, op=op)
     first_status, second_status = (get_task(control_plane, ns, n)["status"] for n in ("first", "second"))
-    (a_start, a_end), (b_start, b_end) = interval(first_status), interval(second_status)
+    (a_start, a_end), (b_start, _) = interval(first_status), interval(second_status)
     assert a_end <= b_start, (first_status["rayJob"], second_status["rayJob"])
     assert a_end - a_start >= STEPS * STEP_SECONDS
     ray = JobSubmissionClient(one_gpu.dashboard_url)

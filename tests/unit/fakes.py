@@ -380,9 +380,12 @@ class FakeCluster:
         return dict(self.namespaces[namespace]) if namespace in self.namespaces else None
 
 
+RELEASE_TREE = ConfigTree("0.9.1", "/trees/0.9.1", "release")
+
+
 class FakeComposer:
     def __init__(self, base: dict[str, Any], hydra: dict[str, Any], *, raw: dict[str, str] | None = None,
-                 tree: ConfigTree = ConfigTree("0.9.1", "/trees/0.9.1", "release")):
+                 tree: ConfigTree = RELEASE_TREE):
         self.base, self.hydra_node, self.raw_values, self._tree = base, hydra, raw or {}, tree
         self.requests: list[ComposeRequest] = []
 

@@ -453,7 +453,7 @@ def test_bash_agrees_on_random_commands(stub_bin: Path, tmp_path_factory: pytest
     expected = seen.argv[1:]
     got = ran["argv"]
     assert len(got) == len(expected)
-    for g, e in zip(got, expected):
+    for g, e in zip(got, expected, strict=True):
         if "$(date" in e:
             assert re.fullmatch(re.escape(e.split("$(date", 1)[0]) + r"\d{8}", g), (g, e)
         else:

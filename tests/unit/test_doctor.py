@@ -7,6 +7,7 @@ real Ray cluster: tests/integration/test_doctor.py."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -338,4 +339,4 @@ def test_the_operators_loop_runs_when_it_leads_and_then_every_interval() -> None
         asyncio.run(loop.run())
     # At once on leading (it looks every 10 s; the probe's removal checks take 6 s of it), then hourly.
     assert len(runs) == 3 and 1030 <= runs[0] <= 1030 + 10 + 6
-    assert all(abs(b - a - 3600) < 10 for a, b in zip(runs, runs[1:]))
+    assert all(abs(b - a - 3600) < 10 for a, b in itertools.pairwise(runs))

@@ -53,7 +53,7 @@ def test_one_ray_stream_for_all_followers_of_a_job() -> None:
         joined.append(hubs.join("sid", late_start))  # printed only 5 lines so far
         ray.lines += [f"line {i}\n" for i in range(25, 40)]
         ray.done = True
-        for hub, reader, _ in joined:
+        for _hub, reader, _ in joined:
             while not reader.closed:
                 await asyncio.sleep(0.005)
         texts = ["".join(reader.take()) for _, reader, _ in joined]

@@ -98,7 +98,7 @@ def test_a_reconnect_does_not_repeat_the_log() -> None:
 def test_a_slow_reader_skips_with_a_marker_and_never_holds_more_than_its_limit() -> None:
     b = Broadcast(reader_limit=10)
     slow, fast = b.join(), b.join()
-    for i in range(5):
+    for _ in range(5):
         b.publish("12345\n")
         assert "".join(fast.take()) == "12345\n"
         assert slow.pending_chars <= 10

@@ -205,13 +205,15 @@ def _hydra_main(source: str) -> _Entry | None:
             continue
         for d in node.decorator_list:
             if isinstance(d, ast.Call) and ast.unparse(d.func) in ("hydra.main", "main"):
-                kw = {k.arg: k.value for k in d.keywords}
-                args = list(d.args)
-                def const(name: str, pos: int) -> str | None:
-                    v = kw.get(name, args[pos] if len(args) > pos else None)
-                    return v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else None
-                return _Entry(const("config_path", 0), const("config_name", 1))
+                return _Entry(_string_argument(d, "config_path", 0), _string_argument(d, "config_name", 1))
     return None
+
+
+def _string_argument(call: ast.Call, name: str, position: int) -> str | None:
+    """A call's string constant argument, by keyword or position (None: absent or not a constant)."""
+    keywords = {k.arg: k.value for k in call.keywords}
+    v = keywords.get(name, call.args[position] if len(call.args) > position else None)
+    return v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else None
 
 
 class _Base:

@@ -58,7 +58,7 @@ class Doctor:
         rows = cluster_rows(self.settings, version, None, nodes)
         targets = nodes_to_probe(nodes)
         outcomes = await asyncio.gather(*(self.probe(node) for node in targets))
-        for node, outcome in zip(targets, outcomes):
+        for node, outcome in zip(targets, outcomes, strict=True):
             rows.append(worker_resource_row(self.settings, node))
             rows.extend(probe_rows(self.settings, node, outcome))
         return rows

@@ -409,7 +409,7 @@ class LogApi:
                     continue
                 try:
                     await asyncio.wait_for(event.wait(), IDLE_CHECK_SECONDS)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if request.transport is None or request.transport.is_closing():
                         break
             await response.write_eof()

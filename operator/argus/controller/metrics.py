@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 
 from .. import __version__
 from ..core.clock import Clock
+from ..core.doctor import Row, Status
 from ..core.spec import Phase
 from ..core.times import parse_time
 
@@ -91,13 +92,12 @@ class Metrics:
         if outcome in ("RayUnreachable", "RayAuthFailed", "RayRefused"):
             self.ray_errors.labels(operation).inc()
 
-    def observe_doctor(self, rows: Iterable[object]) -> None:
-        """argus doctor's rows (``core.doctor.Row``): the series of the last run only."""
+    def observe_doctor(self, rows: Iterable[Row]) -> None:
+        """argus doctor's rows: the series of the last run only (skipped checks are absent)."""
         self.cluster_ready.clear()
         for row in rows:
-            status = getattr(getattr(row, "status", None), "value", None)
-            if status in ("ok", "warn", "fail"):
-                self.cluster_ready.labels(getattr(row, "node"), getattr(getattr(row, "check"), "value")).set(0 if status == "fail" else 1)
+            if row.status is not Status.skip:
+                self.cluster_ready.labels(row.node, row.check.value).set(0 if row.status is Status.fail else 1)
         self.cluster_checked.set(self.clock.now().timestamp())
 
     def observe_phases(self, views: Iterable[object]) -> None:

@@ -139,7 +139,7 @@ class Reconciler:
                 self.logs.close()
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self.wake.clear()
 

@@ -273,7 +273,7 @@ async def manage_configuration(server: ArgusWebhookServer, settings: WebhookSett
     while True:
         try:
             await asyncio.wait_for(server.changed.wait(), timeout=RESYNC_SECONDS)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         server.changed.clear()
         if server.client_config is None:

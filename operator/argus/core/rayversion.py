@@ -12,7 +12,7 @@ TOKEN_AUTH_SINCE = "2.52.0"  # the first Ray whose clusters can require a token
 
 def release(version: str) -> tuple[int, ...]:
     """(2, 41, 0) of '2.41.0' (pre-release and build suffixes ignored)."""
-    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0].split("rc")[0])[:3])
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("+", maxsplit=1)[0].split("rc", maxsplit=1)[0])[:3])
 
 
 def older_than_supported(version: str) -> bool:

@@ -321,7 +321,7 @@ class RayCluster:
         ]
         self._worker = ManagedProcess("ray-worker", worker_argv, self.workdir / "ray-worker.log", env=env, cwd=self.workdir)
         self._worker.start()
-        for i, (gpus, ports) in enumerate(zip(self.extra_worker_gpus, self.extra_node_ports), start=2):
+        for i, (gpus, ports) in enumerate(zip(self.extra_worker_gpus, self.extra_node_ports, strict=True), start=2):
             # Several raylets on one machine: each needs a temp dir of its own (its sockets).
             argv = [*self._ray(), "start", f"--address={self.gcs_address}", f"--num-cpus={self.worker_cpus}", f"--num-gpus={gpus}",
                     f"--resources={json.dumps({self.worker_resource: self.worker_resource_amount})}", *ports.args(),

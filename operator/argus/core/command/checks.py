@@ -286,7 +286,7 @@ class Checker:
         if key in CHECKED_KEYS:
             self.checked(key, value, s)
         elif key.rsplit(".", 1)[-1] in _COUNT_NAMES:
-            self.error(text, f"asks for GPUs beyond trainer.nnodes x trainer.n_gpus_per_node (a separate pool), which the queue "
+            self.error(text, "asks for GPUs beyond trainer.nnodes x trainer.n_gpus_per_node (a separate pool), which the queue "
                        "does not count: the task gets the spec's nnodes x nGpusPerNode GPUs; share them instead")
         elif key == RAY_ADDRESS_KEY and value != "auto":
             self.warn(text, "joins or starts a Ray other than the cluster's: a private Ray instance on the worker would take "
