@@ -52,7 +52,6 @@ class StatusWriter:
         self.monotonic = monotonic
         self._written: dict[Key, _Written] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        self.writes = 0  # status patches and finalizer patches made (for tests and benchmarks)
 
     # -- read your own writes -----------------------------------------------------
     def overlay(self, view: TaskView, now: float | None = None) -> TaskView:
@@ -89,7 +88,6 @@ class StatusWriter:
         if patch:
             if not await self.store.patch_status(view.namespace, view.name, patch):
                 return view  # deleted meanwhile
-            self.writes += 1
             document = apply_merge_patch(view.status, patch)
             self._remember(view.key, status=document)
             if patch.get("phase"):
@@ -110,7 +108,6 @@ class StatusWriter:
             return view
         if not await self.store.add_finalizer(view.namespace, view.name, list(view.finalizers)):
             return None
-        self.writes += 1
         finalizers = (*view.finalizers, FINALIZER)
         self._remember(view.key, finalizers=finalizers)
         return view.with_changes(finalizers=finalizers)
@@ -120,7 +117,6 @@ class StatusWriter:
             return True
         if not await self.store.remove_finalizer(view.namespace, view.name, list(view.finalizers)):
             return False
-        self.writes += 1
         self._remember(view.key, finalizers=tuple(f for f in view.finalizers if f != FINALIZER))
         return True
 

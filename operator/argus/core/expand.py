@@ -12,7 +12,8 @@ macro, so expansion is idempotent.
 A macro is expanded only where it ends a path segment: before ``/``, at the end of the
 text or a word (or before more macros that are). ``${HOME}2`` or ``$HOME-x`` would glue text
 onto the user segment (``/private/users/alice2`` is another user's home), so they stay as
-written and the path policy refuses them (``LEFTOVER_HOME``).
+written and the command's checks refuse them (``command.resolve``: "$HOME must be followed by
+'/' or end the path").
 
 v3.0's ``$COMMON`` (the shared tree) is gone: v3.5 writes it ``$HOME/common``. It is never
 expanded; where it stands it is refused with ``REMOVED_COMMON`` and the path rewritten
@@ -36,8 +37,6 @@ _SHARED = r"/common/(datasets|hf)(?=/|$|[^A-Za-z0-9_.\-])"
 
 _MACRO_SHARED = re.compile(_HOME + _SHARED)
 _MACRO_HOME = re.compile(_HOME + _SEGMENT_END)
-# A macro left after expansion: one glued to the following text.
-LEFTOVER_HOME = re.compile(_HOME)
 
 
 # v3.0's $COMMON or ${COMMON}, ending its path segment as a macro does.

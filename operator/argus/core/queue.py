@@ -119,10 +119,6 @@ class Admission:
     # key -> (reason, message) for every task still queued
     waiting: dict[Key, tuple[str, str]] = field(default_factory=dict)
 
-    @property
-    def unschedulable(self) -> dict[Key, str]:
-        return {k: m for k, (r, m) in self.waiting.items() if r == "Unschedulable"}
-
 
 # --------------------------------------------------------------------------- usage
 

@@ -33,6 +33,3 @@ def from_epoch_ms(ms: int | float | None) -> str | None:
         return None
     return format_time(dt.datetime.fromtimestamp(ms / 1000, UTC))
 
-
-def seconds_between(start: dt.datetime | None, end: dt.datetime) -> float | None:
-    return None if start is None else (end - start).total_seconds()
