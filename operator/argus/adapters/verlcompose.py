@@ -52,7 +52,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 from ..core.command.hydra import fast_override
 from ..core.config import PlatformConfig
@@ -355,9 +355,9 @@ def _incremental(cfg: Any, base: _Base, applied: list[Any]) -> tuple[dict[str, A
             return config, raw
         for parts, dotted in more:
             done.add(parts)
-            node: Any = cfg
+            branch: Any = cfg
             for p in parts:
-                node = node[p]
+                branch = branch[p]
             _put(config, parts, OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node)
             changed.add(dotted)
             prefixes.update(dotted.rsplit(".", i)[0] for i in range(dotted.count(".") + 1))
@@ -482,11 +482,11 @@ class HydraComposer:
                 if incremental is not None:
                     config, raw = incremental
                 else:
-                    raw = OmegaConf.to_container(cfg, resolve=False)
-                    config = OmegaConf.to_container(cfg, resolve=True)
+                    raw = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=False))
+                    config = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
             except Exception as exc:  # noqa: BLE001 - OmegaConf's own words
                 raise _Refused(f"resolving the configuration: {_words(exc)}") from None
-        return Composed(primary=config_name, config=config, raw=raw, hydra=hydra,  # type: ignore[arg-type]
+        return Composed(primary=config_name, config=config, raw=raw, hydra=hydra,
                         base=verl.base, base_hydra=verl.base_hydra)
 
     def _override(self, parser: Any, text: str) -> Any:
@@ -586,12 +586,11 @@ class HydraComposer:
             cfg = loader.load_configuration(config_name=config_name, overrides=group_lines, run_mode=RunMode.RUN)
         except Exception as exc:  # noqa: BLE001 - Hydra's own words
             raise _Refused(_words(exc)) from None
-        from hydra.core.singleton import Singleton  # noqa: PLC0415
         from hydra.core.utils import JobRuntime  # noqa: PLC0415
 
         # Hydra names the job after the module (detect_task_name, for python -m) unless a
         # config names it: load_configuration took the name from its JobRuntime, unset here.
-        runtime_name = JobRuntime.instance().get("name") if Singleton else None
+        runtime_name = JobRuntime.instance().get("name")
         with open_dict(cfg.hydra):
             if cfg.hydra.job.get("name") == runtime_name:
                 cfg.hydra.job.name = module.rsplit(".", 1)[-1]

@@ -47,11 +47,11 @@ def self_signed_certificate(hostnames: Collection[str], password: str | None = N
     dns = [s.value for s in sans if isinstance(s, x509.DNSName)]
     common_name = dns[0] if dns else str(sans[0].value)
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - BACKDATE)

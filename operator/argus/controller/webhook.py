@@ -72,9 +72,9 @@ def register(registry: kopf.OperatorRegistry, settings: WebhookSettings) -> None
 
 # --------------------------------------------------------------------------- the handler
 
-async def validate_argustask(operation: str | None, body: kopf.Body, old: kopf.Body | None, new: kopf.Body | None,
-                             namespace: str | None, name: str | None, dryrun: bool, warnings: list[str], memo: kopf.Memo,
-                             **_: Any) -> None:
+async def validate_argustask(*, body: kopf.Body, namespace: str | None, name: str | None, dryrun: bool, warnings: list[str],
+                             memo: kopf.Memo, operation: str | None = None, old: kopf.Body | None = None,
+                             new: kopf.Body | None = None, **_: Any) -> None:
     operator = memo.operator
     started = operator.clock.monotonic()
     result = "allowed"
@@ -94,7 +94,7 @@ async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None,
                   namespace: str | None, name: str | None, dryrun: bool, warnings: list[str], memo: kopf.Memo) -> None:
     what = f"{operation} {namespace}/{name}{' (dry run)' if dryrun else ''}"
     if operation == "UPDATE":
-        problems = change_problems((old or {}).get("spec"), (new or {}).get("spec"))
+        problems = change_problems(old.get("spec") if old is not None else None, new.get("spec") if new is not None else None)
         if problems:
             log.info("denied %s: %s", what, problems[0])
             raise kopf.AdmissionError("\n".join(problems), code=INVALID)
@@ -144,7 +144,7 @@ class ArgusWebhookServer(kopf.WebhookServer):
         # kopf's is a staticmethod; this one stamps the certificate with the operator's clock.
         return tls.self_signed_certificate(hostnames, password, now=self.clock.now())
 
-    async def __call__(self, fn: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+    async def __call__(self, fn: Any) -> AsyncIterator[Any]:
         served = False
         while True:
             try:
@@ -188,7 +188,7 @@ def client_config(settings: WebhookSettings, ca_bundle: str | None) -> dict[str,
 def _with_handler_path(config: Mapping[str, Any], handler_id: str) -> dict[str, Any]:
     out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in config.items()}
     if "url" in out:
-        out["url"] = f"{out['url'].rstrip('/')}/{handler_id}"
+        out["url"] = f"{str(out['url']).rstrip('/')}/{handler_id}"
     if "service" in out:
         out["service"]["path"] = f"{out['service'].get('path', '').rstrip('/')}/{handler_id}"
     return out
@@ -246,7 +246,7 @@ def apply_configuration(api: client.AdmissionregistrationV1Api, body: dict[str, 
             if exc.status != 404:
                 raise
             try:
-                api.create_validating_webhook_configuration(body)
+                api.create_validating_webhook_configuration(body)  # type: ignore[arg-type]  # the client sends a plain dict as it is
                 return "created"
             except ApiException as exc2:
                 if exc2.status == 409:
@@ -258,7 +258,7 @@ def apply_configuration(api: client.AdmissionregistrationV1Api, body: dict[str, 
         replacement = {**body, "metadata": {**existing["metadata"], **body["metadata"],
                                             "labels": {**(existing["metadata"].get("labels") or {}), **body["metadata"]["labels"]}}}
         try:
-            api.replace_validating_webhook_configuration(name, replacement)
+            api.replace_validating_webhook_configuration(name, replacement)  # type: ignore[arg-type]  # a plain dict, as above
             return "updated"
         except ApiException as exc:
             if exc.status != 409:

@@ -111,7 +111,7 @@ def attempt_log(status: Mapping[str, object], wanted: int | None) -> AttemptLog:
     sid: str | None = None
     for record in status.get("attempts") or []:  # type: ignore[attr-defined]
         if isinstance(record, Mapping) and record.get("attempt") == attempt:
-            sid = record.get("submissionId")  # type: ignore[assignment]
+            sid = record.get("submissionId")
     if sid is None and attempt == current:
         sid = (status.get("rayJob") or {}).get("submissionId")  # type: ignore[attr-defined]
     job_dir = status.get("jobDir") or {}

@@ -110,6 +110,7 @@ class ProgressReader:
         if self.step is None and self.total_steps is None and self.resumed_from is None:
             return None
         last = self.last_step_time
+        last_text: str | None
         if previous is not None and previous.step == self.step and previous.last_step_time:
             last_text = previous.last_step_time
         else:

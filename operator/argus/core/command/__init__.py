@@ -73,11 +73,11 @@ class CheckedCommand:
         """Whether the command puts ``name`` in its entrypoint's environment itself
         (``export NAME=...``, ``export NAME`` or a ``NAME=...`` prefix of the entrypoint)."""
         for s in self.script.statements:
-            if type(s) is Assign and s.export and s.name == name:  # type: ignore[union-attr]
+            if type(s) is Assign and s.export and s.name == name:
                 return True
-            if type(s) is Export and s.name == name:  # type: ignore[union-attr]
+            if type(s) is Export and s.name == name:
                 return True
-            if type(s) is Run and any(a.name == name for a in s.env):  # type: ignore[union-attr]
+            if type(s) is Run and any(a.name == name for a in s.env):
                 return True
         return False
 
@@ -154,10 +154,10 @@ def check_command(
         return None
     environment: dict[str, tuple[Part, ...]] = {}
     for s in resolved.statements:
-        if type(s) is Assign and s.export:  # type: ignore[union-attr]
-            environment[s.name] = s.value.parts  # type: ignore[union-attr]
-        elif type(s) is Export and s.name in bindings:  # type: ignore[union-attr]
-            environment[s.name] = bindings[s.name].parts  # type: ignore[union-attr]
+        if type(s) is Assign and s.export:
+            environment[s.name] = s.value.parts
+        elif type(s) is Export and s.name in bindings:
+            environment[s.name] = bindings[s.name].parts
     for a in run.env:
         environment[a.name] = a.value.parts
     return CheckedCommand(final, launch, args.settings, text, [(d, v) for d, _, v in args.options], environment)

@@ -120,7 +120,7 @@ class Checker:
     # --- environment, tee -----------------------------------------------------------
 
     def environment(self, a: Assign) -> None:
-        text = "".join(p if type(p) is str else "\0" for p in a.value.parts)  # type: ignore[misc]
+        text = "".join(p if type(p) is str else "\0" for p in a.value.parts)
         shown = f"{a.name}={a.value.shown()}"
         if a.name == "PYTHONPATH":
             for entry in text.split(":"):
@@ -132,9 +132,9 @@ class Checker:
                     self.policy.check_under(self.field, entry, (self.policy.home, *self.policy.shared_roots), "a PYTHONPATH entry", self.findings)
         for piece in text.split("\0"):
             self.policy.check_string(self.field, piece, self.findings)
-        entry = allowed_entry(a.name)
-        if entry is not None and entry.path and "\0" not in text:
-            self.policy.check_under(self.field, text, env_path_roots(entry, self.policy), a.name, self.findings)
+        allowed = allowed_entry(a.name)
+        if allowed is not None and allowed.path and "\0" not in text:
+            self.policy.check_under(self.field, text, env_path_roots(allowed, self.policy), a.name, self.findings)
 
     def tee(self, w: Word) -> None:
         if w.literal is None:
@@ -412,10 +412,10 @@ class Checker:
 def check_environment(checker: Checker, script: Script) -> None:
     for s in script.statements:
         if type(s) is Assign:
-            checker.environment(s)  # type: ignore[arg-type]
+            checker.environment(s)
         elif type(s) is Run:
-            for a in s.env:  # type: ignore[union-attr]
+            for a in s.env:
                 checker.environment(a)
-            if s.tee is not None:  # type: ignore[union-attr]
-                checker.tee(s.tee.file)  # type: ignore[union-attr]
+            if s.tee is not None:
+                checker.tee(s.tee.file)
 

@@ -219,11 +219,11 @@ def read_hydra_args(args: list[Word], line: int) -> tuple[HydraArgs, list[Refusa
                 settings.append(Setting(fast[0], fast[1], None, fast[2], False, literal, False, line, literal))
                 continue
         has_date = literal is None
-        shown = w.shown() if has_date else literal
-        if has_date:
-            text = "".join(p if type(p) is str else date_sample(p.format) for p in w.parts)  # type: ignore[union-attr]
+        if literal is None:
+            shown = w.shown()
+            text = "".join(p if isinstance(p, str) else date_sample(p.format) for p in w.parts)  # type: ignore[union-attr]  # a resolved word holds no Var
         else:
-            text = literal  # type: ignore[assignment]
+            shown = text = literal
         if text.startswith("-"):
             name, eq, value = text.partition("=") if text.startswith("--") else (text, "", "")
             if has_date:

@@ -169,32 +169,32 @@ def read_launch(argv: list[Word], entries: tuple[Entrypoint, ...], line: int) ->
             if text == "--":
                 return refuse("--", "torchrun's '--' is not allowed", "write torchrun OPTIONS -m MODULE ARGS")
             name, eq, value = text.partition("=") if text.startswith("--") else (text, "", "")
-            opt = TORCHRUN_OPTIONS.get(name)
-            if opt is None:
+            torchrun_opt = TORCHRUN_OPTIONS.get(name)
+            if torchrun_opt is None:
                 full = sorted({n_ for n_ in TORCHRUN_OPTIONS if n_.startswith(name) and n_.startswith("--")}) if name.startswith("--") else []
                 hint = f"write the full name ({' or '.join(full[:2])}); abbreviations are not read" if full else \
                     "give only torchrun's own options (torch/distributed/run.py), each spelled out"
                 return refuse(text, f"{name} is not a torchrun option", hint)
-            if opt.refused:
-                return refuse(text, f"torchrun {name} is not allowed", f"{opt.refused}; run -m MODULE")
-            if opt.dest in seen:
-                return refuse(text, f"torchrun's {opt.dest} is given twice ({seen[opt.dest]} and {name})",
+            if torchrun_opt.refused:
+                return refuse(text, f"torchrun {name} is not allowed", f"{torchrun_opt.refused}; run -m MODULE")
+            if torchrun_opt.dest in seen:
+                return refuse(text, f"torchrun's {torchrun_opt.dest} is given twice ({seen[torchrun_opt.dest]} and {name})",
                               "give each option once (torchrun would take the last)")
-            seen[opt.dest] = name
+            seen[torchrun_opt.dest] = name
             k += 1
-            if not opt.takes_value:
+            if not torchrun_opt.takes_value:
                 if eq:
                     return refuse(text, f"torchrun {name} takes no value", f"write {name} alone")
-                if opt.dest == "module":
+                if torchrun_opt.dest == "module":
                     module_flag = True
-                options.append(Option(_LONG.get(name, name), opt.dest, None))
+                options.append(Option(_LONG.get(name, name), torchrun_opt.dest, None))
                 continue
             if not eq:
                 if k >= n or argv[k].literal is None or (argv[k].literal or "-").startswith("-"):
                     return refuse(name, f"torchrun {name} needs a value", f"write {name}=VALUE")
                 value = argv[k].literal  # type: ignore[assignment]
                 k += 1
-            options.append(Option(_LONG.get(name, name), opt.dest, value))
+            options.append(Option(_LONG.get(name, name), torchrun_opt.dest, value))
         if not module_flag:
             token = argv[k].shown() if k < n else program
             return refuse(token, "torchrun runs a script here, not a module",

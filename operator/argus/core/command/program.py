@@ -74,7 +74,7 @@ class Word:
         if not self.parts:
             return ""
         if len(self.parts) == 1 and type(self.parts[0]) is str:
-            return self.parts[0]  # type: ignore[return-value]
+            return self.parts[0]
         return None
 
     def shown(self) -> str:
@@ -82,9 +82,9 @@ class Word:
         out = []
         for p in self.parts:
             if type(p) is str:
-                out.append(p)  # type: ignore[arg-type]
+                out.append(p)
             elif type(p) is Var:
-                out.append(f"${{{p.name}}}")  # type: ignore[union-attr]
+                out.append(f"${{{p.name}}}")
             else:
                 out.append(f"$(date +{p.format})")  # type: ignore[union-attr]
         return "".join(out)
@@ -98,7 +98,7 @@ def word(*parts: Part, solid: bool = True, line: int = 0) -> Word:
             if not p:
                 continue
             if merged and type(merged[-1]) is str:
-                merged[-1] = merged[-1] + p  # type: ignore[operator]
+                merged[-1] = merged[-1] + p
                 continue
         merged.append(p)
     return Word(tuple(merged), solid, line)
@@ -160,7 +160,7 @@ class Script:
     def run(self) -> Run | None:
         for s in self.statements:
             if type(s) is Run:
-                return s  # type: ignore[return-value]
+                return s
         return None
 
 

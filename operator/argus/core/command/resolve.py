@@ -54,7 +54,7 @@ class Binding:
 
 
 def _size(parts: tuple[Part, ...]) -> int:
-    return sum(len(p) if type(p) is str else 16 for p in parts)  # type: ignore[arg-type]
+    return sum(len(p) if type(p) is str else 16 for p in parts)
 
 
 class _Resolver:
@@ -77,9 +77,9 @@ class _Resolver:
         for p in w.parts:
             if type(p) is not Var:
                 out.append(p)
-                size += len(p) if type(p) is str else 16  # type: ignore[arg-type]
+                size += len(p) if type(p) is str else 16
                 continue
-            name = p.name  # type: ignore[union-attr]
+            name = p.name
             if name == own:
                 out.append(Var(name, True))
                 continue
@@ -104,8 +104,8 @@ class _Resolver:
                 self.refuse(w.line, f"${name}", f"${name} holds the inherited value of {name}, which the check cannot see",
                             "write the value out")
                 continue
-            if not p.quoted:  # type: ignore[union-attr]
-                text = "".join(x for x in b.parts if type(x) is str)  # type: ignore[misc]
+            if not p.quoted:
+                text = "".join(x for x in b.parts if type(x) is str)
                 if any(c in text for c in " \t\n"):
                     ok = False
                     self.refuse(w.line, f"${name}", f"unquoted ${name} holds blanks, so bash would split it into "
@@ -130,7 +130,7 @@ class _Resolver:
                 if not p:
                     continue
                 if merged and type(merged[-1]) is str:
-                    merged[-1] = merged[-1] + p  # type: ignore[operator]
+                    merged[-1] = merged[-1] + p
                     continue
             merged.append(p)
         if not merged and not w.solid:
@@ -190,9 +190,9 @@ class _Resolver:
         if type(s) is SetOptions:
             return s
         if type(s) is Assign:
-            return self.assign(s)  # type: ignore[arg-type]
+            return self.assign(s)
         if type(s) is Export:
-            name = s.name  # type: ignore[union-attr]
+            name = s.name
             b = self.bindings.get(name)
             if b is None:
                 if name not in self.refused:
@@ -217,7 +217,7 @@ class _Resolver:
             r = self.assign(a, scope=scope)
             if r is not None:
                 env.append(r)
-        argv = [r for w in s.argv if (r := self.word(w)) is not None]
+        argv = [word for w in s.argv if (word := self.word(w)) is not None]
         tee = None
         if s.tee is not None:
             f = self.word(s.tee.file)

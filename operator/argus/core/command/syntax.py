@@ -380,8 +380,8 @@ class _Lexer:
             if m is None:
                 end = _matching(text, i + 1, "{", "}")
                 inner = text[i:end]
-                op = _PARAMETER_OPERATOR.match(inner, 2)
-                symbol = op and (op.group(1) or op.group(2))
+                operator = _PARAMETER_OPERATOR.match(inner, 2)
+                symbol = operator and (operator.group(1) or operator.group(2))
                 what = f"parameter expansion with '{symbol}'" if symbol else "this parameter expansion"
                 self.refuse(i, inner, f"{what} is not allowed", "assign the variable first (NAME=value) and write $NAME or ${NAME}")
                 return end
@@ -496,7 +496,7 @@ def _to_word(raw: _RawWord, text: str, parts: list[Part] | None = None, *, assig
             if not p:
                 continue
             if merged and type(merged[-1]) is str:
-                merged[-1] = merged[-1] + p  # type: ignore[operator]
+                merged[-1] = merged[-1] + p
                 continue
         elif assignment and type(p) is Var and not p.quoted:
             p = Var(p.name, True)  # bash neither splits nor globs an assignment's value
@@ -547,7 +547,7 @@ def _set_options(words: list[_RawWord], text: str, line: int) -> tuple[SetOption
                 if name not in named:
                     return None, Refusal(line, source, f"set -o {name or ''} is not allowed".rstrip(),
                                          "set only -o pipefail (and errexit, nounset, xtrace)")
-                options.append((name, on))  # type: ignore[arg-type]
+                options.append((name, on))
             else:
                 return None, Refusal(line, source, f"set -{letter} is not allowed", "set only -e, -u, -x and -o pipefail")
     return SetOptions(tuple(options), line), None
@@ -593,8 +593,8 @@ def parse(text: str, programs: Collection[str] = ("python3", "torchrun")) -> Par
 
     for cmd in commands:
         line = lexer.line_of(cmd[0][2])
-        head = next((t[1] for t in cmd if t[0] == "word" and t[1].assign is None), None)  # type: ignore[union-attr]
-        if head is not None and text[head.start:head.end] in programs:  # type: ignore[union-attr]
+        head_word = next((t[1] for t in cmd if isinstance(t[1], _RawWord) and t[1].assign is None), None)
+        if head_word is not None and text[head_word.start:head_word.end] in programs:
             entrypoint_seen = True
         bad = next((t for t in cmd if t[0] == "op" and t[1] not in ("|", "2>&1")), None)
         if bad is not None:
@@ -605,7 +605,7 @@ def parse(text: str, programs: Collection[str] = ("python3", "torchrun")) -> Par
             continue
         if run_seen is not None:
             last = cmd[-1]
-            end = last[1].end if last[0] == "word" else last[2] + len(str(last[1]))  # type: ignore[union-attr]
+            end = last[1].end if isinstance(last[1], _RawWord) else last[2] + len(str(last[1]))
             source = text[cmd[0][2]:end]
             first = cmd[0][1]
             head = text[first.start:first.end] if isinstance(first, _RawWord) else ""

@@ -323,10 +323,10 @@ class _Check:
             # verl writes an output when its block is in use: the command changed the
             # block (trainer.* always), or the output itself.
             in_use = _get(self.c.base, parts) != value or _get(self.c.config, parts[:-1]) != _get(self.c.base, parts[:-1])
-            target = _FOLLOWS.fullmatch(text)
-            if target is not None:
+            follow = _FOLLOWS.fullmatch(text)
+            if follow is not None:
                 if in_use:
-                    follows.append((parts, value, target.group(1)))
+                    follows.append((parts, value, follow.group(1)))
                 continue
             candidates[key] = (parts, value, text)
             if in_use:
