@@ -40,8 +40,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from argus_testbed import ControlPlane
 from argus_testbed.ports import free_port

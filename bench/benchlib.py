@@ -21,9 +21,10 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from argus.core.spec import GROUP, PLURAL, VERSION
 from argus_testbed import ControlPlane, RayCluster
@@ -69,7 +70,7 @@ def machine_info() -> dict[str, Any]:
     except OSError:
         pass
     info = {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "memory_gib": round(mem_kb / 1024 / 1024, 1),
         "cpu_model": cpu,
@@ -224,7 +225,7 @@ class TaskWatch:
         self._thread = threading.Thread(target=self._run, name="task-watch", daemon=True)
         self._synced = threading.Event()
 
-    def start(self) -> "TaskWatch":
+    def start(self) -> TaskWatch:
         self._thread.start()
         if not self._synced.wait(60):
             raise TimeoutError("the ArgusTask watch did not sync in 60 s")

@@ -50,7 +50,19 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import (
-    REPO, TERMINAL, OperatorProcess, TaskWatch, Testbed, jobs_by_task, load_module, loadavg, log, machine_info, parallel, ppo_command, ray_jobs,
+    REPO,
+    TERMINAL,
+    OperatorProcess,
+    TaskWatch,
+    Testbed,
+    jobs_by_task,
+    load_module,
+    loadavg,
+    log,
+    machine_info,
+    parallel,
+    ppo_command,
+    ray_jobs,
     task_body,
 )
 

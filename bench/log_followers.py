@@ -33,9 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import Testbed, cpu_seconds, log, machine_info, memory, ppo_command, summary, task_body  # noqa: E402
-
 from argus_testbed.ports import free_port  # noqa: E402
+from benchlib import Testbed, cpu_seconds, log, machine_info, memory, ppo_command, summary, task_body  # noqa: E402
 
 
 class Follower(threading.Thread):

@@ -43,14 +43,32 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchlib import (
-    REPO, STANDIN, TERMINAL, TaskWatch, Testbed, cpu_of, cpu_seconds, free_port, jobs_by_task, loadavg, log,
-    machine_info, memory, parallel, ppo_command, ray_dashboard_pids, ray_jobs, scrape, summary, task_body, wait_metrics,
-)
-
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_spec
 from argus.core.queue import Capacity, QueuedTask, QueueSettings, WorkerNode, decide
+from benchlib import (
+    REPO,
+    STANDIN,
+    TERMINAL,
+    TaskWatch,
+    Testbed,
+    cpu_of,
+    cpu_seconds,
+    free_port,
+    jobs_by_task,
+    loadavg,
+    log,
+    machine_info,
+    memory,
+    parallel,
+    ppo_command,
+    ray_dashboard_pids,
+    ray_jobs,
+    scrape,
+    summary,
+    task_body,
+    wait_metrics,
+)
 
 ISSUE = {"makespan_tasks": 200, "latency_tasks": 100, "scale_terminal": 4000, "scale_queued": 950, "scale_running": 50}
 DEFAULTS = {"makespan_tasks": 100, "latency_tasks": 100, "scale_terminal": 4000, "scale_queued": 950, "scale_running": 50}
@@ -417,7 +435,7 @@ def bench_scale(tb: Testbed, watch: TaskWatch, platform: PlatformConfig, users: 
     for _ in range(20):
         s0 = time.perf_counter()
         decide(tasks, running=running, capacity=capacity, settings=QueueSettings(max_running=2 * running),
-               now=dt.datetime(2026, 1, 1, 1, tzinfo=dt.timezone.utc))  # room for 50 more; an hour after they were queued
+               now=dt.datetime(2026, 1, 1, 1, tzinfo=dt.UTC))  # room for 50 more; an hour after they were queued
         runs.append(time.perf_counter() - s0)
     out["decide_ms"] = statistics.median(runs) * 1e3
     return out

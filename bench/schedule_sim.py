@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from argus.core.queue import Capacity, QueuedTask, QueueSettings, UsageRecord, WorkerNode, decayed_usage, decide
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 SIZES = {1: (1, 1), 2: (1, 2), 4: (1, 4), 8: (1, 8), 16: (2, 8)}  # GPUs -> (nnodes, per node)
 
 

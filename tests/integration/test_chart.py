@@ -45,8 +45,8 @@ import pytest
 import yaml
 
 from argus_testbed import Backend, ControlPlane, ExternalCluster, KubeCluster, ServiceNetwork, find_binaries, find_monitoring_crds
-from argus_testbed.ports import free_port
 from argus_testbed.harness import REPO, advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
+from argus_testbed.ports import free_port
 
 pytestmark = pytest.mark.integration
 

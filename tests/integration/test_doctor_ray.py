@@ -11,8 +11,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -191,9 +192,10 @@ def test_the_operator_runs_the_doctor_at_start(control_plane: Any, ray_cluster: 
     """As the leader: the gauge per node and check, an Event on the leader Lease, its log."""
     import urllib.request
 
+    from prometheus_client.parser import text_string_to_metric_families
+
     from argus_testbed.harness import OperatorProcess
     from argus_testbed.ports import free_port
-    from prometheus_client.parser import text_string_to_metric_families
     port = free_port()
     op = OperatorProcess.start(tmp_path / "operator", kubeconfig=control_plane.kubeconfig, ray_address=ray_cluster.dashboard_url,
                                root=healthy_root, namespaces=[kube_namespace], doctor_interval=3600,

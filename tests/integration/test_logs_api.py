@@ -36,12 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_chart import CHART, chart_flags, flag_value, helm, render, sa_kubeconfig, secret_files  # noqa: F401 - helm: a fixture
 
 from argus_testbed import Backend, ControlPlane, KubeCluster, ServiceNetwork
-from argus_testbed.logsapi import API_SERVICE, api_service_available, ready_endpoint_slice
 from argus_testbed.harness import REPO, advanced_task, apply_text, forget_ray_job, get_task, ppo_command, wait_for, wait_phase
-
-from test_chart import CHART, chart_flags, flag_value, helm, render, sa_kubeconfig, secret_files  # noqa: F401 - helm: a fixture
+from argus_testbed.logsapi import API_SERVICE, api_service_available, ready_endpoint_slice
 
 pytestmark = pytest.mark.integration
 RELEASE = RELEASE_NS = "argus-logs"
@@ -99,7 +98,7 @@ def setup(helm: Any, control_plane: ControlPlane, service_network: ServiceNetwor
     svc = json.loads(cp.kubectl("get", "service", f"{RELEASE}-logs-api", "-n", RELEASE_NS, "-o", "json").stdout)
     ready_endpoint_slice(cp, RELEASE_NS, f"{RELEASE}-logs-api")
     ns_a, ns_b = namespace(cp, "logs-a", "alice"), namespace(cp, "logs-b", "bob")
-    from argus_testbed.harness import OperatorProcess, STANDIN  # noqa: F401
+    from argus_testbed.harness import STANDIN, OperatorProcess  # noqa: F401
     op = OperatorProcess.start(work / "operator", kubeconfig=sa_kubeconfig(cp, RELEASE, RELEASE_NS), ray_address=ray_cluster.dashboard_url,
                                root=argus_root, namespaces=[ns_a, ns_b], extra_args=[*flags, "--progress-interval", "1"], max_running=8)
     port = int(flag_value(flags, "--logs-api-port"))

@@ -8,8 +8,8 @@ import urllib.request
 
 import pytest
 
-from argus_testbed.ports import free_port
 from argus_testbed.harness import advanced_task, apply_text, ppo_command, wait_for, wait_phase
+from argus_testbed.ports import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from argus_testbed import ControlPlane, KubeCluster, RayCluster, KubectlError
+from argus_testbed import ControlPlane, KubeCluster, KubectlError, RayCluster
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,8 @@ snapshot is the stand-in, which has no config tree) and checks what verl will se
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 

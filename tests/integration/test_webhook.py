@@ -17,15 +17,15 @@ import ssl
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
-from argus_testbed import certs
-from argus_testbed.ports import free_port
-from argus_testbed import harness
+from argus_testbed import certs, harness
 from argus_testbed.harness import EXAMPLES, OperatorProcess, advanced_task, apply_file, apply_text, get_task, ppo_command, wait_for, wait_phase
+from argus_testbed.ports import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -95,7 +95,6 @@ def _ppo(cfg: Any) -> tuple[str, str] | None:
 
 def _sft_engine(cfg: Any) -> tuple[str, str] | None:
     import torch.utils.data
-
     from verl.trainer.sft_trainer import SFTTrainer
     from verl.utils.config import omega_conf_to_dataclass
 
@@ -116,7 +115,6 @@ def _sft_engine(cfg: Any) -> tuple[str, str] | None:
 
 def _sft_legacy(cfg: Any) -> tuple[str, str] | None:
     from omegaconf import OmegaConf
-
     from verl.trainer.fsdp_sft_trainer import FSDPSFTTrainer
 
     n_gpus = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes

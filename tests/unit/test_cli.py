@@ -14,7 +14,6 @@ import yaml
 from argus import cli
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
-
 from verltrees import verl_tree
 
 pytestmark = pytest.mark.unit

@@ -13,7 +13,7 @@ from argus.core.spec import TaskProgress
 
 pytestmark = pytest.mark.unit
 
-T0 = dt.datetime(2026, 12, 3, 8, 0, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 12, 3, 8, 0, 0, tzinfo=dt.UTC)
 
 
 def test_steps_total_and_followed_metrics() -> None:

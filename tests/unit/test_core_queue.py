@@ -11,7 +11,7 @@ from argus.core.queue import Capacity, Claim, QueuedTask, QueueSettings, UsageRe
 
 pytestmark = pytest.mark.unit
 
-NOW = dt.datetime(2026, 12, 3, 12, 0, 0, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 12, 3, 12, 0, 0, tzinfo=dt.UTC)
 FIFO = QueueSettings(max_running=10)
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import yaml
 
 from argus.cli import crd_yaml
 from argus.core.crd import argustask_crd

@@ -25,13 +25,13 @@ from argus.controller.metrics import Metrics
 pytestmark = pytest.mark.unit
 
 LEASE = 15.0
-EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 class FakeLeases:
     """One namespace's Leases, as the API server keeps them."""
 
-    def __init__(self, clock: "World") -> None:
+    def __init__(self, clock: World) -> None:
         self.clock = clock
         self.objects: dict[str, client.V1Lease] = {}
         self.version = 0
@@ -67,7 +67,7 @@ class FakeLeases:
 @dataclass
 class CandidateClock:
     """One candidate's clocks: the world's time, with its own monotonic origin and wall skew."""
-    world: "World"
+    world: World
     monotonic_offset: float
     wall_skew: dt.timedelta
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeClock
 from prometheus_client import REGISTRY
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from argus import __version__
 from argus.controller.metrics import Metrics
+from fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from verltrees import verl_tree
 
 from argus.adapters.verlcompose import HydraComposer, find_tree, pinned_releases
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
 from argus.core.verlconfig import ComposeRequest, ConfigTree
+from verltrees import verl_tree
 
 pytestmark = pytest.mark.unit
 

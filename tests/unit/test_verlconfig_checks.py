@@ -9,13 +9,13 @@ import copy
 from typing import Any
 
 import pytest
-from fakes import FakeComposer
 
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
 from argus.core.policy import Findings, PathPolicy
 from argus.core.verlconfig import Composed, ConfigTree
 from argus.core.verlconfig.check import check_composed
+from fakes import FakeComposer
 
 pytestmark = pytest.mark.unit
 

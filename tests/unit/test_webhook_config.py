@@ -14,7 +14,6 @@ from cryptography.hazmat.primitives import serialization
 from argus.controller import tls
 from argus.controller.webhook import WEBHOOK_ID, WEBHOOK_NAME, _covers, build_configuration, client_config
 from argus.controller.webhook_settings import WebhookSettings, add_webhook_flags, webhook_settings
-
 from fakes import FakeClock
 
 pytestmark = pytest.mark.unit

@@ -9,7 +9,7 @@ import time
 
 class SystemClock:
     def now(self) -> dt.datetime:
-        return dt.datetime.now(dt.timezone.utc)
+        return dt.datetime.now(dt.UTC)
 
     def monotonic(self) -> float:
         return time.monotonic()

@@ -56,7 +56,7 @@ from typing import Any, cast
 
 from ..core.command.hydra import fast_override
 from ..core.config import PlatformConfig
-from ..core.verlconfig import ComposeRequest, Composed, ConfigTree
+from ..core.verlconfig import Composed, ComposeRequest, ConfigTree
 
 RELEASES_RESOURCE = "verl-releases.txt"
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){1,3}([a-z0-9.+-]*)?$")
@@ -435,9 +435,11 @@ class HydraComposer:
             return Composed(primary=config_name, error=str(exc) if exc.line is None else f"{exc.line}: {exc}")
 
     def _compose(self, request: ComposeRequest, entry: _Entry, config_name: str) -> Composed:
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl  # noqa: PLC0415
+        from hydra._internal.config_loader_impl import (
+            ConfigLoaderImpl,  # noqa: PLC0415
+            get_overrides_dirname,  # noqa: PLC0415
+        )
         from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
-        from hydra._internal.config_loader_impl import get_overrides_dirname  # noqa: PLC0415
         from omegaconf import OmegaConf, open_dict  # noqa: PLC0415
 
         search_dir = self._search_dir(request.module, request.config_path if request.config_path is not None else entry.config_path)

@@ -7,7 +7,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .. import __version__
 from ..adapters.clock import SystemClock

@@ -28,7 +28,7 @@ class Entrypoint:
     module_glob: str
 
     @classmethod
-    def parse(cls, text: str) -> "Entrypoint":
+    def parse(cls, text: str) -> Entrypoint:
         words = text.split()
         if len(words) != 3 or words[1] != "-m":
             raise ValueError(f"entrypoint allowlist entry {text!r} must look like '<program> -m <module glob>'")
@@ -63,7 +63,7 @@ class PlatformConfig:
             raise ValueError(f"HF_HOME {self.hf_home!r} must be an absolute path (or empty: none)")
 
     @classmethod
-    def from_allowlist(cls, allowlist: list[str] | tuple[str, ...] | None = None, **kwargs: object) -> "PlatformConfig":
+    def from_allowlist(cls, allowlist: list[str] | tuple[str, ...] | None = None, **kwargs: object) -> PlatformConfig:
         entries = tuple(Entrypoint.parse(e) for e in (allowlist or DEFAULT_ENTRYPOINT_ALLOWLIST))
         return cls(entrypoints=entries, **kwargs)  # type: ignore[arg-type]
 

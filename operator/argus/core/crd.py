@@ -10,8 +10,18 @@ from typing import Any
 
 from .rules import KIND_RULES, change_rules_cel
 from .spec import (
-    API_VERSION, CATEGORIES, GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, ArgusTaskSpec, ArgusTaskStatus,
+    API_VERSION,
+    CATEGORIES,
+    GROUP,
+    KIND,
+    PLURAL,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSION,
+    ArgusTaskSpec,
+    ArgusTaskStatus,
 )
+
 
 def _openapi(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     """Turn one pydantic JSON-schema node into a structural OpenAPI v3 node."""

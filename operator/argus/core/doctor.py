@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .config import PlatformConfig
 from .rayversion import TESTED_RAY, TOKEN_AUTH_SINCE, has_token_auth, newer_than_tested, older_than_supported

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def format_time(t: dt.datetime) -> str:

@@ -76,9 +76,9 @@ class CertificateAuthority:
         self.pair = pair
 
     @classmethod
-    def create(cls, common_name: str = "argus-testbed-ca") -> "CertificateAuthority":
+    def create(cls, common_name: str = "argus-testbed-ca") -> CertificateAuthority:
         key = new_key()
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         name = _name(common_name)
         cert = (
             x509.CertificateBuilder()
@@ -103,7 +103,7 @@ class CertificateAuthority:
         return cls(KeyPair(key, cert))
 
     @classmethod
-    def load(cls, cert_path: Path, key_path: Path) -> "CertificateAuthority":
+    def load(cls, cert_path: Path, key_path: Path) -> CertificateAuthority:
         cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
         assert isinstance(key, ec.EllipticCurvePrivateKey)
@@ -118,7 +118,7 @@ class CertificateAuthority:
         ips: Sequence[str] = (),
     ) -> KeyPair:
         key = new_key()
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         builder = (
             x509.CertificateBuilder()
             .subject_name(subject)

@@ -247,7 +247,7 @@ class KubeCluster:
     def log_tail(self, n: int = 50) -> str:
         return ""
 
-    def __enter__(self) -> "KubeCluster":
+    def __enter__(self) -> KubeCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -286,7 +286,7 @@ class ControlPlane(KubeCluster):
     workdir, etcd_url, start_seconds (last start-to-ready time).
     """
 
-    def __init__(self, workdir: Path, bin_dir: Path, audit: bool = False, service_network: "ServiceNetwork | None" = None) -> None:
+    def __init__(self, workdir: Path, bin_dir: Path, audit: bool = False, service_network: ServiceNetwork | None = None) -> None:
         self.workdir = Path(workdir).resolve()
         # With a service network: the API server reaches Services (a webhook's service:
         # clientConfig) through it (servicenet.py).
@@ -313,7 +313,7 @@ class ControlPlane(KubeCluster):
 
     @classmethod
     def start(cls, workdir: Path, *, bin_dir: Path | None = None, timeout: float = 60, audit: bool = False,
-              service_network: "ServiceNetwork | None" = None) -> "ControlPlane":
+              service_network: ServiceNetwork | None = None) -> ControlPlane:
         """Start etcd and kube-apiserver and wait until /readyz answers ok. A start that lost a
         port to another process (probed free, taken before the server bound it) is tried again
         on fresh ports."""
@@ -549,7 +549,7 @@ class ControlPlane(KubeCluster):
     def __repr__(self) -> str:
         return f"ControlPlane(server={self.server!r}, workdir={str(self.workdir)!r}, running={self.running})"
 
-    def __enter__(self) -> "ControlPlane":
+    def __enter__(self) -> ControlPlane:
         return self
 
 

@@ -10,8 +10,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .controlplane import repo_root
 from .private_tree import STANDIN, make_private_tree  # noqa: F401 - re-exported for tests
@@ -32,7 +33,7 @@ class OperatorProcess:
     @classmethod
     def start(cls, workdir: Path, *, kubeconfig: Path, ray_address: str, root: Path, namespaces: list[str],
               max_running: int = 4, poll_interval: float = 0.5, extra_args: list[str] = (), extra_env: dict[str, str] | None = None,
-              name: str = "operator", crash_after_submit: float | None = None, doctor_interval: float = 0) -> "OperatorProcess":
+              name: str = "operator", crash_after_submit: float | None = None, doctor_interval: float = 0) -> OperatorProcess:
         """``doctor_interval``: the operator's own argus doctor runs (off by default here, so that
         the tests' Ray job history holds their tasks' jobs only; tests/integration/test_doctor_ray.py
         turns it on). ``crash_after_submit``: the chance (0-1) that the operator dies (exit 137) right

@@ -68,7 +68,7 @@ def ready_endpoint_slice(cp: KubeCluster, namespace: str, service: str, port_nam
 def register_logs_api(cp: KubeCluster, net: ServiceNetwork, workdir: Path, port: int, *,
                       namespace: str = "argus-system", service: str = "argus-logs-api") -> LogsApi:
     workdir.mkdir(parents=True, exist_ok=True)
-    cert, key = self_signed_certificate([f"{service}.{namespace}.svc"], now=dt.datetime.now(dt.timezone.utc))
+    cert, key = self_signed_certificate([f"{service}.{namespace}.svc"], now=dt.datetime.now(dt.UTC))
     cert_file, key_file = workdir / "logs-api.crt", workdir / "logs-api.key"
     cert_file.write_bytes(cert)
     key_file.write_bytes(key)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-_live: "set[ManagedProcess]" = set()  # strong refs: an unreferenced process still gets stopped
+_live: set[ManagedProcess] = set()  # strong refs: an unreferenced process still gets stopped
 _live_lock = threading.Lock()
 
 
@@ -129,7 +129,7 @@ class ManagedProcess:
         self.popen: subprocess.Popen[bytes] | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> "ManagedProcess":
+    def start(self) -> ManagedProcess:
         if self.running:
             raise RuntimeError(f"{self.name} is already running")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -206,7 +206,7 @@ class RayCluster:
         auth_token: str | None = None,
         timeout: float = 120,
         extra_workers: Iterable[int] = (),
-    ) -> "RayCluster":
+    ) -> RayCluster:
         """Start the head and the worker, and wait until the Jobs API answers and the worker
         has joined (its raylet and dashboard agent healthy)."""
         for attempt in range(1, START_ATTEMPTS + 1):
@@ -462,7 +462,7 @@ class RayCluster:
     def __repr__(self) -> str:
         return f"RayCluster(dashboard_url={self.dashboard_url!r}, gcs_address={self.gcs_address!r}, running={self.running})"
 
-    def __enter__(self) -> "RayCluster":
+    def __enter__(self) -> RayCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:

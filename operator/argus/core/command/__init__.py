@@ -57,7 +57,7 @@ class CheckedCommand:
         """The overrides as Hydra receives them (a $(date ...) as a sample of its output)."""
         return [s.hydra_text or s.text for s in self.settings]
 
-    def with_arguments(self, extra: list[str]) -> "CheckedCommand":
+    def with_arguments(self, extra: list[str]) -> CheckedCommand:
         """The same command with ``extra`` Hydra arguments added to the entrypoint (Argus's
         own additions: each is announced by a warning where it is decided)."""
         if not extra:

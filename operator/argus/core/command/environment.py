@@ -145,7 +145,7 @@ def environment_reason(name: str) -> str | None:
             "in its own words needs no export: Argus substitutes it where it is used")
 
 
-def env_path_roots(entry: EnvName, policy: "PathPolicy") -> tuple[str, ...]:
+def env_path_roots(entry: EnvName, policy: PathPolicy) -> tuple[str, ...]:
     """Where the folder an allowlisted ``path`` variable names may be."""
     cache = policy.config.hf_cache() if entry.shared_cache else None
     return (policy.home, cache) if cache else (policy.home,)

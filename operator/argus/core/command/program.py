@@ -18,7 +18,6 @@ remains of it is whether an unquoted expansion may vanish (``Word.solid``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +36,7 @@ class Date:
     format: str
 
 
-Part = Union[str, Var, Date]
+Part = str | Var | Date
 
 
 class Word:
@@ -149,7 +148,7 @@ class Run:
     line: int = field(default=0, compare=False)
 
 
-Statement = Union[SetOptions, Assign, Export, Run]
+Statement = SetOptions | Assign | Export | Run
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,9 +34,21 @@ from typing import Any
 
 from ..command.environment import allowed_entry, env_path_roots, environment_reason
 from ..policy import Findings, PathPolicy
-from . import ConfigTree, Composed
-from .keys import (CODE, CODE_CONFIG, DATA, INSTANTIATE_KEYS, LEGACY_REWARD_BLOCK, LOGGING_FACTORY_KEYS, MODEL, RAY_INIT,
-                   REWARD_BLOCK, RUNTIME_ENV, WRITE, role_of)
+from . import Composed, ConfigTree
+from .keys import (
+    CODE,
+    CODE_CONFIG,
+    DATA,
+    INSTANTIATE_KEYS,
+    LEGACY_REWARD_BLOCK,
+    LOGGING_FACTORY_KEYS,
+    MODEL,
+    RAY_INIT,
+    REWARD_BLOCK,
+    RUNTIME_ENV,
+    WRITE,
+    role_of,
+)
 
 _MISSING = object()
 # The value of an override Argus writes: Hydra reads these characters unquoted.
