@@ -358,7 +358,7 @@ def _incremental(cfg: Any, base: _Base, applied: list[Any]) -> tuple[dict[str, A
             branch: Any = cfg
             for p in parts:
                 branch = branch[p]
-            _put(config, parts, OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node)
+            _put(config, parts, OmegaConf.to_container(branch, resolve=True) if OmegaConf.is_config(branch) else branch)
             changed.add(dotted)
             prefixes.update(dotted.rsplit(".", i)[0] for i in range(dotted.count(".") + 1))
 
