@@ -113,7 +113,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
             return EXIT_OK
         if not address:
             raise ClusterError("the task's status names no Ray dashboard; pass --ray-address")
-        from .adapters.ray import RayAuthFailed, RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
+        from .adapters.ray import RayJobsClient
+        from .core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
         logging.getLogger("argus.adapters.ray").addHandler(logging.NullHandler())  # the failure is said below, once
         ray = RayJobsClient(address, threads=2, token_file=args.ray_token_file or None)
         try:

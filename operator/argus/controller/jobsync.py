@@ -9,7 +9,7 @@ import datetime as dt
 import logging
 from typing import Callable
 
-from ..adapters.ray import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
 from ..core.plan import driver_gpus

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from ..adapters.kubeauth import Access, FrontProxy
-from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.fanout import Broadcast, FollowerLimit, Reader
 from ..core.logquery import (AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, parse_log_query, removed_from_history,
                              tail_text, where_the_file_is)

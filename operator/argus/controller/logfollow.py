@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.progress import ProgressReader
 from ..core.spec import TaskProgress
 from .ports import RayJobs

@@ -31,7 +31,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ..adapters.kube import api_error
-from ..adapters.ray import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
+from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.plan import validate_spec, validate_task
