@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.progress import ProgressReader
 from ..core.spec import TaskProgress
+from ..core.vocabulary import Key
 from .ports import RayJobs
-from .view import Key
 
 log = logging.getLogger(__name__)
 RECONNECT_SECONDS = 5.0

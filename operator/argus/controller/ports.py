@@ -11,7 +11,8 @@ from typing import Any, Protocol
 from ..core.doctor import ProbeJob
 from ..core.plan import SubmissionPlan
 from ..core.rayjobs import PlacementGroup, RayJob, RayNode
-from .view import Key, TaskView
+from ..core.vocabulary import Key
+from .view import TaskView
 
 
 class RayJobs(Protocol):

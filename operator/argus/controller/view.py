@@ -14,8 +14,8 @@ from ..core.lifecycle import FINALIZER, TaskState
 from ..core.queue import QueuedTask
 from ..core.spec import ArgusTaskStatus, RestartPolicy
 from ..core.times import parse_time
+from ..core.vocabulary import Key, is_active, spec_gpus, task_shape
 
-Key = tuple[str, str]
 STATUS_FIELDS = frozenset(f.alias or name for name, f in ArgusTaskStatus.model_fields.items())
 RESTART_POLICIES = frozenset(p.value for p in RestartPolicy)
 
@@ -92,13 +92,17 @@ class TaskView:
         return FINALIZER in self.finalizers
 
     @property
+    def active(self) -> bool:
+        """Ray has the task's job: it holds its GPUs."""
+        return is_active(self.phase)
+
+    @property
     def gpus(self) -> int:
-        nnodes, per_node = self.spec.get("nnodes", 1), self.spec.get("nGpusPerNode", 1)
-        return nnodes * per_node if type(nnodes) is int and type(per_node) is int else 0
+        return spec_gpus(self.spec)
 
     def as_queued(self) -> QueuedTask:
-        priority, nnodes, per_node = self._int("priority"), self._int("nnodes"), self._int("nGpusPerNode")
-        return QueuedTask(self.namespace, self.name, priority or 0, self.created, gpus_per_node=per_node or 1, nnodes=nnodes or 1,
+        nnodes, per_node = task_shape(self.spec)
+        return QueuedTask(self.namespace, self.name, self._int("priority") or 0, self.created, gpus_per_node=per_node, nnodes=nnodes,
                           user=self.status.get("user") or "")
 
     def _int(self, field: str) -> int | None:
