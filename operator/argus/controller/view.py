@@ -1,6 +1,13 @@
 """A task as the controller sees it: the parts of an ArgusTask body it acts on, copied out
 of the watch stream (``adapters.cache.TaskCache``) so that no API read is needed per tick,
-and turned into the lifecycle's ``TaskState`` on demand."""
+and turned into the lifecycle's ``TaskState`` on demand.
+
+Three shapes of one task, kept on purpose: ``TaskView`` is the watch's copy (the raw body,
+read leniently: a hand-written status field must not stop the operator), ``TaskState``
+(``core.lifecycle``) and ``QueuedTask`` (``core.queue``) are what the pure core's two
+decisions need, typed. The core cannot know ``TaskView`` (it is the controller's), and both
+are derived from it here (``state``, ``as_queued``), never stored apart, so they cannot
+drift; the words they share (phases, Key, the GPU count) come from ``core.vocabulary``."""
 
 from __future__ import annotations
 
