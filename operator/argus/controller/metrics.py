@@ -11,7 +11,7 @@ from typing import Iterable
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 from .. import __version__
-from ..core.vocabulary import Reason, is_ended
+from ..core.vocabulary import Phase, Reason, is_ended
 from ..core.times import parse_time, utcnow
 
 # No *_created series next to every counter and histogram: nothing here reads them.
