@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from argus.core.doctor import ProbeJob
-from argus.adapters.ray import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from argus.core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from argus.core.patch import apply_merge_patch
 from argus.core.plan import SubmissionPlan
 from argus.core.times import format_time

@@ -15,7 +15,7 @@ from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
 from argus.controller.reconciler import Reconciler
 from argus.controller.settings import OperatorConfig
-from argus.adapters.ray import PlacementGroup
+from argus.core.rayjobs import PlacementGroup
 from fakes import FakeClock, FakeCluster, FakeRay
 
 pytestmark = pytest.mark.unit

@@ -17,7 +17,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 
-from ..adapters.ray import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
+from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
 from ..core.doctor import (CLUSTER, Check, DoctorSettings, Node, ProbeOutcome, Row, Status, cluster_rows, nodes_to_probe,
                            probe_job, probe_rows, worker_resource_row)
 from .jobsync import HistoryRemovals

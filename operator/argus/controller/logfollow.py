@@ -16,11 +16,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.progress import ProgressReader
 from ..core.spec import TaskProgress
+from ..core.vocabulary import Key
 from .ports import RayJobs
-from .view import Key
 
 log = logging.getLogger(__name__)
 RECONNECT_SECONDS = 5.0

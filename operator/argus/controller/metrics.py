@@ -11,7 +11,7 @@ from typing import Iterable
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 from .. import __version__
-from ..core.spec import Phase
+from ..core.vocabulary import Phase, Reason, is_ended
 from ..core.times import parse_time, utcnow
 
 # No *_created series next to every counter and histogram: nothing here reads them.
@@ -60,9 +60,6 @@ for _operation in RAY_OPERATIONS:
 BUILD_INFO.labels(__version__, platform.python_version()).set(1)
 LEADER.set(0)
 
-END_PHASES = tuple(p.value for p in Phase if p.terminal)
-
-
 def count_ray_call(operation: str, outcome: str, seconds: float | None = None) -> None:
     """``adapters.ray.RayJobsClient``'s call hook. An unknown job or an existing submission
     id is an answer, not an error."""
@@ -104,9 +101,9 @@ def observe_phase_change(old: str | None, new: str | None, reason: str | None) -
     """Called by the status writer for each phase change it wrote."""
     if old == new:
         return
-    if reason == "RayJobLost":
+    if reason == Reason.RayJobLost:
         JOBS_LOST.inc()
-    if new in END_PHASES and old not in END_PHASES:
+    if is_ended(new) and not is_ended(old):
         TASKS_FINISHED.labels(new, reason or "").inc()
 
 

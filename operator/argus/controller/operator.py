@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..adapters.kube import KubeTaskStore, load_kube_config
-from ..adapters.ray import RayJobsClient, RayRefused, RayUnreachable, client_version, version_note
+from ..adapters.ray import RayJobsClient, client_version, version_note
+from ..core.rayjobs import RayRefused, RayUnreachable
 from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import ComposeRequest, Composer
 from . import metrics

@@ -22,7 +22,8 @@ import time
 from typing import Any
 
 from ..adapters.kube import KubeTaskStore, api_error
-from ..adapters.ray import RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
+from ..adapters.ray import RayJobsClient
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.lifecycle import FINALIZER
 from ..core.spec import GROUP, PLURAL, VERSION
 from .settings import OperatorConfig
