@@ -561,6 +561,26 @@ def test_progress_comes_from_the_jobs_log_and_its_writes_are_bounded() -> None:
     world.close()
 
 
+def test_the_last_progress_survives_a_failed_status_write() -> None:
+    """The job's last lines are taken from its log once; an API error on that write must
+    not lose them (the next tick writes them)."""
+    world = World()
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.run(sid)
+    world.ray.say(sid, "Total training steps: 20\nstep:5 - a:1\n")
+    world.tick(0.2)
+    world.ray.say(sid, "step:20 - a:2\nFinal validation metrics: {}\n")
+    world.ray.finish(sid)
+    world.cluster.failing_status_patches = 1
+    world.settle()
+    status = world.cluster.status(key)
+    assert world.cluster.failing_status_patches == 0  # the fault was hit
+    assert status["phase"] == "Succeeded" and status["progress"]["step"] == 20, status
+    world.close()
+
+
 # --------------------------------------------------------------------------- restarts (issue 13)
 
 def test_a_lost_job_runs_again_as_attempt_two_and_succeeds() -> None:

@@ -105,6 +105,13 @@ class LogFollowers:
             await asyncio.sleep(RECONNECT_SECONDS)
             follower.reader = ProgressReader(self.metrics)  # the stream starts from the beginning again
 
+    def not_written(self, key: Key) -> None:
+        """The progress ``progress_due`` gave was not written (an API error): give it again."""
+        follower = self._followers.get(key)
+        if follower is not None:
+            follower.reader.changed = True
+            follower.written_at = None
+
     def progress_due(self, key: Key, previous: TaskProgress | None, *, final: bool = False) -> TaskProgress | None:
         """The progress to write now, if any: something new, and either ``interval`` seconds
         since the last progress write or the job's end (``final``)."""

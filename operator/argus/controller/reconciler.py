@@ -299,8 +299,13 @@ class Reconciler:
             progress = self.logs.progress_due(key, view.state.status.progress, final=ended)
             if progress is not None:
                 draft.take(self._step(view, lifecycle.ProgressObserved(progress)))
-            await self._carry_out(draft, self._step(draft.view, seen))
-            await self._write(draft)
+            try:
+                await self._carry_out(draft, self._step(draft.view, seen))
+                await self._write(draft)
+            except Exception:
+                if progress is not None:
+                    self.logs.not_written(key)  # the next look takes it again
+                raise
 
     async def _reconcile(self, key: Key) -> None:
         """A task that needs a look without anything new from Ray (cancelled while it never
@@ -318,12 +323,17 @@ class Reconciler:
         async with self.lock(key):
             view = self.view(key)
             progress = self.logs.progress_due(key, view.state.status.progress, final=True) if view else None
+            if view is not None and progress is not None and not view.deleting:
+                draft = Draft.of(view)
+                try:
+                    await self._carry_out(draft, self._step(view, lifecycle.ProgressObserved(progress)))
+                    await self._write(draft)
+                except Exception:
+                    # The follower stays (finished again next tick): a failed write of the
+                    # job's last progress must not lose it.
+                    self.logs.not_written(key)
+                    raise
             self.logs.drop(key)
-            if view is None or progress is None or view.deleting:
-                return
-            draft = Draft.of(view)
-            await self._carry_out(draft, self._step(view, lifecycle.ProgressObserved(progress)))
-            await self._write(draft)
 
     async def _namespace_labels(self, namespaces: set[str]) -> dict[str, dict[str, str] | None]:
         """The labels of each namespace with new tasks, read live once per tick (a label
