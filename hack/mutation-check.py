@@ -37,7 +37,7 @@ MUTATIONS = [
     Mutation("asking Ray before closing a queued task that may have reached it (issue 18)", "operator/argus/core/lifecycle.py",
              "        return task.holds_finalizer  # submitted before the status said so, perhaps", "        return False"),
     Mutation("stopping the job when an ended task is deleted (issue 18)", "operator/argus/core/lifecycle.py",
-             "    if task.deleting:\n        return task.holds_finalizer", "    if task.deleting:\n        return task.holds_finalizer and task.phase in ACTIVE"),
+             "    if task.deleting:\n        return task.holds_finalizer", "    if task.deleting:\n        return task.holds_finalizer and task.phase in ACTIVE_PHASES"),
     Mutation("the finalizer before the first submission", "operator/argus/controller/reconciler.py",
              "        with_finalizer = await self.writer.add_finalizer(draft.view)", "        with_finalizer = draft.view"),
     Mutation("failing a running task after the Ray grace period", "operator/argus/core/lifecycle.py",
@@ -54,7 +54,7 @@ MUTATIONS = [
     Mutation("telling refused credentials (HTTP 401/403) from an outage", "operator/argus/adapters/ray.py",
              "    if auth is not None:\n        return RayAuthFailed(auth or None)", "    pass"),
     Mutation("never failing a task for refused credentials (no grace counted)", "operator/argus/core/lifecycle.py",
-             "        if seen.reason == RAY_AUTH_FAILED:  # Ray answered: no outage, no grace counted (see the docstring)", "        if False:"),
+             "        if seen.reason == Reason.RayAuthFailed:  # Ray answered: no outage, no grace counted (see the docstring)", "        if False:"),
 ]
 
 

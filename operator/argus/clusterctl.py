@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from .core.vocabulary import is_active, spec_gpus
 from .core.logquery import (AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, removed_from_history, tail_text,
                             where_the_file_is)
 
@@ -114,7 +115,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if not address:
             raise ClusterError("the task's status names no Ray dashboard; pass --ray-address")
         from .adapters.clock import SystemClock
-        from .adapters.ray import RayAuthFailed, RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
+        from .adapters.ray import RayJobsClient
+        from .core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
         logging.getLogger("argus.adapters.ray").addHandler(logging.NullHandler())  # the failure is said below, once
         ray = RayJobsClient(address, monotonic=SystemClock().monotonic, threads=2, token_file=args.ray_token_file or None)
         try:
@@ -374,22 +376,18 @@ def _age(created: str | None, now: Any) -> str:
 
 def queue_rows(tasks: list[dict[str, Any]], quotas: dict[str, int | None] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The waiting tasks in queue order, and per user: GPUs in use, quota, tasks queued."""
-    def gpus(t: dict[str, Any]) -> int:
-        spec = t.get("spec") or {}
-        return int(spec.get("nnodes") or 1) * int(spec.get("nGpusPerNode") or 1)
-
     waiting, users = [], {}
     for t in tasks:
         status, meta = t.get("status") or {}, t.get("metadata") or {}
         user = status.get("user") or "?"
         row = users.setdefault(user, {"user": user, "gpusInUse": 0, "queued": 0,
                                       "quota": (quotas or {}).get(user) if quotas is not None else "?"})
-        if status.get("phase") in ("Submitted", "Running"):
-            row["gpusInUse"] += gpus(t)
+        if is_active(status.get("phase")):
+            row["gpusInUse"] += spec_gpus(t.get("spec") or {})
         elif status.get("phase") == "Queued":
             row["queued"] += 1
             waiting.append({"position": status.get("queuePosition"), "user": user, "namespace": meta.get("namespace"),
-                            "name": meta.get("name"), "gpus": gpus(t), "priority": (t.get("spec") or {}).get("priority", 0),
+                            "name": meta.get("name"), "gpus": spec_gpus(t.get("spec") or {}), "priority": (t.get("spec") or {}).get("priority", 0),
                             "waitingSince": meta.get("creationTimestamp"), "reason": status.get("reason"), "message": status.get("message")})
     waiting.sort(key=lambda r: (r["position"] is None, r["position"] or 0, r["waitingSince"] or ""))
     return waiting, sorted(users.values(), key=lambda r: r["user"])

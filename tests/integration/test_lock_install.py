@@ -25,7 +25,8 @@ pytestmark = pytest.mark.integration
 CLIENT = textwrap.dedent("""
     import asyncio, sys
     from argus.adapters.clock import SystemClock
-    from argus.adapters.ray import RayJobsClient, RayJobUnknown
+    from argus.adapters.ray import RayJobsClient
+    from argus.core.rayjobs import RayJobUnknown
     from argus.core.plan import SubmissionPlan
 
     async def main(address, sid):

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from argus.core.doctor import ProbeJob
-from argus.adapters.ray import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from argus.core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from argus.core.patch import apply_merge_patch
 from argus.core.plan import SubmissionPlan
 from argus.core.times import format_time
@@ -272,6 +272,7 @@ class FakeCluster:
         self._rv = itertools.count(1)
         self._uids = itertools.count(1)
         self.lagging: dict[tuple[str, str], dict[str, Any]] | None = None  # a stale watch, when set
+        self.failing_status_patches = 0  # the next this many status patches fail as a 500 would
 
     # -- test helpers -------------------------------------------------------------------
     def onboard(self, namespace: str, user: str = "alice") -> str:
@@ -338,6 +339,10 @@ class FakeCluster:
         obj = self.objects.get((namespace, name))
         if obj is None:
             return False
+        if self.failing_status_patches:
+            self.failing_status_patches -= 1
+            from kubernetes.client.exceptions import ApiException
+            raise ApiException(status=500, reason="Internal Server Error (a fault the test injected)")
         self.writes.status.append((name, copy.deepcopy(patch)))
         obj["status"] = apply_merge_patch(obj.get("status") or {}, patch)
         self._bump(obj)

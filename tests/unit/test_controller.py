@@ -16,7 +16,7 @@ from argus.core.plan import validate_task
 from argus.controller.metrics import Metrics
 from argus.controller.reconciler import Reconciler
 from argus.controller.settings import OperatorConfig
-from argus.adapters.ray import PlacementGroup
+from argus.core.rayjobs import PlacementGroup
 from fakes import FakeClock, FakeCluster, FakeRay
 
 pytestmark = pytest.mark.unit
@@ -559,6 +559,26 @@ def test_progress_comes_from_the_jobs_log_and_its_writes_are_bounded() -> None:
     status = world.cluster.status(key)
     assert status["phase"] == "Succeeded" and status["progress"]["step"] == 61  # the last line counts, even after the end
     assert status["attempts"][0]["lastStep"] == 61
+    world.close()
+
+
+def test_the_last_progress_survives_a_failed_status_write() -> None:
+    """The job's last lines are taken from its log once; an API error on that write must
+    not lose them (the next tick writes them)."""
+    world = World()
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.run(sid)
+    world.ray.say(sid, "Total training steps: 20\nstep:5 - a:1\n")
+    world.tick(0.2)
+    world.ray.say(sid, "step:20 - a:2\nFinal validation metrics: {}\n")
+    world.ray.finish(sid)
+    world.cluster.failing_status_patches = 1
+    world.settle()
+    status = world.cluster.status(key)
+    assert world.cluster.failing_status_patches == 0  # the fault was hit
+    assert status["phase"] == "Succeeded" and status["progress"]["step"] == 20, status
     world.close()
 
 

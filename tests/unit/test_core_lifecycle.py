@@ -12,10 +12,11 @@ from argus.core import lifecycle as lc
 from argus.core.lifecycle import (
     Admitted, DeleteTask, JobObserved, JobUnknown, LifecycleSettings, PostEvent, ProgressObserved, RayJobsRemoved, RayUnreachable,
     Reconcile, ReleaseFinalizer, Refused, RemoveRayJobs, StopJob, Submit, SubmitResult, TaskState, Validated, Waiting, needs_ray,
-    phase_for_ray, step, timer_due,
+    phase_for_ray, step as _step, timer_due,
 )
 from argus.core.plan import SubmissionPlan
 from argus.core.spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, TaskProgress
+from argus.core.vocabulary import REASONS_BY_PHASE, Reason
 
 pytestmark = pytest.mark.unit
 
@@ -24,6 +25,19 @@ SETTINGS = LifecycleSettings(ray_grace_seconds=300, delete_grace_seconds=120, da
 SID = "argus-ns-t-0a1b2c3d"
 PLAN = SubmissionPlan(submission_id=SID, user="alice", command="python3 -m verl.trainer.main_ppo", entrypoint="bash -lc x",
                       entrypoint_resources={"worker_node": 1}, runtime_env={}, metadata={}, job_dir="/private/users/alice/jobs/x", gpus=1)
+
+
+def step(task: TaskState, seen: lc.Observation, now: dt.datetime, settings: LifecycleSettings) -> lc.Decision:
+    """``lifecycle.step``, with every status it writes checked against the vocabulary: a
+    reason it sets is one the phase may carry (docs/lifecycle.md's table, REASONS_BY_PHASE),
+    and every Event's reason is a Reason."""
+    decision = _step(task, seen, now, settings)
+    status = decision.status
+    if status.phase and (status.phase, status.reason) != (task.status.phase, task.status.reason):
+        assert status.reason in REASONS_BY_PHASE[Phase(status.phase)], f"{status.phase} with reason {status.reason}"
+    for event in (a for a in decision.actions if isinstance(a, PostEvent)):
+        assert event.reason in set(Reason), event.reason
+    return decision
 
 
 def task(phase: str | None = None, *, reason: str | None = None, cancel: bool = False, finalizer: bool = False,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from argus.adapters.ray import RayJobsClient, RayRefused
+from argus.adapters.ray import RayJobsClient
 from argus.clusterctl import print_doctor
 from argus.cli import main
 from argus.controller.doctor import Doctor
@@ -21,7 +21,7 @@ from argus.core.config import PlatformConfig
 from argus.core.doctor import (CLUSTER, Check, DoctorSettings, Node, ProbeJob, ProbeOutcome, REPORT_MARKER, Row, Status, cluster_rows,
                                failed, is_probe, parse_report, probe_job, probe_rows, rows_json, worker_resource_row)
 from argus.core.plan import submission_id_for
-from argus.adapters.ray import RayNode
+from argus.core.rayjobs import RayNode, RayRefused
 
 from fakes import FakeClock, FakeRay
 

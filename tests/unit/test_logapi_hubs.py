@@ -101,7 +101,7 @@ def test_flags() -> None:
 
 class ForgetfulRay(FakeRay):
     async def logs(self, sid: str) -> str:
-        from argus.adapters.ray import RayJobUnknown
+        from argus.core.rayjobs import RayJobUnknown
         raise RayJobUnknown(sid)
 
 

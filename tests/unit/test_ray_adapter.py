@@ -8,7 +8,8 @@ import requests
 
 from fakes import FakeClock
 
-from argus.adapters.ray import RayJobExists, RayJobUnknown, RayRefused, RayUnreachable, classify
+from argus.adapters.ray import classify
+from argus.core.rayjobs import RayAuthFailed, RayJobExists, RayJobUnknown, RayRefused, RayUnreachable
 
 pytestmark = pytest.mark.unit
 
@@ -159,7 +160,7 @@ def _handshake_error(status: int) -> Exception:
                           "authentication token')"), 403),
 ])
 def test_a_refusal_of_the_credentials_is_told_apart_from_an_outage(make, status: int) -> None:
-    from argus.adapters.ray import RayAuthFailed
+    from argus.core.rayjobs import RayAuthFailed
     mapped = classify(make())
     assert type(mapped) is RayAuthFailed and mapped.status == status
     assert str(mapped).startswith(f"HTTP {status}: ")
@@ -168,7 +169,7 @@ def test_a_refusal_of_the_credentials_is_told_apart_from_an_outage(make, status:
 
 
 def test_other_4xx_and_wrapped_errors_are_no_auth_failure() -> None:
-    from argus.adapters.ray import RayAuthFailed
+    from argus.core.rayjobs import RayAuthFailed
     assert not isinstance(classify(RuntimeError("Request failed with status code 404: Job x does not exist.")), RayAuthFailed)
     assert not isinstance(classify(RuntimeError("Request failed with status code 500: status code 403: runtime_env denied.")), RayAuthFailed)
     assert not isinstance(classify(RuntimeError("Request failed with status code 400: status code 4010 is odd.")), RayAuthFailed)
@@ -263,7 +264,7 @@ def test_a_refusal_is_logged_at_most_once_a_minute_and_never_with_the_token(tmp_
     with caplog.at_level("WARNING", logger="argus.adapters.ray"):
         for advance in (0, 30, 31):
             clock.advance(advance)
-            with pytest.raises(adapter.RayAuthFailed):
+            with pytest.raises(RayAuthFailed):
                 asyncio.run(client.job("argus-ns-t-0a1b2c3d"))
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 2, warnings
@@ -310,7 +311,7 @@ def test_the_clusters_version_is_what_rays_client_learnt_when_it_connected() -> 
             raise _ray_auth_error("Authentication required: Unauthorized: Missing authentication token")
 
     assert asyncio.run(RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, client_factory=lambda _: Connected(), threads=1).cluster_version()) == "2.41.0"
-    from argus.adapters.ray import RayAuthFailed
+    from argus.core.rayjobs import RayAuthFailed
     with pytest.raises(RayAuthFailed):
         asyncio.run(RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, client_factory=lambda _: Refusing(), threads=1).cluster_version())
 

@@ -104,11 +104,19 @@ def _full(c: HydraComposer, overrides: tuple[str, ...]) -> tuple[dict[str, Any],
 
     from argus.adapters.verlcompose import _hydra_settings
 
+    from hydra.core.utils import JobRuntime
+
     loader = c._loader(c._search_dir("verl.trainer.main_ppo", "config"), None)
-    cfg = loader.load_configuration(config_name="ppo_trainer", overrides=list(overrides), run_mode=RunMode.RUN)
-    with open_dict(cfg.hydra):
-        if cfg.hydra.job.name == "UNKNOWN_NAME":
-            cfg.hydra.job.name = "main_ppo"
+    # As @hydra.main does before it composes (create_main_hydra2): the job is named after the
+    # module, in Hydra's process-wide JobRuntime, which load_configuration reads. Whatever an
+    # earlier Hydra run in this process left there is put back afterwards.
+    runtime = JobRuntime.instance()
+    before = runtime.get("name")
+    runtime.set("name", "main_ppo")
+    try:
+        cfg = loader.load_configuration(config_name="ppo_trainer", overrides=list(overrides), run_mode=RunMode.RUN)
+    finally:
+        runtime.set("name", before)
     cfg.hydra.runtime.cwd = JOB
     with c._resolution({}, cfg.hydra):
         hydra = _hydra_settings(cfg, JOB)
@@ -118,6 +126,14 @@ def _full(c: HydraComposer, overrides: tuple[str, ...]) -> tuple[dict[str, Any],
         config = OmegaConf.to_container(cfg, resolve=True)
     hydra["_overrides"] = overrides_seen
     return config, hydra  # type: ignore[return-value]
+
+
+def _differences(ours: Any, hydras: Any, path: str = "") -> list[str]:
+    """Where two nested values differ (the assertion's message: a whole config is too long to read)."""
+    if isinstance(ours, dict) and isinstance(hydras, dict):
+        return [d for k in sorted(set(ours) | set(hydras), key=str)
+                for d in _differences(ours.get(k, "<missing>"), hydras.get(k, "<missing>"), f"{path}.{k}")]
+    return [] if ours == hydras else [f"{path}: ours {ours!r:.200} != Hydra's {hydras!r:.200}"]
 
 
 def _without_times(hydra: dict[str, Any]) -> dict[str, Any]:
@@ -133,12 +149,29 @@ def test_the_cached_composition_equals_hydras_full_compose(composer: HydraCompos
     ours = compose(composer, *overrides)
     assert ours.error is None, ours.error
     config, hydra = _full(composer, overrides)
-    assert ours.config == config
+    assert ours.config == config, _differences(ours.config, config)
     seen = hydra.pop("_overrides")
-    assert _without_times(dict(ours.hydra)) == _without_times(hydra)
+    assert _without_times(dict(ours.hydra)) == _without_times(hydra), _differences(_without_times(dict(ours.hydra)), _without_times(hydra))
     # Twice from the cache: the first composition did not leak into the cached base.
     assert compose(composer, *overrides).config == config
     assert seen["task"] == [o for o in overrides if not o.startswith(("hydra.", "hydra/"))]
+
+
+def test_a_job_name_left_by_an_earlier_hydra_run_in_the_process_does_not_leak(composer: HydraComposer) -> None:
+    """Hydra keeps the job's name in a process-wide singleton (JobRuntime) that
+    load_configuration reads; a CLI or test process that ran @hydra.main before must not
+    change the name a task's run gets (it decides its log file and run folder)."""
+    from hydra.core.utils import JobRuntime
+
+    runtime = JobRuntime.instance()
+    before = runtime.get("name")
+    runtime.set("name", "some_other_app")
+    try:
+        fresh = HydraComposer(composer._tree)
+        assert compose(fresh, "trainer.total_epochs=2").hydra["job"]["name"] == "main_ppo"
+        assert compose(fresh, "hydra.job.name=mine").hydra["job"]["name"] == "mine"
+    finally:
+        runtime.set("name", before)
 
 
 def test_errors_match_hydras_too(composer: HydraComposer) -> None:

@@ -28,35 +28,17 @@ import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.doctor import ProbeJob
 from ..core.plan import SubmissionPlan
+from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobExists, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core.rayversion import TESTED_RAY, TOKEN_AUTH_SINCE, release as _release
 
 DEFAULT_TIMEOUT = 10.0
 AUTH_WARNING_SECONDS = 60.0  # the operator's log says a refusal at most this often
 
 log = logging.getLogger(__name__)
-
-
-class RayUnreachable(Exception):
-    """The dashboard did not answer; try again later."""
-
-
-class RayAuthFailed(RayUnreachable):
-    """The dashboard answered, but refused the credentials: HTTP 401 (the cluster requires a
-    token and none was sent) or 403 (the token sent is not the cluster's). A kind of
-    RayUnreachable, so that whatever waits out an outage waits this out too (never a task
-    failed as refused); the lifecycle tells it apart (reason RayAuthFailed)."""
-
-    def __init__(self, status: int | None):
-        self.status = status
-        super().__init__({
-            401: "HTTP 401: the Ray cluster requires a token and none was sent",
-            403: "HTTP 403: the Ray cluster did not accept the token that was sent",
-        }.get(status or 0, "the Ray cluster refused the credentials"))
 
 
 class RayTokenError(ValueError):
@@ -78,50 +60,6 @@ def read_token_file(path: str) -> str:
     if any(c.isspace() for c in token):
         raise RayTokenError(f"the Ray token file {path} holds more than one word (expected the token alone)")
     return token
-
-
-class RayJobUnknown(Exception):
-    """Ray does not know this submission id (a restarted head forgets its jobs)."""
-
-
-class RayJobExists(Exception):
-    """Ray already has a job with this submission id: adopt it."""
-
-
-class RayRefused(Exception):
-    """Ray answered, but refused the request (a bug or a misconfiguration)."""
-
-
-@dataclass(frozen=True)
-class RayJob:
-    submission_id: str
-    status: str
-    message: str
-    driver_node_id: str | None
-    start_time_ms: int | None
-    end_time_ms: int | None
-    job_id: str | None = None  # Ray's own id of the driver (placement groups name their creator by it)
-    metadata: dict[str, str] = field(default_factory=dict)  # as submitted (SubmissionPlan.metadata)
-
-
-@dataclass(frozen=True)
-class RayNode:
-    """An alive Ray node: its resources, and the GPUs in use on it (by anyone; None when
-    this Ray does not report use per node)."""
-
-    node_id: str
-    resources_total: dict[str, float] = field(default_factory=dict)
-    is_head: bool = False
-    gpus_used: float | None = None
-    node_ip: str | None = None
-
-
-@dataclass(frozen=True)
-class PlacementGroup:
-    """A created placement group: the job that made it, and the GPUs of its bundles."""
-
-    creator_job_id: str
-    gpus: float
 
 
 _AUTH_TEXT = re.compile(r"status code (401|403)\b|status=(401|403)\b")

@@ -15,6 +15,7 @@ from ..adapters.kube import api_error
 from ..core.queue import Admission, Claim, QueueSettings, UsageRecord, decayed_usage, decide
 from ..core.times import parse_time
 from ..core.user import quotas_by_user
+from ..core.vocabulary import task_shape
 from .jobsync import JobSync, NodeCache
 from .ports import TaskStore
 from .settings import OperatorConfig
@@ -70,7 +71,7 @@ class AdmissionInputs:
             if driver is not None and driver[0] == v.state.submission_id:
                 claims.append(Claim(bundles=1, gpus_per_node=math.ceil(driver[2]), node_id=driver[1]))
                 continue
-            per_node = max(1, int(v.spec.get("nGpusPerNode") or 1))
+            per_node = task_shape(v.spec)[1]
             pending = v.gpus - self.nodes.placed_gpus(self.jobs.job_ids.get(v.key))
             if pending > 0:
                 claims.append(Claim(bundles=math.ceil(pending / per_node), gpus_per_node=per_node))

@@ -33,11 +33,11 @@ from kubernetes.client.exceptions import ApiException
 
 from ..adapters.kube import api_error
 from ..core.spec import GROUP, PLURAL, VERSION
+from ..core.vocabulary import Key
 from .settings import read_slack
 from .view import TaskView
 
 log = logging.getLogger(__name__)
-Key = tuple[str, str]
 CONNECT_TIMEOUT = 10.0
 LIST_TIMEOUT = 60.0   # seconds for one LIST page to arrive
 

@@ -9,22 +9,23 @@ import datetime as dt
 import logging
 from typing import Callable
 
-from ..adapters.ray import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
 from ..core.plan import driver_gpus
 from ..core.polling import FASTEST_POLL_SECONDS, poll_delay
 from ..core.queue import Capacity, WorkerNode
 from ..core.times import parse_time
+from ..core.vocabulary import Key, Reason
 from .ports import RayJobs
-from .view import Key, TaskView
+from .view import TaskView
 
 log = logging.getLogger(__name__)
 
 
-def ray_error_reason(exc: Exception) -> str:
+def ray_error_reason(exc: Exception) -> Reason:
     """The condition reason a failed Ray read shows: refused credentials or an outage."""
-    return lifecycle.RAY_AUTH_FAILED if isinstance(exc, RayAuthFailed) else "RayUnreachable"
+    return Reason.RayAuthFailed if isinstance(exc, RayAuthFailed) else Reason.RayUnreachable
 
 
 class NodeCache:
@@ -41,7 +42,7 @@ class NodeCache:
         self._groups: list[PlacementGroup] = []
         self._error: str | None = None
         self._warned_no_usage = False
-        self.error_reason = "RayUnreachable"  # or RayAuthFailed: why the last read failed
+        self.error_reason = Reason.RayUnreachable  # or RayAuthFailed: why the last read failed
 
     async def read(self, *, fresh: bool = False) -> tuple[list[RayNode] | None, str | None]:
         now = self.monotonic()

@@ -38,14 +38,15 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from ..adapters.kubeauth import Access, FrontProxy
-from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.clock import Clock
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.fanout import Broadcast, FollowerLimit, Reader
 from ..core.logquery import (AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, parse_log_query, removed_from_history,
                              tail_text, where_the_file_is)
 from ..core.times import parse_time
+from ..core.vocabulary import Key, is_active
 from .logapi_settings import LogApiSettings
-from .view import Key, TaskView
+from .view import TaskView
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,6 @@ GROUP = "logs.argus.io"
 VERSION = "v1alpha1"
 GROUP_VERSION = f"{GROUP}/{VERSION}"
 RESOURCE, SUBRESOURCE = "argustasks", "log"
-LIVE_PHASES = ("Submitted", "Running")
 RECONNECT_SECONDS = 2.0
 IDLE_CHECK_SECONDS = 15.0
 # Followers joining a job within this long share one read of the log so far (Ray's Jobs API
@@ -310,7 +310,7 @@ class LogApi:
         if not where.submission_id:
             phase = view.status.get("phase") or "new"
             return status_doc(400, "BadRequest", f"ArgusTask {ns}/{name} has not been submitted to Ray yet (phase {phase})")
-        live = where.current and view.status.get("phase") in LIVE_PHASES and not view.status.get("rayJobsRemoved")
+        live = where.current and is_active(view.status.get("phase")) and not view.status.get("rayJobsRemoved")
         if query.follow and live:
             return await self._follow(request, access, where, query)
         return await self._whole(view, where, query)

@@ -16,11 +16,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..adapters.ray import RayJobUnknown, RayRefused, RayUnreachable
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.progress import ProgressReader
 from ..core.spec import TaskProgress
+from ..core.vocabulary import Key
 from .ports import RayJobs
-from .view import Key
 
 log = logging.getLogger(__name__)
 RECONNECT_SECONDS = 5.0
@@ -104,6 +104,13 @@ class LogFollowers:
                 log.exception("following the log of %s failed; opening it again", follower.submission_id)
             await asyncio.sleep(RECONNECT_SECONDS)
             follower.reader = ProgressReader(self.metrics)  # the stream starts from the beginning again
+
+    def not_written(self, key: Key) -> None:
+        """The progress ``progress_due`` gave was not written (an API error): give it again."""
+        follower = self._followers.get(key)
+        if follower is not None:
+            follower.reader.changed = True
+            follower.written_at = None
 
     def progress_due(self, key: Key, previous: TaskProgress | None, *, final: bool = False) -> TaskProgress | None:
         """The progress to write now, if any: something new, and either ``interval`` seconds

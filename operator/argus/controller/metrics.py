@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from .. import __version__
 from ..core.clock import Clock
 from ..core.doctor import Row, Status
-from ..core.spec import Phase
 from ..core.times import parse_time
+from ..core.vocabulary import Phase, Reason, is_ended
 
 # Seconds, for calls that take milliseconds normally and up to the client's timeout (10 s).
 CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -25,9 +25,6 @@ CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 # Every operation is exported from the start (at 0), so that rate()/increase() alerts see a
 # series before the first call or error.
 RAY_OPERATIONS = ("submit", "status", "stop", "delete", "logs", "nodes")
-
-END_PHASES = tuple(p.value for p in Phase if p.terminal)
-
 
 class Metrics:
     def __init__(self, clock: Clock) -> None:
@@ -115,9 +112,9 @@ class Metrics:
         """Called by the status writer for each phase change it wrote."""
         if old == new:
             return
-        if reason == "RayJobLost":
+        if reason == Reason.RayJobLost:
             self.jobs_lost.inc()
-        if new in END_PHASES and old not in END_PHASES:
+        if is_ended(new) and not is_ended(old):
             self.tasks_finished.labels(new, reason or "").inc()
 
     def observe_users(self, in_use: dict[str, int], queued: Iterable[object], quotas: dict[str, int | None]) -> None:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..adapters.kube import KubeTaskStore, load_kube_config
-from ..adapters.ray import RayJobsClient, RayRefused, RayUnreachable, client_version, version_note
+from ..adapters.ray import RayJobsClient, client_version, version_note
 from ..core.clock import Clock
 from ..core.doctor import DoctorSettings
+from ..core.rayjobs import RayRefused, RayUnreachable
 from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import ComposeRequest, Composer
 from .cache import TaskCache, worth_a_look

@@ -8,15 +8,16 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from ..adapters.ray import PlacementGroup, RayJob, RayNode
 from ..core.doctor import ProbeJob
 from ..core.plan import SubmissionPlan
-from .view import Key, TaskView
+from ..core.rayjobs import PlacementGroup, RayJob, RayNode
+from ..core.vocabulary import Key
+from .view import TaskView
 
 
 class RayJobs(Protocol):
-    """Ray's job and node APIs. Raises ``adapters.ray``'s RayUnreachable, RayRefused and
-    (for a submission id Ray does not know) RayJobUnknown."""
+    """Ray's job and node APIs. Raises ``core.rayjobs``' RayUnreachable (RayAuthFailed for
+    refused credentials), RayRefused and (for a submission id Ray does not know) RayJobUnknown."""
 
     async def submit(self, plan: SubmissionPlan) -> bool: ...  # False: Ray already had the id (adopted)
     async def job(self, submission_id: str) -> RayJob: ...

@@ -30,7 +30,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ..adapters.kube import api_error
-from ..adapters.ray import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
+from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.plan import validate_spec, validate_task
@@ -40,13 +40,14 @@ from ..core.spec import API_VERSION, KIND, ArgusTaskStatus, Phase, TaskPath
 from ..core.clock import Clock
 from ..core.times import parse_time
 from ..core.user import USER_LABEL, user_from_label
+from ..core.vocabulary import Key, Reason
 from .admission import AdmissionInputs, in_use
 from .jobsync import HistoryRemovals, JobSync, NodeCache
 from .logfollow import LogFollowers
 from .metrics import Metrics
 from .ports import RayJobs, TaskSource, TaskStore
 from .settings import OperatorConfig
-from .view import Key, TaskView
+from .view import TaskView
 from .writer import StatusWriter, status_document
 
 log = logging.getLogger(__name__)
@@ -209,7 +210,7 @@ class Reconciler:
         unvalidated = [v for v in views if v.phase is None and not v.deleting and not v.cancel and v.key not in drafts
                        and (now - (parse_time(v.created) or now)).total_seconds() < HOLD_PLACE_SECONDS]
         unvalidated += [d.view for d in drafts.values() if d.view.phase is None]
-        active = [v for v in views if v.phase in (Phase.Submitted.value, Phase.Running.value)]
+        active = [v for v in views if v.active]
         if queued:
             await self._admit(queued, active, unvalidated, drafts)
         self.metrics.observe_users(in_use(active), queued, self.admission.quotas)
@@ -299,8 +300,13 @@ class Reconciler:
             progress = self.logs.progress_due(key, view.state.status.progress, final=ended)
             if progress is not None:
                 draft.take(self._step(view, lifecycle.ProgressObserved(progress)))
-            await self._carry_out(draft, self._step(draft.view, seen))
-            await self._write(draft)
+            try:
+                await self._carry_out(draft, self._step(draft.view, seen))
+                await self._write(draft)
+            except Exception:
+                if progress is not None:
+                    self.logs.not_written(key)  # the next look takes it again
+                raise
 
     async def _reconcile(self, key: Key) -> None:
         """A task that needs a look without anything new from Ray (cancelled while it never
@@ -318,12 +324,17 @@ class Reconciler:
         async with self.lock(key):
             view = self.view(key)
             progress = self.logs.progress_due(key, view.state.status.progress, final=True) if view else None
+            if view is not None and progress is not None and not view.deleting:
+                draft = Draft.of(view)
+                try:
+                    await self._carry_out(draft, self._step(view, lifecycle.ProgressObserved(progress)))
+                    await self._write(draft)
+                except Exception:
+                    # The follower stays (finished again next tick): a failed write of the
+                    # job's last progress must not lose it.
+                    self.logs.not_written(key)
+                    raise
             self.logs.drop(key)
-            if view is None or progress is None or view.deleting:
-                return
-            draft = Draft.of(view)
-            await self._carry_out(draft, self._step(view, lifecycle.ProgressObserved(progress)))
-            await self._write(draft)
 
     async def _namespace_labels(self, namespaces: set[str]) -> dict[str, dict[str, str] | None]:
         """The labels of each namespace with new tasks, read live once per tick (a label
@@ -353,7 +364,7 @@ class Reconciler:
             verdict = validate_task(self._manifest(view), user, self.config.platform, self.composer)
             verl = (verdict.verl["version"], verdict.verl["source"]) if verdict.verl else None
             seen = (lifecycle.Validated(user, verdict.expanded_command or "", tuple(verdict.warning_lines()), verl) if verdict.valid
-                    else lifecycle.Refused("InvalidSpec", "\n".join(verdict.error_lines()), user))
+                    else lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), user))
         await self._carry_out(draft, self._step(view, seen))
 
     @staticmethod
@@ -410,10 +421,10 @@ class Reconciler:
                 continue
             view = by_key[key]
             reason, message = decision.waiting[key]
-            if ray_error and self.nodes.error_reason == lifecycle.RAY_AUTH_FAILED:
-                reason, message = lifecycle.RAY_AUTH_FAILED, f"waiting: {lifecycle.ray_refused(ray_error)}"
+            if ray_error and self.nodes.error_reason == Reason.RayAuthFailed:
+                reason, message = Reason.RayAuthFailed, f"waiting: {lifecycle.ray_refused(ray_error)}"
             elif ray_error:
-                reason, message = "RayUnreachable", f"waiting: cannot read the Ray cluster's capacity ({ray_error[:200]})"
+                reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({ray_error[:200]})"
             result = self._step(view, lifecycle.Waiting(position, reason, message, ray_error, self.nodes.error_reason))
             if key not in drafts and view.status.get("queuePosition") is not None and \
                     merge_patch(view.status, status_document(result.status)).keys() <= {"queuePosition"}:
@@ -435,7 +446,7 @@ class Reconciler:
                                     namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt,
                                     composer=self.composer)
             if not verdict.valid or verdict.plan is None:
-                seen: Observation = lifecycle.Refused("InvalidSpec", "\n".join(verdict.error_lines()), draft.view.status.get("user"))
+                seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.status.get("user"))
             else:
                 seen = lifecycle.Admitted(verdict.plan)
             await self._carry_out(draft, self._step(draft.view, seen))

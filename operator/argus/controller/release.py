@@ -21,8 +21,9 @@ import logging
 from typing import Any
 
 from ..adapters.kube import KubeTaskStore, api_error
+from ..adapters.ray import RayJobsClient
 from ..core.clock import Clock
-from ..adapters.ray import RayJobsClient, RayJobUnknown, RayRefused, RayUnreachable
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.lifecycle import FINALIZER
 from ..core.spec import GROUP, PLURAL, VERSION
 from .settings import OperatorConfig

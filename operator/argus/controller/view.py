@@ -1,6 +1,13 @@
 """A task as the controller sees it: the parts of an ArgusTask body it acts on, copied out
 of the watch stream (``adapters.cache.TaskCache``) so that no API read is needed per tick,
-and turned into the lifecycle's ``TaskState`` on demand."""
+and turned into the lifecycle's ``TaskState`` on demand.
+
+Three shapes of one task, kept on purpose: ``TaskView`` is the watch's copy (the raw body,
+read leniently: a hand-written status field must not stop the operator), ``TaskState``
+(``core.lifecycle``) and ``QueuedTask`` (``core.queue``) are what the pure core's two
+decisions need, typed. The core cannot know ``TaskView`` (it is the controller's), and both
+are derived from it here (``state``, ``as_queued``), never stored apart, so they cannot
+drift; the words they share (phases, Key, the GPU count) come from ``core.vocabulary``."""
 
 from __future__ import annotations
 
@@ -14,8 +21,8 @@ from ..core.lifecycle import FINALIZER, TaskState
 from ..core.queue import QueuedTask
 from ..core.spec import ArgusTaskStatus, RestartPolicy
 from ..core.times import parse_time
+from ..core.vocabulary import Key, is_active, spec_gpus, task_shape
 
-Key = tuple[str, str]
 STATUS_FIELDS = frozenset(f.alias or name for name, f in ArgusTaskStatus.model_fields.items())
 RESTART_POLICIES = frozenset(p.value for p in RestartPolicy)
 
@@ -92,13 +99,17 @@ class TaskView:
         return FINALIZER in self.finalizers
 
     @property
+    def active(self) -> bool:
+        """Ray has the task's job: it holds its GPUs."""
+        return is_active(self.phase)
+
+    @property
     def gpus(self) -> int:
-        nnodes, per_node = self.spec.get("nnodes", 1), self.spec.get("nGpusPerNode", 1)
-        return nnodes * per_node if type(nnodes) is int and type(per_node) is int else 0
+        return spec_gpus(self.spec)
 
     def as_queued(self) -> QueuedTask:
-        priority, nnodes, per_node = self._int("priority"), self._int("nnodes"), self._int("nGpusPerNode")
-        return QueuedTask(self.namespace, self.name, priority or 0, self.created, gpus_per_node=per_node or 1, nnodes=nnodes or 1,
+        nnodes, per_node = task_shape(self.spec)
+        return QueuedTask(self.namespace, self.name, self._int("priority") or 0, self.created, gpus_per_node=per_node, nnodes=nnodes,
                           user=self.status.get("user") or "")
 
     def _int(self, field: str) -> int | None:

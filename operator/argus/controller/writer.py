@@ -15,9 +15,10 @@ from typing import Any
 from ..core.lifecycle import FINALIZER, PostEvent
 from ..core.patch import apply_merge_patch, merge_patch
 from ..core.spec import ArgusTaskStatus, Phase
+from ..core.vocabulary import Key
 from .metrics import Metrics
 from .ports import TaskStore
-from .view import Key, TaskView
+from .view import TaskView
 
 log = logging.getLogger(__name__)
 # A write the watch has not shown after this long is forgotten (the watch is the truth).

@@ -35,9 +35,9 @@ from .plan import SubmissionPlan, submission_id_for
 from .problems import cap_lines
 from .spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress, VerlConfigSource
 from .times import format_time, from_epoch_ms, parse_time
+from .vocabulary import ACTIVE_PHASES, Reason
 
 FINALIZER = "argus.io/stop-ray-job"
-ACTIVE = (Phase.Submitted, Phase.Running)
 RAY_ACTIVE = ("PENDING", "RUNNING")
 RAY_TO_PHASE = {
     "PENDING": Phase.Submitted,
@@ -47,7 +47,6 @@ RAY_TO_PHASE = {
     "STOPPED": Phase.Stopped,
 }
 MAX_CONDITION_MESSAGE = 32768
-RAY_AUTH_FAILED = "RayAuthFailed"  # the reason when Ray refuses the operator's credentials
 
 
 # --------------------------------------------------------------------------- the task
@@ -142,7 +141,7 @@ class Waiting:
     reason: str
     message: str
     ray_error: str | None = None
-    ray_reason: str = "RayUnreachable"
+    ray_reason: str = Reason.RayUnreachable
 
 
 @dataclass(frozen=True)
@@ -193,7 +192,7 @@ class RayUnreachable:
     operator's credentials (RayAuthFailed)."""
 
     error: str
-    reason: str = "RayUnreachable"
+    reason: str = Reason.RayUnreachable
 
 
 @dataclass(frozen=True)
@@ -299,7 +298,7 @@ def conditions_for_phase(conditions: list[Condition] | None, phase: Phase, reaso
     at every end (Succeeded, Failed, Rejected, Stopped; as Kueue's Workload has it), so
     ``kubectl wait --for=condition=Finished`` waits for any end."""
     admitted = phase not in (Phase.Queued, Phase.Rejected)
-    c = set_condition(conditions, "Admitted", admitted, "Admitted" if admitted else reason,
+    c = set_condition(conditions, "Admitted", admitted, Reason.Admitted if admitted else reason,
                       "admitted by the queue" if admitted else message, now=now, generation=generation)
     c = set_condition(c, "Running", phase is Phase.Running, reason, message, now=now, generation=generation)
     c = set_condition(c, "Complete", phase is Phase.Succeeded, reason, message, now=now, generation=generation)
@@ -313,11 +312,11 @@ def ray_refused(error: str) -> str:
 
 
 def _ray_reachable(task: TaskState, status: ArgusTaskStatus, reachable: bool, detail: str, now: str,
-                   since: str | None = None, reason: str = "RayUnreachable") -> ArgusTaskStatus:
-    if reason == RAY_AUTH_FAILED:
+                   since: str | None = None, reason: str = Reason.RayUnreachable) -> ArgusTaskStatus:
+    if reason == Reason.RayAuthFailed:
         detail = ray_refused(detail)
     conditions = set_condition(status.conditions, "RayReachable", reachable,
-                               "RayReachable" if reachable else reason,
+                               Reason.RayReachable if reachable else reason,
                                "the Ray dashboard answers" if reachable else detail[:300],
                                now=since or now, generation=task.generation)
     return status.model_copy(update={"conditions": conditions, "ray_unreachable_since": None if reachable else since})
@@ -330,15 +329,15 @@ def phase_for_ray(ray_status: str, *, cancelled: bool, deadline_exceeded: bool) 
     phase = RAY_TO_PHASE.get(ray_status.upper(), Phase.Submitted)
     if phase is Phase.Stopped or (phase is Phase.Failed and (cancelled or deadline_exceeded)):
         if deadline_exceeded:
-            return Phase.Failed, "DeadlineExceeded"
+            return Phase.Failed, Reason.DeadlineExceeded
         if cancelled:
-            return Phase.Stopped, "Cancelled"
-        return Phase.Stopped, "RayJobStopped"
+            return Phase.Stopped, Reason.Cancelled
+        return Phase.Stopped, Reason.RayJobStopped
     return phase, {
-        Phase.Submitted: "RayJobPending",
-        Phase.Running: "RayJobRunning",
-        Phase.Succeeded: "RayJobSucceeded",
-        Phase.Failed: "RayJobFailed",
+        Phase.Submitted: Reason.RayJobPending,
+        Phase.Running: Reason.RayJobRunning,
+        Phase.Succeeded: Reason.RayJobSucceeded,
+        Phase.Failed: Reason.RayJobFailed,
     }[phase]
 
 
@@ -363,11 +362,11 @@ def needs_ray(task: TaskState) -> bool:
     if task.deleting:
         return task.holds_finalizer
     phase = task.phase
-    if phase in ACTIVE:
+    if phase in ACTIVE_PHASES:
         return True
     if phase is Phase.Queued:
         return task.holds_finalizer  # submitted before the status said so, perhaps
-    if phase is Phase.Failed and task.status.reason == "RayUnreachable" and task.holds_finalizer:
+    if phase is Phase.Failed and task.status.reason == Reason.RayUnreachable and task.holds_finalizer:
         reachable = task.condition("RayReachable")
         return reachable is None or reachable.status != "True"  # its job may still run: stop it once Ray answers
     return False
@@ -393,8 +392,8 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
             return keep
         status = status.model_copy(update={"user": seen.user, "command": seen.command, "warnings": list(seen.warnings) or None,
                                            "verl": VerlConfigSource(version=seen.verl[0], source=seen.verl[1]) if seen.verl else None})
-        queued = Decision(_enter(task, status, Phase.Queued, "Validated", "validated; waiting in the queue", stamp),
-                          tuple(PostEvent("Warning", "WeakCheck", w) for w in seen.warnings))
+        queued = Decision(_enter(task, status, Phase.Queued, Reason.Validated, "validated; waiting in the queue", stamp),
+                          tuple(PostEvent("Warning", Reason.WeakCheck, w) for w in seen.warnings))
         if task.cancel:
             return _merge(queued, step(_with(task, queued.status), Reconcile(), now, settings))
         return queued
@@ -410,7 +409,7 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
 
     if isinstance(seen, Reconcile):
         if phase is Phase.Queued and task.cancel and not task.holds_finalizer:
-            return Decision(_enter(task, status, Phase.Stopped, "Cancelled", "cancelled while queued; it never reached Ray", stamp))
+            return Decision(_enter(task, status, Phase.Stopped, Reason.Cancelled, "cancelled while queued; it never reached Ray", stamp))
         if phase is not None and phase.terminal:
             due = timer_due(task, settings)
             if due is not None and now >= due[0]:
@@ -437,14 +436,14 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
         if phase is not Phase.Queued:
             return keep
         if seen.outcome == "unreachable":
-            return Decision(status.model_copy(update={"reason": "RayUnreachable", "message": f"waiting: Ray is unreachable ({seen.detail[:200]})"}))
+            return Decision(status.model_copy(update={"reason": Reason.RayUnreachable, "message": f"waiting: Ray is unreachable ({seen.detail[:200]})"}))
         if seen.outcome == "auth_failed":
-            status = _ray_reachable(task, status, False, seen.detail, stamp, reason=RAY_AUTH_FAILED)
-            return Decision(status.model_copy(update={"reason": RAY_AUTH_FAILED, "message": f"waiting: {ray_refused(seen.detail)}"}))
+            status = _ray_reachable(task, status, False, seen.detail, stamp, reason=Reason.RayAuthFailed)
+            return Decision(status.model_copy(update={"reason": Reason.RayAuthFailed, "message": f"waiting: {ray_refused(seen.detail)}"}))
         if seen.outcome == "refused":
-            return Decision(_enter(task, status, Phase.Failed, "RaySubmitFailed", f"Ray refused the job: {seen.detail}", stamp))
+            return Decision(_enter(task, status, Phase.Failed, Reason.RaySubmitFailed, f"Ray refused the job: {seen.detail}", stamp))
         fresh = seen.outcome == "submitted"
-        reason = "Admitted" if fresh else "AdoptedExistingJob"
+        reason = Reason.Admitted if fresh else Reason.AdoptedExistingJob
         message = (f"submitted to Ray as {seen.submission_id}" if fresh else
                    f"Ray already had job {seen.submission_id} (submitted before a restart); adopted it, no second job")
         # A job Ray has just accepted is PENDING by Ray's definition; an adopted one's state
@@ -464,13 +463,13 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
         sid = task.submission_id
         if phase is Phase.Queued:
             if task.cancel:
-                return Decision(_enter(task, status, Phase.Stopped, "Cancelled",
+                return Decision(_enter(task, status, Phase.Stopped, Reason.Cancelled,
                                        f"cancelled while queued; it never reached Ray (Ray has no job {sid})", stamp))
             return keep  # not submitted after all: the queue submits it in its turn
         status = _ray_reachable(task, status, True, "", stamp)
-        if phase in ACTIVE:
+        if phase in ACTIVE_PHASES:
             what = f"Ray no longer knows job {sid}: the Ray head restarted (it keeps no job history) or the job was removed"
-            return _attempt_ended(task, status, "RayJobLost", what, stamp, retry=task.restart_policy != RestartPolicy.Never.value,
+            return _attempt_ended(task, status, Reason.RayJobLost, what, stamp, retry=task.restart_policy != RestartPolicy.Never.value,
                                   final=f"{what}. Argus does not resubmit on its own (spec.restartPolicy: Never); "
                                         "create a new task to run it again")
         return Decision(status)  # a closed task: nothing of it is left in Ray
@@ -489,16 +488,16 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
         return Decision(status.model_copy(update={"ray_jobs_removed": True}))
 
     if isinstance(seen, RayUnreachable):
-        if phase not in ACTIVE:
+        if phase not in ACTIVE_PHASES:
             return keep
-        if seen.reason == RAY_AUTH_FAILED:  # Ray answered: no outage, no grace counted (see the docstring)
-            return Decision(_ray_reachable(task, status, False, seen.error, stamp, reason=RAY_AUTH_FAILED))
+        if seen.reason == Reason.RayAuthFailed:  # Ray answered: no outage, no grace counted (see the docstring)
+            return Decision(_ray_reachable(task, status, False, seen.error, stamp, reason=Reason.RayAuthFailed))
         since = status.ray_unreachable_since or stamp
         elapsed = (now - (parse_time(since) or now)).total_seconds()
         status = _ray_reachable(task, status, False, seen.error, stamp, since=since)
         if elapsed >= settings.ray_grace_seconds:
             message = f"Ray was unreachable for {int(elapsed)} s (grace {int(settings.ray_grace_seconds)} s): {seen.error[:200]}"
-            return Decision(_enter(task, status, Phase.Failed, "RayUnreachable", message, stamp, ray_unreachable_since=since))
+            return Decision(_enter(task, status, Phase.Failed, Reason.RayUnreachable, message, stamp, ray_unreachable_since=since))
         return Decision(status)
 
     raise TypeError(f"unknown observation {seen!r}")
@@ -509,7 +508,7 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
     status = _ray_reachable(task, task.status, True, "", stamp)
     phase = task.phase
     sid = task.submission_id
-    if phase not in (Phase.Queued, *ACTIVE):
+    if phase not in (Phase.Queued, *ACTIVE_PHASES):
         # A task closed while Ray could not be asked: Ray answers again, stop what runs.
         return Decision(status, (StopJob(sid),) if job.active else ())
     actions: list[Action] = []
@@ -517,8 +516,8 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         # The job reached Ray before the status said so (the operator died in between):
         # adopt it, never a second job.
         adopted = f"Ray already had job {sid} (submitted before a restart); adopted it, no second job"
-        status = _enter(task, status, Phase.Submitted, "AdoptedExistingJob", adopted, stamp, admitted_at=status.admitted_at or stamp)
-        actions.append(PostEvent("Normal", "AdoptedExistingJob", adopted))
+        status = _enter(task, status, Phase.Submitted, Reason.AdoptedExistingJob, adopted, stamp, admitted_at=status.admitted_at or stamp)
+        actions.append(PostEvent("Normal", Reason.AdoptedExistingJob, adopted))
     cancelled, late = task.cancel, task.deadline_passed(now)
     if (cancelled or late) and job.active:
         actions.append(StopJob(sid))  # the next read sees it stopped
@@ -530,15 +529,15 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
     )
     status = status.model_copy(update={"ray_job": ray_job, "ray_unreachable_since": None})
     if job.driver_on_worker is False and job.driver_node_id != (previous.driver_node_id if previous else None):
-        actions.append(PostEvent("Warning", "PlacementViolation",
+        actions.append(PostEvent("Warning", Reason.PlacementViolation,
                                  f"the driver runs on node {job.driver_node_id}, which lacks the '{settings.worker_resource}' resource (the head?)"))
     if (cancelled or late) and job.active:
         return Decision(status, tuple(actions))
     new_phase, reason = phase_for_ray(job.status, cancelled=cancelled, deadline_exceeded=late)
     message = job.message or reason
-    if reason == "DeadlineExceeded":
+    if reason == Reason.DeadlineExceeded:
         message = f"stopped after activeDeadlineSeconds={task.active_deadline_seconds} from admission"
-    elif reason == "Cancelled":
+    elif reason == Reason.Cancelled:
         message = "stopped because spec.cancel was set"
     if new_phase is Phase.Submitted and Phase(status.phase) is Phase.Submitted:
         # Still pending: the submission's reason and message stay, and so does the recorded
@@ -546,9 +545,9 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         if previous is not None and previous.status == job.status:
             status = status.model_copy(update={"ray_job": previous})
         return Decision(status, tuple(actions))
-    if reason == "RayJobFailed":
+    if reason == Reason.RayJobFailed:
         what = f"job {sid} failed: {job.message or 'the command exited with an error'}"
-        decided = _attempt_ended(task, status, "RayJobFailed", what, stamp, retry=task.restart_policy == RestartPolicy.OnFailure.value,
+        decided = _attempt_ended(task, status, Reason.RayJobFailed, what, stamp, retry=task.restart_policy == RestartPolicy.OnFailure.value,
                                  final=job.message or reason)
         return Decision(decided.status, tuple(actions) + decided.actions)
     status = status.model_copy(update={"attempts": _attempts(task, status, outcome=reason if new_phase.terminal else None)})
@@ -568,9 +567,9 @@ def _deleting(task: TaskState, seen: Observation, now: dt.datetime, settings: Li
     if isinstance(seen, RayUnreachable):
         waited = (now - task.deleting_since).total_seconds() if task.deleting_since else 0.0
         if waited >= settings.delete_grace_seconds:
-            what = "Ray refused the operator's credentials" if seen.reason == RAY_AUTH_FAILED else "Ray unreachable"
+            what = "Ray refused the operator's credentials" if seen.reason == Reason.RayAuthFailed else "Ray unreachable"
             return Decision(task.status, (
-                PostEvent("Warning", "FinalizerReleased",
+                PostEvent("Warning", Reason.FinalizerReleased,
                           f"{what} for {int(waited)} s (delete grace {int(settings.delete_grace_seconds)} s); "
                           f"released without stopping {task.submission_id}: {seen.error[:200]}"),
                 ReleaseFinalizer(),
@@ -598,7 +597,7 @@ def _attempts(task: TaskState, status: ArgusTaskStatus, *, outcome: str | None =
 def _attempt_ended(task: TaskState, status: ArgusTaskStatus, outcome: str, what: str, stamp: str, *, retry: bool, final: str) -> Decision:
     """An attempt that ended without success: another one, if spec.restartPolicy asks for it
     and spec.backoffLimit allows; else the task ends Failed."""
-    if outcome == "RayJobLost":
+    if outcome == Reason.RayJobLost:
         status = status.model_copy(update={"ray_job": (status.ray_job or RayJobStatus()).model_copy(update={"end_time": stamp})})
     attempts = _attempts(task, status, outcome=outcome)
     status = status.model_copy(update={"attempts": attempts})
@@ -607,11 +606,11 @@ def _attempt_ended(task: TaskState, status: ArgusTaskStatus, outcome: str, what:
     restarts = task.attempt - 1
     if restarts >= task.backoff_limit:
         message = f"attempt {task.attempt}: {what}; no restart left (spec.backoffLimit {task.backoff_limit})"
-        return Decision(_enter(task, status, Phase.Failed, "BackoffLimitExceeded", message, stamp))
+        return Decision(_enter(task, status, Phase.Failed, Reason.BackoffLimitExceeded, message, stamp))
     step_text = f" at step {status.progress.step}" if status.progress and status.progress.step is not None else ""
     message = (f"attempt {task.attempt}{step_text}: {what}; attempt {task.attempt + 1} waits in the queue "
                f"(restart {restarts + 1} of {task.backoff_limit}) and resumes from the newest checkpoint in the job folder")
-    requeued = _enter(task, status, Phase.Queued, "Retrying", message, stamp, attempt=task.attempt + 1, ray_job=None,
+    requeued = _enter(task, status, Phase.Queued, Reason.Retrying, message, stamp, attempt=task.attempt + 1, ray_job=None,
                       ray_unreachable_since=None)
     return Decision(requeued)
 

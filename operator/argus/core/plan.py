@@ -33,6 +33,7 @@ from .verlconfig.startup import startup_problems
 from .user import InvalidUserId, check_user_id
 from .verlconfig import MAX_ADDED_KEYS, ComposeRequest, Composer
 from .verlconfig.check import check_composed
+from .vocabulary import task_gpus
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 # The job's metadata key that says how many GPUs its driver reserved (entrypoint_num_gpus):
@@ -419,7 +420,7 @@ def resolve_plan(
         runtime_env={"env_vars": env_vars},
         metadata={**metadata, "argus.io/attempt": str(attempt)},
         job_dir=job_dir,
-        gpus=spec.nnodes * spec.n_gpus_per_node,
+        gpus=task_gpus(spec.nnodes, spec.n_gpus_per_node),
         attempt=attempt,
         log_file=log_file,
         home=home,

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .times import parse_time
+from .vocabulary import Key, Reason, task_gpus
 
-Key = tuple[str, str]
 Policy = Literal["fifo", "fair"]
 MAX_FREE_LISTED = 8
 
@@ -64,7 +64,7 @@ class QueuedTask:
 
     @property
     def gpus(self) -> int:
-        return self.nnodes * self.gpus_per_node
+        return task_gpus(self.nnodes, self.gpus_per_node)
 
 
 @dataclass(frozen=True)
@@ -242,13 +242,13 @@ def decide(
             continue
         position += 1
         if capacity is not None and (why := _unschedulable(task, capacity)):
-            result.waiting[task.key] = ("Unschedulable", why)
+            result.waiting[task.key] = (Reason.Unschedulable, why)
             result.positions[task.key] = position
             continue
         quota = quotas.get(task.user, settings.default_quota)
         held = in_use.get(task.user, 0)
         if quota is not None and held + task.gpus > quota:
-            result.waiting[task.key] = ("QuotaExceeded", f"waiting: user {task.user} holds {held} of the {quota} GPUs of its quota "
+            result.waiting[task.key] = (Reason.QuotaExceeded, f"waiting: user {task.user} holds {held} of the {quota} GPUs of its quota "
                                                          f"and this task needs {task.gpus}")
             result.positions[task.key] = position
             continue
@@ -274,7 +274,7 @@ def decide(
             reserved = _reserve(free, capacity, task)
             message = (f"waiting for {task.nnodes} worker node(s) with {task.gpus_per_node} free GPUs each ({text}); "
                        f"{len(reserved)} node(s) are kept for it as they drain")
-        result.waiting[task.key] = ("Queued", message)
+        result.waiting[task.key] = (Reason.Queued, message)
         result.positions[task.key] = position
     return result
 

@@ -6,10 +6,13 @@ generated from them (``argus.core.crd``), and validation parses specs with them.
 from __future__ import annotations
 
 from enum import Enum
+from collections.abc import Iterable
 from typing import Annotated, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from .vocabulary import END_PHASES, STATUS_REASONS, Phase as Phase
 
 GROUP = "argus.io"
 VERSION = "v1alpha1"
@@ -40,18 +43,10 @@ class RestartPolicy(str, Enum):
     OnFailure = "OnFailure"
 
 
-class Phase(str, Enum):
-    Queued = "Queued"
-    Submitted = "Submitted"
-    Running = "Running"
-    Succeeded = "Succeeded"
-    Failed = "Failed"
-    Stopped = "Stopped"
-    Rejected = "Rejected"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (Phase.Succeeded, Phase.Failed, Phase.Stopped, Phase.Rejected)
+def _or(words: Iterable[str]) -> str:
+    """'A, B or C', for the CRD's descriptions (generated from the vocabulary, never stale)."""
+    *rest, last = [w.value if isinstance(w, Enum) else w for w in words]
+    return f"{', '.join(rest)} or {last}" if rest else last
 
 
 class _CamelModel(BaseModel):
@@ -128,7 +123,7 @@ class ArgusTaskSpec(_CamelModel):
     backoff_limit: int = Field(3, ge=0, le=100, description="How many new attempts restartPolicy may start before the task is Failed (BackoffLimitExceeded). Default 3.")
     ttl_seconds_after_finished: Optional[int] = Field(
         None, ge=0, le=31536000,
-        description="Delete the task this many seconds after it ended (Succeeded, Failed, Stopped or Rejected); its Ray jobs leave "
+        description=f"Delete the task this many seconds after it ended ({_or(END_PHASES)}); its Ray jobs leave "
         "Ray's job history with it. Unset: the operator's default (none unless set); 0: right away.",
     )
 
@@ -200,8 +195,8 @@ class VerlConfigSource(_StatusModel):
 class ArgusTaskStatus(_StatusModel):
     """Written by the operator only (users cannot write the status subresource)."""
 
-    phase: Optional[Phase] = Field(None, description="Queued, Submitted, Running, Succeeded, Failed, Stopped or Rejected.")
-    reason: Optional[str] = Field(None, description="Why the task is in its phase, one CamelCase word (e.g. Validated, InvalidSpec, Unschedulable, Cancelled, DeadlineExceeded, RayJobLost).")
+    phase: Optional[Phase] = Field(None, description=f"{_or(Phase)}.")
+    reason: Optional[str] = Field(None, description=f"Why the task is in its phase, one CamelCase word: {_or(STATUS_REASONS)}.")
     message: Optional[str] = Field(None, description="Human-readable detail; for a Rejected task every problem, one per line.")
     user: Optional[str] = Field(None, description="The user the task runs as, from its namespace's argus.io/user label.")
     warnings: Optional[list[str]] = Field(None, description="Weak-check warnings: the task runs, but these are likely mistakes.")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from .vocabulary import Reason
+
 USER_LABEL = "argus.io/user"
 GPU_QUOTA_ANNOTATION = "argus.io/gpu-quota"  # on a user's namespace: GPUs their running tasks may hold in all
 USER_ID_PATTERN = r"^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$"
@@ -23,16 +25,16 @@ def check_user_id(user: object) -> str:
     return user
 
 
-def user_from_label(namespace: str, label: str | None) -> tuple[str | None, str, str]:
+def user_from_label(namespace: str, label: str | None) -> tuple[str | None, Reason | str, str]:
     """(user, reason, message) from a namespace's ``argus.io/user`` label (None: the
     namespace has none, or there is no such namespace); user None when the namespace
     cannot run tasks, with the reason and message that say why."""
     if not label:
-        return None, "NamespaceNotOnboarded", f"namespace {namespace} has no {USER_LABEL} label: ask an admin to run 'argus onboard <user> --namespace {namespace}'"
+        return None, Reason.NamespaceNotOnboarded, f"namespace {namespace} has no {USER_LABEL} label: ask an admin to run 'argus onboard <user> --namespace {namespace}'"
     try:
         return check_user_id(label), "", ""
     except InvalidUserId as exc:
-        return None, "InvalidUser", f"namespace label {USER_LABEL}={label!r} is not a valid user id: {exc}"
+        return None, Reason.InvalidUser, f"namespace label {USER_LABEL}={label!r} is not a valid user id: {exc}"
 
 
 def quota_from_annotation(value: object) -> int | None:
