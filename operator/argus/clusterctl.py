@@ -12,13 +12,13 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
+from .core.logquery import AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, removed_from_history, tail_text, where_the_file_is
 from .core.vocabulary import is_active, spec_gpus
-from .core.logquery import (AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, removed_from_history, tail_text,
-                            where_the_file_is)
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -376,7 +376,8 @@ def _age(created: str | None, now: Any) -> str:
 
 def queue_rows(tasks: list[dict[str, Any]], quotas: dict[str, int | None] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The waiting tasks in queue order, and per user: GPUs in use, quota, tasks queued."""
-    waiting, users = [], {}
+    waiting: list[dict[str, Any]] = []
+    users: dict[str, dict[str, Any]] = {}
     for t in tasks:
         status, meta = t.get("status") or {}, t.get("metadata") or {}
         user = status.get("user") or "?"
@@ -445,7 +446,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_table(rows: list[tuple[str, ...]]) -> None:
+def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

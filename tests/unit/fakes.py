@@ -21,21 +21,21 @@ import asyncio
 import copy
 import datetime as dt
 import itertools
-from dataclasses import dataclass, field
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from argus.controller.view import TaskView
 from argus.core.doctor import ProbeJob
-from argus.core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from argus.core.patch import apply_merge_patch
 from argus.core.plan import SubmissionPlan
+from argus.core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from argus.core.times import format_time
-from argus.core.verlconfig import ComposeRequest, Composed, ConfigTree
-from argus.controller.view import TaskView
+from argus.core.verlconfig import Composed, ComposeRequest, ConfigTree
 
 
 class FakeClock:
-    def __init__(self, start: dt.datetime = dt.datetime(2026, 12, 3, 8, 0, 0, tzinfo=dt.timezone.utc)):
+    def __init__(self, start: dt.datetime = dt.datetime(2026, 12, 3, 8, 0, 0, tzinfo=dt.UTC)):
         self.wall = start
         self.mono = 1000.0
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from argus.core.config import PlatformConfig
-from argus.core.plan import validate_task
 from argus.controller.metrics import Metrics
 from argus.controller.reconciler import Reconciler
 from argus.controller.settings import OperatorConfig
+from argus.core.config import PlatformConfig
+from argus.core.plan import validate_task
 from argus.core.rayjobs import PlacementGroup
 from fakes import FakeClock, FakeCluster, FakeRay
 

@@ -10,9 +10,31 @@ import pytest
 
 from argus.core import lifecycle as lc
 from argus.core.lifecycle import (
-    Admitted, DeleteTask, JobObserved, JobUnknown, LifecycleSettings, PostEvent, ProgressObserved, RayJobsRemoved, RayUnreachable,
-    Reconcile, ReleaseFinalizer, Refused, RemoveRayJobs, StopJob, Submit, SubmitResult, TaskState, Validated, Waiting, needs_ray,
-    phase_for_ray, step as _step, timer_due,
+    Admitted,
+    DeleteTask,
+    JobObserved,
+    JobUnknown,
+    LifecycleSettings,
+    PostEvent,
+    ProgressObserved,
+    RayJobsRemoved,
+    RayUnreachable,
+    Reconcile,
+    Refused,
+    ReleaseFinalizer,
+    RemoveRayJobs,
+    StopJob,
+    Submit,
+    SubmitResult,
+    TaskState,
+    Validated,
+    Waiting,
+    needs_ray,
+    phase_for_ray,
+    timer_due,
+)
+from argus.core.lifecycle import (
+    step as _step,
 )
 from argus.core.plan import SubmissionPlan
 from argus.core.spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, TaskProgress
@@ -20,7 +42,7 @@ from argus.core.vocabulary import REASONS_BY_PHASE, Reason
 
 pytestmark = pytest.mark.unit
 
-T0 = dt.datetime(2026, 12, 3, 8, 0, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 12, 3, 8, 0, 0, tzinfo=dt.UTC)
 SETTINGS = LifecycleSettings(ray_grace_seconds=300, delete_grace_seconds=120, dashboard_url="http://ray:8265")
 SID = "argus-ns-t-0a1b2c3d"
 PLAN = SubmissionPlan(submission_id=SID, user="alice", command="python3 -m verl.trainer.main_ppo", entrypoint="bash -lc x",
@@ -520,7 +542,7 @@ def ended(**kw: object) -> TaskState:
 
 def test_an_ended_task_is_deleted_when_its_ttl_runs_out() -> None:
     t = ended(ttl_seconds_after_finished=3600)  # ended 07:00
-    assert timer_due(t, SETTINGS) == (dt.datetime(2026, 12, 3, 8, 0, tzinfo=dt.timezone.utc), "ttl")
+    assert timer_due(t, SETTINGS) == (dt.datetime(2026, 12, 3, 8, 0, tzinfo=dt.UTC), "ttl")
     assert step(t, Reconcile(), T0 - dt.timedelta(seconds=1), SETTINGS).actions == ()
     assert step(t, Reconcile(), T0, SETTINGS).actions == (DeleteTask(),)
     assert timer_due(ended(), SETTINGS) is None  # no TTL: kept
@@ -530,7 +552,7 @@ def test_an_ended_task_is_deleted_when_its_ttl_runs_out() -> None:
 def test_an_ended_tasks_ray_jobs_leave_rays_history_after_the_retention() -> None:
     settings = LifecycleSettings(ray_job_retention_seconds=1800)
     t = ended()
-    assert timer_due(t, settings) == (dt.datetime(2026, 12, 3, 7, 30, tzinfo=dt.timezone.utc), "retention")
+    assert timer_due(t, settings) == (dt.datetime(2026, 12, 3, 7, 30, tzinfo=dt.UTC), "retention")
     assert step(t, Reconcile(), T0, settings).actions == (RemoveRayJobs((SID,)),)
     removed = step(t, RayJobsRemoved(), T0, settings).status
     assert removed.ray_jobs_removed is True

@@ -14,15 +14,31 @@ from typing import Any
 import pytest
 
 from argus.adapters.ray import RayJobsClient
-from argus.clusterctl import print_doctor
 from argus.cli import main
+from argus.clusterctl import print_doctor
 from argus.controller.doctor import Doctor
 from argus.core.config import PlatformConfig
-from argus.core.doctor import (CLUSTER, Check, DoctorSettings, Node, ProbeJob, ProbeOutcome, REPORT_MARKER, Row, Status, cluster_rows,
-                               failed, is_probe, parse_report, probe_job, probe_rows, rows_json, worker_resource_row)
+from argus.core.doctor import (
+    CLUSTER,
+    REPORT_MARKER,
+    Check,
+    DoctorSettings,
+    Node,
+    ProbeJob,
+    ProbeOutcome,
+    Row,
+    Status,
+    cluster_rows,
+    failed,
+    is_probe,
+    parse_report,
+    probe_job,
+    probe_rows,
+    rows_json,
+    worker_resource_row,
+)
 from argus.core.plan import submission_id_for
 from argus.core.rayjobs import RayNode, RayRefused
-
 from fakes import FakeClock, FakeRay
 
 pytestmark = pytest.mark.unit

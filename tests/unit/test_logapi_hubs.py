@@ -9,10 +9,9 @@ import asyncio
 
 import pytest
 
-from fakes import FakeClock
-
 from argus.controller.logapi import LogHubs
 from argus.controller.logapi_settings import add_logapi_flags, logapi_settings
+from fakes import FakeClock
 
 
 class FakeRay:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 import requests
 
-from fakes import FakeClock
-
 from argus.adapters.ray import classify
 from argus.core.rayjobs import RayAuthFailed, RayJobExists, RayJobUnknown, RayRefused, RayUnreachable
+from fakes import FakeClock
 
 pytestmark = pytest.mark.unit
 
@@ -78,6 +77,7 @@ class FakeJobSubmissionClient:
 
 def _client() -> tuple[object, FakeJobSubmissionClient, list[tuple[str, str]]]:
     import asyncio  # noqa: F401
+
     from argus.adapters.ray import RayJobsClient
     fake = FakeJobSubmissionClient("http://ray:8265")
     calls: list[tuple[str, str]] = []

@@ -99,12 +99,11 @@ CORPUS = [
 
 def _full(c: HydraComposer, overrides: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The configuration as Hydra's own load_configuration composes it in one go."""
+    from hydra.core.utils import JobRuntime
     from hydra.types import RunMode
     from omegaconf import OmegaConf, open_dict
 
     from argus.adapters.verlcompose import _hydra_settings
-
-    from hydra.core.utils import JobRuntime
 
     loader = c._loader(c._search_dir("verl.trainer.main_ppo", "config"), None)
     # As @hydra.main does before it composes (create_main_hydra2): the job is named after the

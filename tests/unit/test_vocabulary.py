@@ -11,7 +11,16 @@ import pytest
 import yaml
 
 from argus.core.vocabulary import (
-    ACTIVE_PHASES, END_PHASES, EVENT_REASONS, REASONS_BY_PHASE, STATUS_REASONS, Phase, Reason, is_active, is_ended, spec_gpus,
+    ACTIVE_PHASES,
+    END_PHASES,
+    EVENT_REASONS,
+    REASONS_BY_PHASE,
+    STATUS_REASONS,
+    Phase,
+    Reason,
+    is_active,
+    is_ended,
+    spec_gpus,
     task_shape,
 )
 

@@ -33,7 +33,8 @@ from typing import Any
 from ..core.doctor import ProbeJob
 from ..core.plan import SubmissionPlan
 from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobExists, RayJobUnknown, RayNode, RayRefused, RayUnreachable
-from ..core.rayversion import TESTED_RAY, TOKEN_AUTH_SINCE, release as _release
+from ..core.rayversion import TESTED_RAY, TOKEN_AUTH_SINCE
+from ..core.rayversion import release as _release
 
 DEFAULT_TIMEOUT = 10.0
 AUTH_WARNING_SECONDS = 60.0  # the operator's log says a refusal at most this often
@@ -155,7 +156,7 @@ def _timed_client_class(timeout: float) -> type:
     _import_ray()
     from ray.job_submission import JobSubmissionClient
 
-    class TimedJobSubmissionClient(JobSubmissionClient):  # type: ignore[misc, valid-type]
+    class TimedJobSubmissionClient(JobSubmissionClient):
         def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
             kwargs.setdefault("timeout", timeout)
             return super()._do_request(method, endpoint, **kwargs)

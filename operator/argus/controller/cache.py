@@ -26,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException

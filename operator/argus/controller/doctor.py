@@ -16,9 +16,21 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 
+from ..core.doctor import (
+    CLUSTER,
+    Check,
+    DoctorSettings,
+    Node,
+    ProbeOutcome,
+    Row,
+    Status,
+    cluster_rows,
+    nodes_to_probe,
+    probe_job,
+    probe_rows,
+    worker_resource_row,
+)
 from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
-from ..core.doctor import (CLUSTER, Check, DoctorSettings, Node, ProbeOutcome, Row, Status, cluster_rows, nodes_to_probe,
-                           probe_job, probe_rows, worker_resource_row)
 from .jobsync import HistoryRemovals
 from .ports import RayJobs
 

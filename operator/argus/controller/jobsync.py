@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Callable
+from collections.abc import Callable
 
-from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
 from ..core.plan import driver_gpus
 from ..core.polling import FASTEST_POLL_SECONDS, poll_delay
 from ..core.queue import Capacity, WorkerNode
+from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core.times import parse_time
 from ..core.vocabulary import Key, Reason
 from .ports import RayJobs

@@ -28,7 +28,6 @@ the front proxy without a user check: the aggregator's availability check reads 
 from __future__ import annotations
 
 import asyncio
-
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -39,10 +38,19 @@ from aiohttp import web
 
 from ..adapters.kubeauth import Access, FrontProxy
 from ..core.clock import Clock
-from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.fanout import Broadcast, FollowerLimit, Reader
-from ..core.logquery import (AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, parse_log_query, removed_from_history,
-                             tail_text, where_the_file_is)
+from ..core.logquery import (
+    AttemptLog,
+    LogQuery,
+    LogQueryError,
+    attempt_log,
+    forgotten_by_ray,
+    parse_log_query,
+    removed_from_history,
+    tail_text,
+    where_the_file_is,
+)
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.times import parse_time
 from ..core.vocabulary import Key, is_active
 from .logapi_settings import LogApiSettings

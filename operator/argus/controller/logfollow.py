@@ -16,8 +16,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.progress import ProgressReader
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import TaskProgress
 from ..core.vocabulary import Key
 from .ports import RayJobs

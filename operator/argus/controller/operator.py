@@ -19,7 +19,7 @@ from ..core.clock import Clock
 from ..core.doctor import DoctorSettings
 from ..core.rayjobs import RayRefused, RayUnreachable
 from ..core.user import USER_LABEL, user_from_label
-from ..core.verlconfig import ComposeRequest, Composer
+from ..core.verlconfig import Composer, ComposeRequest
 from .cache import TaskCache, worth_a_look
 from .doctor import Doctor, DoctorLoop
 from .health import Checks, HealthServer
@@ -54,7 +54,7 @@ class Operator:
     @classmethod
     def build(cls, config: OperatorConfig, webhook: WebhookSettings | None = None, kubeconfig: str | None = None,
               logs_api: LogApiSettings | None = None, composer: Composer | None = None, *, clock: Clock,
-              metrics: Metrics) -> "Operator":
+              metrics: Metrics) -> Operator:
         """Wire the real adapters around the entry point's clock and metrics (which
         ``--metrics-port`` serves). Call from a running event loop (kopf's startup)."""
         load_kube_config(kubeconfig)
@@ -133,12 +133,13 @@ class Operator:
         post = None
         lease_ns = self.config.leader_election_namespace
         if lease_ns and (not self.config.namespaces or lease_ns in self.config.namespaces):
-            namespace, name = self.config.leader_election_namespace, self.config.leader_election_name
+            namespace, name = lease_ns, self.config.leader_election_name
 
             async def post(type_: str, reason: str, message: str) -> None:
                 await self.store.event_on("coordination.k8s.io/v1", "Lease", namespace, name, None, type_, reason, message)
+        leader = self.leader
         return DoctorLoop(Doctor(self.ray, settings, address=self.config.ray_address, monotonic=self.clock.monotonic),
-                          self.config.doctor_interval, leads=(lambda: self.leader.is_leader) if self.leader else (lambda: True),
+                          self.config.doctor_interval, leads=(lambda: leader.is_leader) if leader else (lambda: True),
                           observe=self.metrics.observe_doctor, post_event=post, monotonic=self.clock.monotonic)
 
     async def say_ray_version(self, every: float = 30.0) -> None:

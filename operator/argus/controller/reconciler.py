@@ -30,16 +30,16 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ..adapters.kube import api_error
-from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
 from ..core import lifecycle
-from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
-from ..core.plan import validate_spec, validate_task
-from ..core.verlconfig import Composer
-from ..core.patch import merge_patch
-from ..core.spec import API_VERSION, KIND, ArgusTaskStatus, Phase, TaskPath
 from ..core.clock import Clock
+from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
+from ..core.patch import merge_patch
+from ..core.plan import validate_spec, validate_task
+from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
+from ..core.spec import API_VERSION, KIND, ArgusTaskStatus, Phase, TaskPath
 from ..core.times import parse_time
 from ..core.user import USER_LABEL, user_from_label
+from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
 from .admission import AdmissionInputs, in_use
 from .jobsync import HistoryRemovals, JobSync, NodeCache
@@ -74,14 +74,14 @@ class Draft:
     events: list[PostEvent] = field(default_factory=list)
 
     @classmethod
-    def of(cls, view: TaskView) -> "Draft":
+    def of(cls, view: TaskView) -> Draft:
         return cls(persisted=view, view=view)
 
     def take(self, decision: Decision) -> list[lifecycle.Action]:
         """Record the decision's status and events; return the other actions."""
         self.status = decision.status
         self.view = self.view.with_changes(status=status_document(decision.status))
-        rest = []
+        rest: list[lifecycle.Action] = []
         for action in decision.actions:
             if isinstance(action, PostEvent):
                 self.events.append(action)
@@ -195,10 +195,10 @@ class Reconciler:
         for v in views:
             if v.key in drafts or v.deleting:
                 continue
-            due = lifecycle.timer_due(v.state, self.settings)
-            if due is not None:
-                timers.append(due[0])
-            if (v.phase == Phase.Queued.value and v.cancel and not v.holds_finalizer) or (due is not None and due[0] <= now):
+            timer = lifecycle.timer_due(v.state, self.settings)
+            if timer is not None:
+                timers.append(timer[0])
+            if (v.phase == Phase.Queued.value and v.cancel and not v.holds_finalizer) or (timer is not None and timer[0] <= now):
                 looks.append(v.key)
         await self._each(self._reconcile(key) for key in looks)
         self._next_timer = min((t for t in timers if t > now), default=None)

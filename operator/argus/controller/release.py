@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, cast
 
 from ..adapters.kube import KubeTaskStore, api_error
 from ..adapters.ray import RayJobsClient
 from ..core.clock import Clock
-from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.lifecycle import FINALIZER
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import GROUP, PLURAL, VERSION
 from .settings import OperatorConfig
 from .view import TaskView
@@ -44,8 +44,8 @@ def list_tasks(namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
             kwargs: dict[str, Any] = {"limit": 500, "_request_timeout": 60}
             if token:
                 kwargs["_continue"] = token
-            page = (api.list_namespaced_custom_object(GROUP, VERSION, scope, PLURAL, **kwargs) if scope
-                    else api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs))
+            page = cast(dict[str, Any], api.list_namespaced_custom_object(GROUP, VERSION, scope, PLURAL, **kwargs) if scope
+                        else api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs))
             items.extend(page["items"])
             token = page["metadata"].get("continue")
             if not token:

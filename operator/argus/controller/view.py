@@ -11,9 +11,10 @@ drift; the words they share (phases, Key, the GPU count) come from ``core.vocabu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -64,7 +65,7 @@ class TaskView:
     resource_version: str = ""
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> "TaskView":
+    def from_body(cls, body: Mapping[str, Any]) -> TaskView:
         meta = body.get("metadata", {})
         status = {k: v for k, v in _plain(body.get("status") or {}).items() if k in STATUS_FIELDS}
         return cls(
@@ -75,7 +76,7 @@ class TaskView:
             resource_version=str(meta.get("resourceVersion", "")),
         )
 
-    def with_changes(self, **changes: Any) -> "TaskView":
+    def with_changes(self, **changes: Any) -> TaskView:
         return replace(self, **changes)
 
     @property

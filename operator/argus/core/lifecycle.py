@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Any, Literal
 
 from .plan import SubmissionPlan, submission_id_for
 from .problems import cap_lines
-from .spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress, VerlConfigSource
+from .spec import ArgusTaskStatus, AttemptRecord, Condition, ConditionStatus, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress, VerlConfigSource
 from .times import format_time, from_epoch_ms, parse_time
 from .vocabulary import ACTIVE_PHASES, Reason
 
@@ -212,8 +212,8 @@ class RayJobsRemoved:
     """The task's Ray jobs were removed from Ray's job history."""
 
 
-Observation = Union[Validated, Refused, Waiting, Admitted, SubmitResult, JobObserved, JobUnknown, RayUnreachable, Reconcile,
-                    ProgressObserved, RayJobsRemoved]
+Observation = (Validated | Refused | Waiting | Admitted | SubmitResult | JobObserved | JobUnknown | RayUnreachable | Reconcile
+               | ProgressObserved | RayJobsRemoved)
 
 
 # --------------------------------------------------------------------------- actions
@@ -259,7 +259,7 @@ class PostEvent:
     message: str
 
 
-Action = Union[Submit, StopJob, ReleaseFinalizer, RemoveRayJobs, DeleteTask, PostEvent]
+Action = Submit | StopJob | ReleaseFinalizer | RemoveRayJobs | DeleteTask | PostEvent
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ class Decision:
 def set_condition(conditions: list[Condition] | None, type_: str, status: bool, reason: str, message: str, *,
                   now: str, generation: int | None) -> list[Condition]:
     """Conditions with ``type_`` set; lastTransitionTime moves only when its status changes."""
-    value = "True" if status else "False"
+    value = ConditionStatus.true if status else ConditionStatus.false
     message = message[:MAX_CONDITION_MESSAGE]
     out: list[Condition] = []
     found = False
@@ -583,7 +583,7 @@ def _attempts(task: TaskState, status: ArgusTaskStatus, *, outcome: str | None =
     records = list(status.attempts or [])
     current = next((r for r in records if r.attempt == task.attempt), None)
     job = status.ray_job
-    fields = {
+    fields: dict[str, Any] = {
         "submission_id": task.submission_id,
         "start_time": (job.start_time if job else None) or (current.start_time if current else None),
         "end_time": (job.end_time if job else None) or (current.end_time if current else None),

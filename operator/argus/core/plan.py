@@ -29,10 +29,10 @@ from .problems import Problem
 from .rules import kind_problems
 from .spec import API_VERSION, KIND, ArgusTaskSpec
 from .template import DEFAULT_VERL_VERSION, basic_command
-from .verlconfig.startup import startup_problems
 from .user import InvalidUserId, check_user_id
-from .verlconfig import MAX_ADDED_KEYS, ComposeRequest, Composer
+from .verlconfig import MAX_ADDED_KEYS, Composer, ComposeRequest
 from .verlconfig.check import check_composed
+from .verlconfig.startup import startup_problems
 from .vocabulary import task_gpus
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -212,16 +212,16 @@ def _job_environment(checked: CheckedCommand, argus_env: dict[str, str]) -> dict
     variable that adds to an inherited value Argus does not set is left out (unknown here)."""
     env = dict(argus_env)
     for name, parts in checked.environment.items():
-        text = []
+        text: list[str] = []
         for p in parts:
-            if type(p) is Var:
-                if p.name not in argus_env:  # type: ignore[union-attr]
+            if isinstance(p, Var):
+                if p.name not in argus_env:
                     break
-                text.append(argus_env[p.name])  # type: ignore[union-attr]
+                text.append(argus_env[p.name])
             else:
-                text.append(date_sample(p.format) if type(p) is Date else p)  # type: ignore[union-attr, arg-type]
+                text.append(date_sample(p.format) if isinstance(p, Date) else p)
         else:
-            env[name] = "".join(text)  # type: ignore[arg-type]
+            env[name] = "".join(text)
             continue
         env.pop(name, None)
     return env
@@ -361,7 +361,8 @@ def validate_task(manifest: Any, user: str, config: PlatformConfig, composer: Co
     if not isinstance(manifest, Mapping):
         findings.error("document", manifest, "must be an ArgusTask manifest (a mapping)")
         return Verdict(name=None, namespace=None, errors=findings.errors)
-    metadata = manifest.get("metadata") if isinstance(manifest.get("metadata"), Mapping) else {}
+    raw_metadata = manifest.get("metadata")
+    metadata: Mapping[str, Any] = raw_metadata if isinstance(raw_metadata, Mapping) else {}
     name, namespace, uid = metadata.get("name"), metadata.get("namespace"), metadata.get("uid")
     if manifest.get("apiVersion") != API_VERSION:
         findings.error("apiVersion", manifest.get("apiVersion"), f"must be {API_VERSION}")

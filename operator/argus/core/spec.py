@@ -5,14 +5,15 @@ generated from them (``argus.core.crd``), and validation parses specs with them.
 
 from __future__ import annotations
 
-from enum import Enum
 from collections.abc import Iterable
-from typing import Annotated, Optional
+from enum import Enum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from .vocabulary import END_PHASES, STATUS_REASONS, Phase as Phase
+from .vocabulary import END_PHASES, STATUS_REASONS
+from .vocabulary import Phase as Phase  # noqa: PLC0414 - re-exported: the API's readers take Phase from spec
 
 GROUP = "argus.io"
 VERSION = "v1alpha1"
@@ -83,36 +84,36 @@ class ArgusTaskSpec(_CamelModel):
     workload: Workload = Field(description="Training workload: ppo, grpo or sft. Used for naming and by the basic template.")
     nnodes: int = Field(ge=1, le=1024, description="Number of nodes the training uses (trainer.nnodes). At least 1.")
     n_gpus_per_node: int = Field(ge=1, le=64, description="GPUs per node (trainer.n_gpus_per_node). At least 1. The queue admits the task when nnodes*nGpusPerNode GPUs are free.")
-    command: Optional[str] = Field(
+    command: str | None = Field(
         None, max_length=MAX_COMMAND_BYTES,
         description="advanced only: the shell command that runs verl, e.g. 'python3 -m verl.trainer.main_ppo data.train_files=$HOME/datasets/x.parquet ...'. "
         "Multi-line allowed, at most 64 KiB. $HOME expands to your home, $HOME/common/datasets and $HOME/common/hf to the shared read-only data. "
         "Written in Argus's command language (set, NAME=value, export, one entrypoint, | tee); the command that runs is generated from it.",
     )
-    model_id: Optional[PathField] = Field(None, description="basic only: Hugging Face model id (e.g. Qwen/Qwen2.5-0.5B-Instruct), or a path in your home ($HOME/...), under $HOME/common/hf (also /private/common/hf) or /private/common/models.")
-    train_file: Optional[PathField] = Field(None, description="basic only: training data file (parquet), under $HOME/datasets or $HOME/common/datasets.")
-    val_file: Optional[PathField] = Field(None, description="basic only: validation data file (parquet), under $HOME/datasets or $HOME/common/datasets.")
-    code_path: Optional[PathField] = Field(None, description="basic only: verl code snapshot to run, one folder under /private/common/ (no ':'; default: the platform's snapshot).")
-    total_epochs: Optional[int] = Field(None, ge=1, le=100000, description="basic only: trainer.total_epochs (default 1).")
-    save_freq: Optional[int] = Field(None, ge=-1, le=1000000, description="basic only: trainer.save_freq, checkpoint every N steps (-1: never).")
-    test_freq: Optional[int] = Field(None, ge=-1, le=1000000, description="basic only: trainer.test_freq, validate every N steps (-1: never).")
-    train_batch_size: Optional[int] = Field(None, ge=1, le=1000000, description="basic only: data.train_batch_size.")
-    max_prompt_length: Optional[int] = Field(None, ge=1, le=10000000, description="basic only: data.max_prompt_length (ppo/grpo).")
-    max_response_length: Optional[int] = Field(None, ge=1, le=10000000, description="basic only: data.max_response_length (ppo/grpo).")
-    learning_rate: Optional[float] = Field(None, gt=0, le=1, description="basic only: actor learning rate (actor_rollout_ref.actor.optim.lr, or optim.lr for sft).")
-    rollout_n: Optional[int] = Field(None, ge=2, le=1024, description="basic only, grpo: responses per prompt (actor_rollout_ref.rollout.n, default 5).")
-    custom_reward_path: Optional[PathField] = Field(None, description="basic only, ppo/grpo: a .py file under $HOME/code holding the reward function.")
-    custom_reward_name: Optional[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=253)]] = Field(None, description="basic only: the reward function's name in customRewardPath (default compute_score).")
-    project_name: Optional[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")]] = Field(None, description="basic only: trainer.project_name (default argus).")
-    experiment_name: Optional[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")]] = Field(None, description="basic only: trainer.experiment_name (default <namespace>-<name>).")
-    overrides: Optional[list[Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]]] = Field(
+    model_id: PathField | None = Field(None, description="basic only: Hugging Face model id (e.g. Qwen/Qwen2.5-0.5B-Instruct), or a path in your home ($HOME/...), under $HOME/common/hf (also /private/common/hf) or /private/common/models.")
+    train_file: PathField | None = Field(None, description="basic only: training data file (parquet), under $HOME/datasets or $HOME/common/datasets.")
+    val_file: PathField | None = Field(None, description="basic only: validation data file (parquet), under $HOME/datasets or $HOME/common/datasets.")
+    code_path: PathField | None = Field(None, description="basic only: verl code snapshot to run, one folder under /private/common/ (no ':'; default: the platform's snapshot).")
+    total_epochs: int | None = Field(None, ge=1, le=100000, description="basic only: trainer.total_epochs (default 1).")
+    save_freq: int | None = Field(None, ge=-1, le=1000000, description="basic only: trainer.save_freq, checkpoint every N steps (-1: never).")
+    test_freq: int | None = Field(None, ge=-1, le=1000000, description="basic only: trainer.test_freq, validate every N steps (-1: never).")
+    train_batch_size: int | None = Field(None, ge=1, le=1000000, description="basic only: data.train_batch_size.")
+    max_prompt_length: int | None = Field(None, ge=1, le=10000000, description="basic only: data.max_prompt_length (ppo/grpo).")
+    max_response_length: int | None = Field(None, ge=1, le=10000000, description="basic only: data.max_response_length (ppo/grpo).")
+    learning_rate: float | None = Field(None, gt=0, le=1, description="basic only: actor learning rate (actor_rollout_ref.actor.optim.lr, or optim.lr for sft).")
+    rollout_n: int | None = Field(None, ge=2, le=1024, description="basic only, grpo: responses per prompt (actor_rollout_ref.rollout.n, default 5).")
+    custom_reward_path: PathField | None = Field(None, description="basic only, ppo/grpo: a .py file under $HOME/code holding the reward function.")
+    custom_reward_name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=253)] | None = Field(None, description="basic only: the reward function's name in customRewardPath (default compute_score).")
+    project_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")] | None = Field(None, description="basic only: trainer.project_name (default argus).")
+    experiment_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")] | None = Field(None, description="basic only: trainer.experiment_name (default <namespace>-<name>).")
+    overrides: list[Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]] | None = Field(
         None, max_length=MAX_OVERRIDES,
         description="basic only: more Hydra overrides for verl (key=value, +key=value), appended to the generated command "
         "after the template's own (the last value of a key wins), e.g. ['actor_rollout_ref.actor.ppo_epochs=2']. "
         "$HOME expands as in paths; they are checked like the words of an advanced command.",
     )
     cancel: bool = Field(False, description="Set to true to stop the task (the only change allowed after creation, and only from false to true).")
-    active_deadline_seconds: Optional[int] = Field(None, ge=1, le=31536000, description="Stop the task and mark it Failed (DeadlineExceeded) this many seconds after it was admitted.")
+    active_deadline_seconds: int | None = Field(None, ge=1, le=31536000, description="Stop the task and mark it Failed (DeadlineExceeded) this many seconds after it was admitted.")
     priority: int = Field(0, ge=-1000000, le=1000000, description="Queue priority: higher runs first; ties go by creation time. Default 0.")
     restart_policy: RestartPolicy = Field(
         RestartPolicy.Never,
@@ -121,7 +122,7 @@ class ArgusTaskSpec(_CamelModel):
         "runs in the same job folder, so verl's trainer.resume_mode=auto resumes from the newest checkpoint.",
     )
     backoff_limit: int = Field(3, ge=0, le=100, description="How many new attempts restartPolicy may start before the task is Failed (BackoffLimitExceeded). Default 3.")
-    ttl_seconds_after_finished: Optional[int] = Field(
+    ttl_seconds_after_finished: int | None = Field(
         None, ge=0, le=31536000,
         description=f"Delete the task this many seconds after it ended ({_or(END_PHASES)}); its Ray jobs leave "
         "Ray's job history with it. Unset: the operator's default (none unless set); 0: right away.",
@@ -129,12 +130,12 @@ class ArgusTaskSpec(_CamelModel):
 
 
 class RayJobStatus(_StatusModel):
-    submission_id: Optional[str] = Field(None, description="The Ray job's submission id, derived from the object's UID.")
-    status: Optional[str] = Field(None, description="The Ray job status as Ray reports it (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED).")
-    driver_node_id: Optional[str] = Field(None, description="The Ray node that runs the job's driver (always a worker node, never the head).")
-    start_time: Optional[str] = Field(None, description="When Ray started the job (RFC 3339).")
-    end_time: Optional[str] = Field(None, description="When the job ended in Ray (RFC 3339).")
-    dashboard_url: Optional[str] = Field(None, description="The Ray dashboard the job was submitted to.")
+    submission_id: str | None = Field(None, description="The Ray job's submission id, derived from the object's UID.")
+    status: str | None = Field(None, description="The Ray job status as Ray reports it (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED).")
+    driver_node_id: str | None = Field(None, description="The Ray node that runs the job's driver (always a worker node, never the head).")
+    start_time: str | None = Field(None, description="When Ray started the job (RFC 3339).")
+    end_time: str | None = Field(None, description="When the job ended in Ray (RFC 3339).")
+    dashboard_url: str | None = Field(None, description="The Ray dashboard the job was submitted to.")
 
 
 class ConditionStatus(str, Enum):
@@ -148,7 +149,7 @@ class Condition(_StatusModel):
 
     type: Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")] = Field(description="Condition type: Admitted, Running, Complete, Failed, Finished (any end), RayReachable.")
     status: ConditionStatus = Field(description="True, False or Unknown.")
-    observed_generation: Optional[int] = Field(None, ge=0, description="The .metadata.generation the condition was set for.")
+    observed_generation: int | None = Field(None, ge=0, description="The .metadata.generation the condition was set for.")
     last_transition_time: str = Field(json_schema_extra={"format": "date-time"}, description="When the condition last changed status.")
     reason: Annotated[str, Field(max_length=1024, min_length=1, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")] = Field(description="A CamelCase word saying why.")
     message: Annotated[str, Field(max_length=32768)] = Field(description="Human-readable detail.")
@@ -164,14 +165,14 @@ class TaskPath(_StatusModel):
 class TaskProgress(_StatusModel):
     """Training progress, read from verl's own lines in the job's log (Total training steps: N; step:N - key:value ...)."""
 
-    step: Optional[int] = Field(None, ge=0, description="The last training step verl reported.")
-    total_steps: Optional[int] = Field(None, ge=0, description="Total training steps, as verl announced them.")
-    percent: Optional[float] = Field(None, ge=0, le=100, description="step / totalSteps, in percent.")
-    summary: Optional[str] = Field(None, description="step/totalSteps, as the Progress column shows it.")
-    last_step_time: Optional[str] = Field(None, json_schema_extra={"format": "date-time"}, description="When the last step was reported.")
-    eta: Optional[str] = Field(None, json_schema_extra={"format": "date-time"}, description="When the run should end, from the recent step times.")
-    resumed_from_step: Optional[int] = Field(None, ge=0, description="The checkpointed step this attempt resumed from (verl's 'Resuming from ...').")
-    metrics: Optional[dict[str, float]] = Field(None, description="The latest values of the metrics the operator follows (for example critic/score/mean).")
+    step: int | None = Field(None, ge=0, description="The last training step verl reported.")
+    total_steps: int | None = Field(None, ge=0, description="Total training steps, as verl announced them.")
+    percent: float | None = Field(None, ge=0, le=100, description="step / totalSteps, in percent.")
+    summary: str | None = Field(None, description="step/totalSteps, as the Progress column shows it.")
+    last_step_time: str | None = Field(None, json_schema_extra={"format": "date-time"}, description="When the last step was reported.")
+    eta: str | None = Field(None, json_schema_extra={"format": "date-time"}, description="When the run should end, from the recent step times.")
+    resumed_from_step: int | None = Field(None, ge=0, description="The checkpointed step this attempt resumed from (verl's 'Resuming from ...').")
+    metrics: dict[str, float] | None = Field(None, description="The latest values of the metrics the operator follows (for example critic/score/mean).")
 
 
 class AttemptRecord(_StatusModel):
@@ -179,10 +180,10 @@ class AttemptRecord(_StatusModel):
 
     attempt: int = Field(ge=1, description="1 for the first run; each restart adds one.")
     submission_id: str = Field(description="The Ray job of this attempt.")
-    start_time: Optional[str] = Field(None, json_schema_extra={"format": "date-time"}, description="When Ray started it.")
-    end_time: Optional[str] = Field(None, json_schema_extra={"format": "date-time"}, description="When it ended (or was found lost).")
-    outcome: Optional[str] = Field(None, description="How it ended: RayJobLost, RayJobFailed, ... (empty while it runs).")
-    last_step: Optional[int] = Field(None, ge=0, description="The last training step it reported.")
+    start_time: str | None = Field(None, json_schema_extra={"format": "date-time"}, description="When Ray started it.")
+    end_time: str | None = Field(None, json_schema_extra={"format": "date-time"}, description="When it ended (or was found lost).")
+    outcome: str | None = Field(None, description="How it ended: RayJobLost, RayJobFailed, ... (empty while it runs).")
+    last_step: int | None = Field(None, ge=0, description="The last training step it reported.")
 
 
 class VerlConfigSource(_StatusModel):
@@ -195,23 +196,23 @@ class VerlConfigSource(_StatusModel):
 class ArgusTaskStatus(_StatusModel):
     """Written by the operator only (users cannot write the status subresource)."""
 
-    phase: Optional[Phase] = Field(None, description=f"{_or(Phase)}.")
-    reason: Optional[str] = Field(None, description=f"Why the task is in its phase, one CamelCase word: {_or(STATUS_REASONS)}.")
-    message: Optional[str] = Field(None, description="Human-readable detail; for a Rejected task every problem, one per line.")
-    user: Optional[str] = Field(None, description="The user the task runs as, from its namespace's argus.io/user label.")
-    warnings: Optional[list[str]] = Field(None, description="Weak-check warnings: the task runs, but these are likely mistakes.")
-    command: Optional[str] = Field(None, description="The expanded command that runs.")
-    verl: Optional[VerlConfigSource] = Field(None, description="The verl config tree the configuration was composed and checked with; a warning says so when it is not the cluster's own.")
-    queue_position: Optional[int] = Field(None, ge=0, description="1-based place in the global queue while Queued.")
-    admitted_at: Optional[str] = Field(None, description="When the queue admitted the task (RFC 3339); the active deadline counts from here.")
-    ray_job: Optional[RayJobStatus] = Field(None, description="The Ray job that runs the task.")
-    conditions: Optional[list[Condition]] = Field(None, description="Admitted, Running, Complete, Failed, Finished (true at every end) and RayReachable conditions.")
-    observed_generation: Optional[int] = Field(None, description="The .metadata.generation the operator last acted on.")
-    ray_unreachable_since: Optional[str] = Field(None, description="When the operator first failed to reach Ray for this task (grace period start); empty when reachable.")
-    attempt: Optional[int] = Field(None, ge=1, description="The current (or last) attempt: 1, or more after restarts (spec.restartPolicy).")
-    attempts: Optional[list[AttemptRecord]] = Field(None, description="Every attempt that ran, oldest first.")
-    progress: Optional[TaskProgress] = Field(None, description="Training progress of the current attempt, from verl's log lines.")
-    job_dir: Optional[TaskPath] = Field(None, description="The task's job folder: the driver's working directory, the log files, verl's default checkpoints.")
-    log_file: Optional[TaskPath] = Field(None, description="The current attempt's log: everything the driver printed (stdout and stderr, in order).")
-    finished_at: Optional[str] = Field(None, json_schema_extra={"format": "date-time"}, description="When the task ended (ttlSecondsAfterFinished counts from here).")
-    ray_jobs_removed: Optional[bool] = Field(None, description="True once the task's Ray jobs were removed from Ray's job history (their logs stay in the log files).")
+    phase: Phase | None = Field(None, description=f"{_or(Phase)}.")
+    reason: str | None = Field(None, description=f"Why the task is in its phase, one CamelCase word: {_or(STATUS_REASONS)}.")
+    message: str | None = Field(None, description="Human-readable detail; for a Rejected task every problem, one per line.")
+    user: str | None = Field(None, description="The user the task runs as, from its namespace's argus.io/user label.")
+    warnings: list[str] | None = Field(None, description="Weak-check warnings: the task runs, but these are likely mistakes.")
+    command: str | None = Field(None, description="The expanded command that runs.")
+    verl: VerlConfigSource | None = Field(None, description="The verl config tree the configuration was composed and checked with; a warning says so when it is not the cluster's own.")
+    queue_position: int | None = Field(None, ge=0, description="1-based place in the global queue while Queued.")
+    admitted_at: str | None = Field(None, description="When the queue admitted the task (RFC 3339); the active deadline counts from here.")
+    ray_job: RayJobStatus | None = Field(None, description="The Ray job that runs the task.")
+    conditions: list[Condition] | None = Field(None, description="Admitted, Running, Complete, Failed, Finished (true at every end) and RayReachable conditions.")
+    observed_generation: int | None = Field(None, description="The .metadata.generation the operator last acted on.")
+    ray_unreachable_since: str | None = Field(None, description="When the operator first failed to reach Ray for this task (grace period start); empty when reachable.")
+    attempt: int | None = Field(None, ge=1, description="The current (or last) attempt: 1, or more after restarts (spec.restartPolicy).")
+    attempts: list[AttemptRecord] | None = Field(None, description="Every attempt that ran, oldest first.")
+    progress: TaskProgress | None = Field(None, description="Training progress of the current attempt, from verl's log lines.")
+    job_dir: TaskPath | None = Field(None, description="The task's job folder: the driver's working directory, the log files, verl's default checkpoints.")
+    log_file: TaskPath | None = Field(None, description="The current attempt's log: everything the driver printed (stdout and stderr, in order).")
+    finished_at: str | None = Field(None, json_schema_extra={"format": "date-time"}, description="When the task ended (ttlSecondsAfterFinished counts from here).")
+    ray_jobs_removed: bool | None = Field(None, description="True once the task's Ray jobs were removed from Ray's job history (their logs stay in the log files).")
