@@ -110,6 +110,12 @@ def test_a_lost_or_unknown_job_is_an_answer_not_an_error() -> None:
     assert value(metrics, "argus_ray_api_call_duration_seconds_count", operation="status") == 2
 
 
+def test_the_process_series_are_served_too() -> None:
+    families = text_string_to_metric_families(generate_latest(Metrics(FakeClock()).registry).decode())
+    names = {f.name for f in families}
+    assert {"process_resident_memory_bytes", "process_cpu_seconds", "python_info"} <= names
+
+
 def test_each_metrics_object_has_its_own_registry_and_none_on_the_global_one() -> None:
     one, other = Metrics(FakeClock()), Metrics(FakeClock())
     one.observe_phase_change("Running", "Failed", "RayJobLost")

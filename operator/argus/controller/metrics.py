@@ -11,7 +11,17 @@ import platform
 from collections import Counter as _Count
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    start_http_server,
+)
 
 from .. import __version__
 from ..core.clock import Clock
@@ -34,6 +44,11 @@ class Metrics:
         self.clock = clock
         self.registry = CollectorRegistry()
         r = self.registry
+        # The process's own series (process_*, python_*), as the client library's default
+        # registry has them.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.tasks = Gauge("argus_tasks", "ArgusTasks by phase", ["phase"], registry=r)
         self.queue_length = Gauge("argus_queue_length", "ArgusTasks waiting in the queue", registry=r)
         self.submit_latency = Histogram("argus_submit_latency_seconds", "Time from task creation to its Ray submission",
