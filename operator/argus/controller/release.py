@@ -79,7 +79,7 @@ async def _stop_and_wait(ray: RayJobsClient, submission_id: str, timeout: float)
 async def release_finalizers(config: OperatorConfig, *, stop_jobs: bool = True, timeout: float = 120.0) -> int:
     """Returns the exit code: 0 when every finalizer is gone, 1 otherwise."""
     store = KubeTaskStore()
-    ray = RayJobsClient(config.ray_address)
+    ray = RayJobsClient(config.ray_address, token_file=config.ray_token_file)  # a token-protected Ray refuses the stops without it
     items = await asyncio.to_thread(list_tasks, config.namespaces)
     views = [TaskView.from_body(i) for i in items]
     held = [v for v in views if v.holds_finalizer]
