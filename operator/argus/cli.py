@@ -205,6 +205,13 @@ def dump_yaml(documents: list[Any], stream: Any) -> None:
     yaml.dump_all(documents, stream, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False, width=1000, allow_unicode=True)
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    from .completion import command_tree, script  # noqa: PLC0415
+
+    sys.stdout.write(script(args.shell, command_tree(build_parser())))
+    return EXIT_OK
+
+
 def cmd_crd(args: argparse.Namespace) -> int:
     sys.stdout.write(crd_yaml())
     return EXIT_OK
@@ -264,6 +271,13 @@ def build_parser(prog: str = "argus") -> argparse.ArgumentParser:
 
     p = sub.add_parser("crd", help="print the ArgusTask CRD")
     p.set_defaults(func=cmd_crd)
+
+    p = sub.add_parser("completion", help="print the shell completion script for bash, zsh or fish (argus and kubectl-argus), "
+                                          "generated from these commands and flags",
+                       description="Load it with: source <(argus completion bash), source <(argus completion zsh), or "
+                                   "argus completion fish | source.")
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
+    p.set_defaults(func=cmd_completion)
 
     # The cluster commands (logs, onboard) import the kubernetes and Ray clients only when
     # they run, so the offline commands above load nothing but the core.
