@@ -56,24 +56,60 @@ def _user(args: argparse.Namespace) -> str:
         raise UsageError(f"--user: {exc}") from None
 
 
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")  # what kubectl apply -f DIR reads
+
+
+def manifest_files(paths: Sequence[str], recursive: bool) -> list[str]:
+    """The files ``-f`` names, as ``kubectl apply -f`` reads them: a file as is (``-`` is
+    stdin), a directory's .yaml, .yml and .json files in name order, its subdirectories' too
+    with ``-R``."""
+    files: list[str] = []
+    for path in paths:
+        if path == "-" or not os.path.isdir(path):
+            files.append(path)
+            continue
+        found: list[str] = []
+        for folder, subdirs, names in os.walk(path):
+            subdirs[:] = sorted(subdirs) if recursive else []
+            found += [os.path.join(folder, n) for n in sorted(names) if n.endswith(MANIFEST_SUFFIXES)]
+        if not found:
+            more = "" if recursive else " (-R reads its subdirectories too)"
+            raise UsageError(f"{path} holds no .yaml, .yml or .json files{more}")
+        files += found
+    return files
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     config, user = platform_config(args), _user(args)
-    docs = _read_documents(args.filename)
+    files = manifest_files(args.filename, args.recursive)
+    several = len(files) > 1 or any(p != "-" and os.path.isdir(p) for p in args.filename)
     composer = verl_composer(args, config, fetch=True)
-    verdicts = [validate_task(doc, user, config, composer) for doc in docs]
-    if args.output == "json":
-        out = [{"name": v.name, "valid": v.valid, "errors": v.error_lines(), "warnings": v.warning_lines(),
-                "expandedCommand": v.expanded_command, "verl": v.verl} for v in verdicts]
-        print(json.dumps(out, indent=2))
-    else:
-        for i, v in enumerate(verdicts):
+    results: list[dict[str, Any]] = []  # one per document, or one per file that cannot be read as YAML
+    for path in files:
+        try:
+            docs = _read_documents(path)
+        except UsageError as exc:
+            if not several:
+                raise
+            # In a folder, one broken file is one problem: the others are still checked.
+            results.append({"file": path, "name": None, "valid": False, "errors": [str(exc)], "warnings": [],
+                            "expandedCommand": None, "verl": None, "label": path})
+            continue
+        for i, doc in enumerate(docs):
+            v = validate_task(doc, user, config, composer)
             label = v.name or f"document {i + 1}"
-            print(f"{label}: {'valid' if v.valid else 'INVALID'}")
-            for line in v.error_lines():
+            results.append({"file": path, "name": v.name, "valid": v.valid, "errors": v.error_lines(), "warnings": v.warning_lines(),
+                            "expandedCommand": v.expanded_command, "verl": v.verl, "label": f"{path}: {label}" if several else label})
+    if args.output == "json":
+        print(json.dumps([{k: v for k, v in r.items() if k != "label"} for r in results], indent=2))
+    else:
+        for r in results:
+            print(f"{r['label']}: {'valid' if r['valid'] else 'INVALID'}")
+            for line in r["errors"]:
                 print(f"  error: {line}")
-            for line in v.warning_lines():
+            for line in r["warnings"]:
                 print(f"  warning: {line}")
-    return EXIT_OK if all(v.valid for v in verdicts) else EXIT_INVALID
+    return EXIT_OK if all(r["valid"] for r in results) else EXIT_INVALID
 
 
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -169,6 +205,13 @@ def dump_yaml(documents: list[Any], stream: Any) -> None:
     yaml.dump_all(documents, stream, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False, width=1000, allow_unicode=True)
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    from .completion import command_tree, script  # noqa: PLC0415
+
+    sys.stdout.write(script(args.shell, command_tree(build_parser())))
+    return EXIT_OK
+
+
 def cmd_crd(args: argparse.Namespace) -> int:
     sys.stdout.write(crd_yaml())
     return EXIT_OK
@@ -199,7 +242,10 @@ def build_parser(prog: str = "argus") -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("validate", help="check ArgusTask manifests offline, as the operator would")
-    p.add_argument("-f", "--filename", required=True, help="file with one or more ArgusTask documents, or - for stdin")
+    p.add_argument("-f", "--filename", required=True, action="append",
+                   help="file with one or more ArgusTask documents, - for stdin, or a directory (its .yaml, .yml and .json "
+                        "files, as kubectl apply -f reads it); repeatable")
+    p.add_argument("-R", "--recursive", action="store_true", help="with a directory: its subdirectories' files too (as kubectl's -R)")
     p.add_argument("--user", help="user id the task runs as (in the cluster: the namespace label argus.io/user; default $ARGUS_USER or your login)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     add_platform_flags(p)
@@ -225,6 +271,13 @@ def build_parser(prog: str = "argus") -> argparse.ArgumentParser:
 
     p = sub.add_parser("crd", help="print the ArgusTask CRD")
     p.set_defaults(func=cmd_crd)
+
+    p = sub.add_parser("completion", help="print the shell completion script for bash, zsh or fish (argus and kubectl-argus), "
+                                          "generated from these commands and flags",
+                       description="Load it with: source <(argus completion bash), source <(argus completion zsh), or "
+                                   "argus completion fish | source.")
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
+    p.set_defaults(func=cmd_completion)
 
     # The cluster commands (logs, onboard) import the kubernetes and Ray clients only when
     # they run, so the offline commands above load nothing but the core.

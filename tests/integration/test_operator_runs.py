@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,38 @@ def test_an_ended_task_goes_after_its_ttl_and_takes_its_ray_jobs_along(control_p
     assert kept["phase"] == "Succeeded" and kept["rayJobsRemoved"] is True
     out = argus_logs(control_plane, ns, "kept")
     assert out.returncode == 0 and "removed after the task ended" in out.stderr and "Final validation metrics" in out.stdout, out.stderr
+
+
+def with_metadata(text: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> str:
+    body = json.loads(text)
+    body["metadata"].update({k: v for k, v in (("labels", labels), ("annotations", annotations)) if v})
+    return json.dumps(body)
+
+
+def test_a_task_argo_cd_tracks_outlives_its_ttl_and_leaves_rays_history(control_plane, ray_cluster, user_namespace, run_operator):
+    # Argo CD (selfHeal) would create a deleted task again from Git and run it again: the TTL
+    # keeps it, removes its Ray job from Ray's history, and says why once. A task with the same
+    # well-known label set by Helm's own install (its release annotation) is deleted as usual.
+    ns = user_namespace("alice")
+    op = run_operator([ns])
+    tracked = with_metadata(task_with("from-git", ppo_command(steps=2), ttlSecondsAfterFinished=2),
+                            annotations={"argocd.argoproj.io/tracking-id": f"alice-tasks:argus.io/ArgusTask:{ns}/from-git"})
+    helm = with_metadata(task_with("from-helm", ppo_command(steps=2), ttlSecondsAfterFinished=2),
+                         labels={"app.kubernetes.io/instance": "training"}, annotations={"meta.helm.sh/release-name": "training"})
+    apply_text(control_plane, ns, tracked)
+    apply_text(control_plane, ns, helm)
+    for name in ("from-git", "from-helm"):
+        wait_phase(control_plane, ns, name, ("Succeeded", "Failed"), timeout=90, op=op)
+    wait_for(lambda: control_plane.kubectl("get", "argustask", "from-helm", "-n", ns, check=False).returncode != 0, 60,
+             "the Helm-labelled task to be deleted after its TTL", on_timeout=op.log_tail)
+    kept = wait_for(lambda: (s := get_task(control_plane, ns, "from-git")["status"]).get("rayJobsRemoved") and s, 60,
+                    "the tracked task's Ray job to leave Ray's history", on_timeout=op.log_tail)
+    assert kept["phase"] == "Succeeded" and kept["keptBy"] == "Argo CD application alice-tasks (annotation argocd.argoproj.io/tracking-id)"
+    wait_for(lambda: ray_jobs_for(ray_cluster.dashboard_url, ns) == [], 30, "Ray's job history to lose both jobs", on_timeout=op.log_tail)
+    uid = get_task(control_plane, ns, "from-git")["metadata"]["uid"]
+    time.sleep(4)  # a quiet while: the kept task stays (the same object), and its Event is not posted again
+    assert get_task(control_plane, ns, "from-git")["metadata"]["uid"] == uid
+    events = json.loads(control_plane.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
+    kept_events = [e for e in events if e["reason"] == "KeptForGitOps" and e["involvedObject"]["name"] == "from-git"]
+    assert len(kept_events) == 1 and kept_events[0].get("count", 1) == 1, kept_events
+    assert "alice-tasks" in kept_events[0]["message"] and "through Git" in kept_events[0]["message"]

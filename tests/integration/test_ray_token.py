@@ -126,3 +126,60 @@ def test_a_wrong_token_is_refused_and_a_fixed_file_counts_without_a_restart(cont
     assert done["status"]["phase"] == "Succeeded", done["status"]
     assert reachable(done)["status"] == "True"
     assert_token_nowhere(control_plane, ns, [op.log_path])
+
+
+def uninstall_hook(*values: str) -> dict[str, Any]:
+    """The chart's pre-delete Job, as helm renders it."""
+    import yaml  # noqa: PLC0415
+
+    from argus_testbed import find_binaries  # noqa: PLC0415
+    from argus_testbed.harness import REPO  # noqa: PLC0415
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    out = subprocess.run([str(find_binaries() / "helm"), "template", "argus", str(REPO / "charts" / "argus"), "--namespace", "argus-system",
+                          "--kube-version", "1.34.4", "--set", "uninstall.releaseFinalizers=true", *values],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    (job,) = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "Job"]
+    return job
+
+
+def test_the_uninstall_hook_stops_jobs_on_a_token_protected_ray(control_plane, token_ray, user_namespace, run_operator, tmp_path):
+    """The chart's uninstall hook with operator.rayToken: it mounts the operator's Secret and
+    passes the file, and --release-finalizers sends the token. Without it Ray answers 401, the
+    finalizer stays and `helm uninstall` fails (issue 24)."""
+    ns = user_namespace("alice")
+    tokens = token_file(tmp_path, TOKEN)
+    op = run_operator([ns], ray_address=token_ray.dashboard_url, extra_args=["--ray-token-file", str(tokens)])
+    apply_text(control_plane, ns, advanced_task("long", ppo_command(steps=5000)))
+    sid = wait_phase(control_plane, ns, "long", "Running", timeout=90, op=op)["status"]["rayJob"]["submissionId"]
+    op.stop()  # the operator is gone, as after an uninstall
+
+    job = uninstall_hook("--set", "operator.rayToken.secretName=ray-auth", "--set", f"operator.watchNamespaces={{{ns}}}")
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert {"name": "ray-token", "mountPath": "/etc/argus/ray-token", "readOnly": True} in container["volumeMounts"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "ray-token"]
+    assert volume["secret"] == {"secretName": "ray-auth", "defaultMode": 0o440, "items": [{"key": "auth_token", "path": "token"}]}
+    assert "--ray-token-file=/etc/argus/ray-token/token" in container["args"]
+    assert "ray-token" not in json.dumps(uninstall_hook()["spec"])  # no Secret named: no token, no mount
+
+    def run_hook(args: list[str]) -> subprocess.CompletedProcess[str]:
+        # The hook's own arguments; the mounted file and the Service address are this test's.
+        argv = [a.replace("/etc/argus/ray-token/token", str(tokens)) for a in args if not a.startswith("--ray-address")]
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "ARGUS_RAY"))}
+        return subprocess.run([sys.executable, "-m", "argus", *argv, f"--ray-address={token_ray.dashboard_url}",
+                               "--kubeconfig", str(control_plane.kubeconfig)], capture_output=True, text=True, timeout=300, env=clean)
+
+    # What the hook did before: no token, Ray refuses, the finalizer stays, the uninstall fails.
+    tokenless = run_hook([a for a in container["args"] if not a.startswith("--ray-token-file")])
+    assert tokenless.returncode == 1 and "401" in tokenless.stdout and "its finalizer stays" in tokenless.stdout, tokenless.stdout
+    assert "argus.io/stop-ray-job" in get_task(control_plane, ns, "long")["metadata"]["finalizers"]
+
+    out = run_hook(container["args"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{ns}/long: Ray job {sid} stopped or gone; finalizer removed" in out.stdout, out.stdout
+    (job_info,) = [j for j in ray_jobs_for(token_ray.dashboard_url, ns, headers=token_ray.auth_headers) if j.submission_id == sid]
+    assert job_info.status.value == "STOPPED"
+    assert not get_task(control_plane, ns, "long")["metadata"].get("finalizers")
+    assert TOKEN not in out.stdout + out.stderr + tokenless.stdout + tokenless.stderr
+    control_plane.kubectl("delete", "argustask", "long", "-n", ns, "--timeout=20s")  # nothing waits for an operator

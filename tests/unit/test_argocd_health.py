@@ -98,3 +98,50 @@ def test_docs_snippet_is_the_script() -> None:
     block = doc.split(key, 1)[1].split("```", 1)[0]
     unindented = "".join(line[4:] if line.strip() else line for line in block.splitlines(True))
     assert unindented == (HEALTH / "health.lua").read_text()
+
+
+def lifecycle_task(phase: str, reason: str, seen: object) -> dict[str, Any]:
+    """An ArgusTask whose status is what the operator's own lifecycle writes after ``seen``."""
+    import datetime as dt  # noqa: PLC0415
+
+    from argus.core.lifecycle import LifecycleSettings, TaskState, step  # noqa: PLC0415
+    from argus.core.spec import ArgusTaskStatus, RayJobStatus  # noqa: PLC0415
+
+    status = ArgusTaskStatus(phase=phase, reason=reason, message="m", observed_generation=1,
+                             ray_job=RayJobStatus(submission_id="argus-alice-t-0b6f3c4e", status="RUNNING") if phase != "Queued" else None)
+    task = TaskState(namespace="alice", name="t", uid="0b6f3c4e-0000", status=status, generation=1, holds_finalizer=True)
+    now = dt.datetime(2026, 12, 3, 8, 0, tzinfo=dt.UTC)
+    written = step(task, seen, now, LifecycleSettings(ray_grace_seconds=300)).status  # type: ignore[arg-type]
+    return {"metadata": {"generation": 1}, "status": written.model_dump(by_alias=True, exclude_none=True)}
+
+
+@pytest.mark.parametrize("phase,reason", [("Running", "RayJobRunning"), ("Submitted", "Admitted")])
+def test_a_running_task_whose_operator_lost_ray_is_not_plainly_running(phase: str, reason: str) -> None:
+    # Progressing, with why: the operator waits out its grace, then fails the task if Ray is still away.
+    from argus.core.lifecycle import RayUnreachable  # noqa: PLC0415
+    obj = lifecycle_task(phase, reason, RayUnreachable("Cannot connect to http://ray-head:8265"))
+    assert health(obj) == {"status": "Progressing", "message": f"{phase}: Ray unreachable: Cannot connect to http://ray-head:8265"}
+
+
+@pytest.mark.parametrize("phase,reason", [("Running", "RayJobRunning"), ("Queued", "Queued")])
+def test_a_task_whose_token_ray_refuses_is_degraded(phase: str, reason: str) -> None:
+    # Only a person fixes the token; until then nothing is submitted or followed.
+    from argus.core.lifecycle import RayUnreachable, Waiting  # noqa: PLC0415
+    error = "HTTP 401: the Ray cluster requires a token and none was sent"
+    seen = (Waiting(1, "Queued", "first in the queue", ray_error=error, ray_reason="RayAuthFailed") if phase == "Queued"
+            else RayUnreachable(error, reason="RayAuthFailed"))
+    result = health(lifecycle_task(phase, reason, seen))
+    assert result["status"] == "Degraded"
+    assert result["message"].startswith(f"{phase}: Ray refused the operator's credentials (HTTP 401") and "--ray-token-file" in result["message"]
+
+
+def test_an_unschedulable_task_is_degraded_a_waiting_one_is_not() -> None:
+    queued = {"metadata": {"generation": 1}, "status": {"phase": "Queued", "observedGeneration": 1, "reason": "Unschedulable",
+                                                         "message": "needs 8 GPUs (2 nodes x 4), the cluster has 4 on its workers"}}
+    assert health(queued) == {"status": "Degraded", "message": "Unschedulable: needs 8 GPUs (2 nodes x 4), the cluster has 4 on its workers"}
+    queued["status"].update(reason="Queued", message="position 3")
+    assert health(queued) == {"status": "Progressing", "message": "Queued: position 3"}
+    # Ray answering again: back to plain progress.
+    reachable = {"type": "RayReachable", "status": "True", "reason": "RayReachable", "message": "the Ray dashboard answers"}
+    running = {"metadata": {"generation": 1}, "status": {"phase": "Running", "observedGeneration": 1, "message": "ok", "conditions": [reachable]}}
+    assert health(running) == {"status": "Progressing", "message": "Running: ok"}

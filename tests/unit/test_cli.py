@@ -66,7 +66,7 @@ spec:
   command: python3 -m verl.trainer.main_ppo data.train_files=/private/users/bob/datasets/x.parquet
 """
 WARNS = ADVANCED.replace("name: ppo-adv", "name: warns").replace("      +ray_kwargs.ray_init.address=auto\n", "      trainer.total_epochs=1\n")
-JSON_KEYS = {"name", "valid", "errors", "warnings", "expandedCommand", "verl"}
+JSON_KEYS = {"file", "name", "valid", "errors", "warnings", "expandedCommand", "verl"}
 # The verl config tree hack/fetch-verl.sh caches, standing in for the cluster's verl snapshot.
 VERL_TREE = verl_tree("0.9.1")
 
@@ -143,10 +143,45 @@ def test_validate_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert_one_line_error(err)
 
 
-def test_validate_directory_is_unreadable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "validate", "-f", str(tmp_path), "--user", "alice")
-    assert code == 2 and "cannot read" in err
-    assert_one_line_error(err)
+def test_validate_a_directory_as_kubectl_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # docs/argocd.md: `argus validate -f tasks/alice/` before merging. Every .yaml/.yml/.json
+    # file, every document, one line per problem; subdirectories only with -R, as kubectl -f.
+    tasks = tmp_path / "tasks"
+    (tasks / "old").mkdir(parents=True)
+    write(tasks, ADVANCED, "a.yaml")
+    write(tasks, BASIC + "---\n" + HOSTILE, "b.yml")
+    write(tasks, "not: [yaml", "broken.yaml")
+    write(tasks, "ignored, not a manifest suffix", "README.md")
+    write(tasks / "old", WARNS, "c.yaml")
+    code, out, err = run(capsys, "validate", "-f", str(tasks), "--user", "alice")
+    assert code == 1 and err == ""
+    headers = [line for line in out.splitlines() if not line.startswith("  ")]
+    assert headers == [f"{tasks}/a.yaml: ppo-adv: valid", f"{tasks}/b.yml: grpo-basic: valid", f"{tasks}/b.yml: sneaky: INVALID",
+                       f"{tasks}/broken.yaml: INVALID"]
+    assert f"{tasks}/b.yml: sneaky: INVALID\n  error: spec.command: '/private/users/bob/datasets/x.parquet': is in another user's home (bob)" in out
+    assert f"{tasks}/broken.yaml: INVALID\n  error: {tasks}/broken.yaml is not valid YAML (line 1" in out
+    code, out, _ = run(capsys, "validate", "-f", str(tasks), "-R", "--user", "alice", "-o", "json")
+    assert code == 1
+    assert [(d["file"], d["name"], d["valid"]) for d in json.loads(out)] == [
+        (f"{tasks}/a.yaml", "ppo-adv", True), (f"{tasks}/b.yml", "grpo-basic", True), (f"{tasks}/b.yml", "sneaky", False),
+        (f"{tasks}/broken.yaml", None, False), (f"{tasks}/old/c.yaml", "warns", True)]
+    (tasks / "b.yml").unlink()
+    (tasks / "broken.yaml").unlink()
+    code, out, _ = run(capsys, "validate", "-f", str(tasks), "--recursive", "--user", "alice")
+    assert code == 0 and out.count(": valid") == 2 and f"{tasks}/old/c.yaml: warns: valid\n  warning: " in out
+
+
+def test_validate_several_files_and_an_empty_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one, two = write(tmp_path, ADVANCED, "one.yaml"), write(tmp_path, HOSTILE, "two.yaml")
+    code, out, _ = run(capsys, "validate", "-f", one, "-f", two, "--user", "alice")
+    assert code == 1 and out.startswith(f"{one}: ppo-adv: valid\n{two}: sneaky: INVALID\n  error: ")
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    write(empty / "sub", ADVANCED, "deep.yaml")
+    code, out, err = run(capsys, "validate", "-f", str(empty), "--user", "alice")
+    assert code == 2 and out == "" and err == f"argus validate: {empty} holds no .yaml, .yml or .json files (-R reads its subdirectories too)\n"
+    code, _, _ = run(capsys, "validate", "-f", str(empty), "-R", "--user", "alice")
+    assert code == 0
 
 
 @pytest.mark.parametrize("user", ["..", "a/b", "", "Alice", "a" * 64, "-x"])

@@ -645,6 +645,25 @@ def test_an_ended_task_is_deleted_after_its_ttl_with_its_ray_job(world: World) -
     assert world.ray.deleted == [sid] and sid not in world.ray.jobs
 
 
+def test_a_task_argo_cd_tracks_outlives_its_ttl_and_says_why_once(world: World) -> None:
+    # Argo CD (selfHeal) would create a deleted task again from Git: a new run after every TTL.
+    key = world.cluster.create("t", spec(ttlSecondsAfterFinished=60))
+    world.cluster.objects[key]["metadata"]["annotations"] = {
+        "argocd.argoproj.io/tracking-id": "alice-tasks:argus.io/ArgusTask:team/t",
+        "kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    world.tick()
+    sid = world.sid(key)
+    world.ray.finish(sid)
+    world.tick(0.2)
+    world.tick(61)
+    world.tick(0.2)
+    assert key in world.cluster.objects and world.cluster.deletions == []
+    assert world.cluster.status(key)["keptBy"] == "Argo CD application alice-tasks (annotation argocd.argoproj.io/tracking-id)"
+    assert world.ray.deleted == [sid] and world.cluster.status(key)["rayJobsRemoved"] is True
+    world.tick(600)
+    assert world.cluster.reasons(key).count("KeptForGitOps") == 1 and key in world.cluster.objects
+
+
 def test_ray_job_history_is_trimmed_after_the_retention() -> None:
     world = World(ray_job_retention=120)
     key = world.cluster.create("t", spec())

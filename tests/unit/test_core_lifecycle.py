@@ -559,3 +559,76 @@ def test_an_ended_tasks_ray_jobs_leave_rays_history_after_the_retention() -> Non
     assert timer_due(TaskState(**{**t.__dict__, "status": removed}), settings) is None
     never_ran = task("Rejected", reason="InvalidSpec", finished_at="2026-12-03T07:00:00Z")
     assert timer_due(never_ran, settings) is None
+
+
+# --------------------------------------------------------------------------- TTL under GitOps
+
+TRACKING_ID = "argocd.argoproj.io/tracking-id"
+
+
+def test_a_task_argo_cd_tracks_is_kept_past_its_ttl_and_its_ray_jobs_go() -> None:
+    # Annotation tracking (Argo CD's default): deleting the task would make Argo CD create it
+    # again from Git, a new run after every TTL.
+    t = ended(ttl_seconds_after_finished=3600, annotations={TRACKING_ID: "alice-tasks:argus.io/ArgusTask:ns/t"})
+    d = step(t, Reconcile(), T0, SETTINGS)
+    assert DeleteTask() not in d.actions
+    assert d.status.kept_by == "Argo CD application alice-tasks (annotation argocd.argoproj.io/tracking-id)"
+    assert d.actions[0] == RemoveRayJobs((SID,))
+    event = d.actions[1]
+    assert isinstance(event, PostEvent) and (event.type, event.reason) == ("Normal", "KeptForGitOps")
+    assert "alice-tasks" in event.message and "run the training again" in event.message and "through Git" in event.message
+    assert len(d.actions) == 2
+    # Once: the kept task's TTL is no longer due; only the removal from Ray's history is, until done.
+    kept = TaskState(**{**t.__dict__, "status": d.status})
+    assert timer_due(kept, SETTINGS) == (dt.datetime(2026, 12, 3, 8, 0, tzinfo=dt.UTC), "retention")
+    assert step(kept, Reconcile(), T0, SETTINGS).actions == (RemoveRayJobs((SID,)),)  # the removal failed: again, no Event
+    removed = TaskState(**{**t.__dict__, "status": step(kept, RayJobsRemoved(), T0, SETTINGS).status})
+    assert timer_due(removed, SETTINGS) is None
+    assert step(removed, Reconcile(), T0 + dt.timedelta(days=1), SETTINGS).actions == ()
+
+
+def test_the_operators_default_ttl_keeps_a_tracked_task_too() -> None:
+    settings = LifecycleSettings(default_ttl_seconds=60)
+    t = ended(labels={"app.kubernetes.io/instance": "alice-tasks"})  # label tracking
+    d = step(t, Reconcile(), T0, settings)
+    assert d.status.kept_by == "Argo CD application alice-tasks (label app.kubernetes.io/instance, Argo CD's label tracking)"
+    assert [type(a) for a in d.actions] == [RemoveRayJobs, PostEvent]
+
+
+def test_a_task_that_never_reached_ray_is_kept_with_only_the_event() -> None:
+    t = task("Rejected", reason="InvalidSpec", finished_at="2026-12-03T07:00:00Z")
+    t = TaskState(**{**t.__dict__, "ttl_seconds_after_finished": 0, "annotations": {TRACKING_ID: "a:argus.io/ArgusTask:ns/t"}})
+    d = step(t, Reconcile(), T0, SETTINGS)
+    assert [(type(a), getattr(a, "reason", None)) for a in d.actions] == [(PostEvent, "KeptForGitOps")]
+    assert timer_due(TaskState(**{**t.__dict__, "status": d.status}), SETTINGS) is None
+
+
+def test_what_counts_as_argo_cd_tracking() -> None:
+    def actions(**kw: object) -> tuple:
+        return step(ended(ttl_seconds_after_finished=0, **kw), Reconcile(), T0, SETTINGS).actions
+
+    # Helm's own install sets app.kubernetes.io/instance too; its release annotation says it is Helm's.
+    assert actions(labels={"app.kubernetes.io/instance": "r"}, annotations={"meta.helm.sh/release-name": "r"}) == (DeleteTask(),)
+    # A tracking id copied from another object (kubectl get -o yaml | kubectl apply): Argo CD does not track this one.
+    assert actions(annotations={TRACKING_ID: "a:argus.io/ArgusTask:ns/other"}) == (DeleteTask(),)
+    assert actions(annotations={TRACKING_ID: "a:apps/Deployment:ns/t"}) == (DeleteTask(),)
+    assert actions(annotations={TRACKING_ID: "a:argus.io/ArgusTask:elsewhere/t"}) == (DeleteTask(),)
+    assert actions(annotations={TRACKING_ID: "not a tracking id"}) == (DeleteTask(),)
+    # annotation+label tracking: the annotation decides.
+    assert DeleteTask() not in actions(labels={"app.kubernetes.io/instance": "a"}, annotations={TRACKING_ID: "a:argus.io/ArgusTask:ns/t"})
+    # A site whose Argo CD uses another label key (argocd-cm application.instanceLabelKey).
+    custom = LifecycleSettings(gitops_tracking_label="example.com/app")
+    t = ended(ttl_seconds_after_finished=0, labels={"example.com/app": "a"})
+    assert DeleteTask() not in step(t, Reconcile(), T0, custom).actions
+    assert step(ended(ttl_seconds_after_finished=0, labels={"app.kubernetes.io/instance": "a"}), Reconcile(), T0, custom).actions == (DeleteTask(),)
+    # Label tracking off: only the annotation counts.
+    off = LifecycleSettings(gitops_tracking_label="")
+    assert step(ended(ttl_seconds_after_finished=0, labels={"app.kubernetes.io/instance": "a"}), Reconcile(), T0, off).actions == (DeleteTask(),)
+
+
+def test_a_kept_task_that_loses_its_tracking_goes_at_its_ttl() -> None:
+    # The application was deleted without cascade (the task stays, unmarked): the TTL applies again.
+    t = ended(ttl_seconds_after_finished=60)
+    t = TaskState(**{**t.__dict__, "status": t.status.model_copy(update={"kept_by": "Argo CD application a (...)", "ray_jobs_removed": True})})
+    assert timer_due(t, SETTINGS) == (dt.datetime(2026, 12, 3, 7, 1, tzinfo=dt.UTC), "ttl")
+    assert step(t, Reconcile(), T0, SETTINGS).actions == (DeleteTask(),)

@@ -53,6 +53,7 @@ sys.exit(main(sys.argv[1:], prog="argus"))
     ["validate", "-f", str(EXAMPLE), "--user", "alice"],
     ["render", "-f", str(EXAMPLE), "--user", "alice"],
     ["crd"],
+    ["completion", "bash"],
     ["convert", "-f", str(REPO / "examples" / "v3-taskspec.yaml"), "--namespace", "alice", "--name", "old"],
 ])
 def test_offline_commands_need_only_the_core(argv: list[str]) -> None:

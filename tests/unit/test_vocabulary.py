@@ -38,7 +38,7 @@ def test_the_values_written_to_the_api_are_pinned() -> None:
         "Validated", "Queued", "Unschedulable", "QuotaExceeded", "Retrying", "InvalidSpec", "NamespaceNotOnboarded", "InvalidUser",
         "Admitted", "AdoptedExistingJob", "RayJobPending", "RayJobRunning", "RayJobSucceeded", "RayJobFailed", "RayJobLost",
         "RayJobStopped", "RaySubmitFailed", "DeadlineExceeded", "BackoffLimitExceeded", "Cancelled", "RayUnreachable",
-        "RayAuthFailed", "RayReachable", "WeakCheck", "PlacementViolation", "FinalizerReleased"])
+        "RayAuthFailed", "RayReachable", "WeakCheck", "PlacementViolation", "FinalizerReleased", "KeptForGitOps"])
     assert all(r.name == r.value for r in Reason)
 
 

@@ -114,6 +114,7 @@ app.kubernetes.io/part-of: argus
 - {{ printf "--ray-grace=%v" $o.rayGraceSeconds | quote }}
 - {{ printf "--delete-grace=%v" $o.deleteGraceSeconds | quote }}
 - {{ printf "--doctor-interval=%v" $o.doctorIntervalSeconds | quote }}
+- {{ printf "--gitops-tracking-label=%v" $o.gitopsTrackingLabel | quote }}
 {{- range $o.entrypointAllowlist }}
 - {{ printf "--allow-entrypoint=%v" . | quote }}
 {{- end }}

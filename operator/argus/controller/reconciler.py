@@ -111,7 +111,8 @@ class Reconciler:
         self.settings = LifecycleSettings(ray_grace_seconds=config.ray_grace_seconds, delete_grace_seconds=config.delete_grace_seconds,
                                           dashboard_url=config.ray_address, worker_resource=config.platform.worker_resource,
                                           ray_job_retention_seconds=config.ray_job_retention_seconds,
-                                          default_ttl_seconds=config.default_ttl_seconds)
+                                          default_ttl_seconds=config.default_ttl_seconds,
+                                          gitops_tracking_label=config.gitops_tracking_label)
         self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, clock.now, monotonic)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self.admission = AdmissionInputs(config, self.nodes, self.jobs, store, monotonic)

@@ -79,7 +79,8 @@ async def _stop_and_wait(ray: RayJobsClient, submission_id: str, timeout: float,
 async def release_finalizers(config: OperatorConfig, *, clock: Clock, stop_jobs: bool = True, timeout: float = 120.0) -> int:
     """Returns the exit code: 0 when every finalizer is gone, 1 otherwise."""
     store = KubeTaskStore(now=clock.now)
-    ray = RayJobsClient(config.ray_address, monotonic=clock.monotonic)
+    # a token-protected Ray refuses the stops without it
+    ray = RayJobsClient(config.ray_address, monotonic=clock.monotonic, token_file=config.ray_token_file)
     items = await asyncio.to_thread(list_tasks, config.namespaces)
     views = [TaskView.from_body(i) for i in items]
     held = [v for v in views if v.holds_finalizer]

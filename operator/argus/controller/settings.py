@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 
 from ..core.config import PlatformConfig
+from ..core.gitops import DEFAULT_TRACKING_LABEL
 
 
 def read_slack(watch_seconds: float) -> float:
@@ -44,6 +45,7 @@ class OperatorConfig:
     progress_metrics: tuple[str, ...] = DEFAULT_PROGRESS_METRICS
     ray_job_retention_seconds: float | None = None  # ended tasks' Ray jobs leave Ray's history after this
     default_ttl_seconds: int | None = None          # ended tasks are deleted after this (spec.ttlSecondsAfterFinished wins)
+    gitops_tracking_label: str = DEFAULT_TRACKING_LABEL  # Argo CD's label tracking key; tracked tasks outlive their TTL
     queue_policy: str = "fifo"                      # fifo | fair
     fair_share_half_life: float = 3600.0
     fair_share_max_wait: float = 24 * 3600.0
@@ -78,7 +80,13 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
                              "task is deleted; env ARGUS_RAY_JOB_RETENTION_SECONDS)")
     parser.add_argument("--ttl-seconds-after-finished", type=_optional_number, default=_optional_number(env("ARGUS_TTL_SECONDS_AFTER_FINISHED")),
                         help="delete ended tasks this many seconds after they ended, unless their spec.ttlSecondsAfterFinished says "
-                             "otherwise (default: keep them; env ARGUS_TTL_SECONDS_AFTER_FINISHED)")
+                             "otherwise (default: keep them; env ARGUS_TTL_SECONDS_AFTER_FINISHED). A task Argo CD tracks is "
+                             "kept instead, or Argo CD would create it again and re-run it (docs/argocd.md)")
+    parser.add_argument("--gitops-tracking-label", default=env("ARGUS_GITOPS_TRACKING_LABEL", DEFAULT_TRACKING_LABEL),
+                        help="the label Argo CD's label tracking sets (argocd-cm application.instanceLabelKey): a task with it "
+                             "(and without Helm's release annotation), or with Argo CD's tracking-id annotation, is never "
+                             "deleted by its TTL; \"\" turns label tracking off (default app.kubernetes.io/instance; "
+                             "env ARGUS_GITOPS_TRACKING_LABEL)")
     parser.add_argument("--queue-policy", choices=("fifo", "fair"), default=env("ARGUS_QUEUE_POLICY", "fifo"),
                         help="order within a priority: fifo (creation time), or fair (the user with the least recent GPU usage "
                              "first; docs/queue.md) (default fifo; env ARGUS_QUEUE_POLICY)")
@@ -130,6 +138,7 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         progress_metrics=tuple(m.strip() for m in args.progress_metrics.split(",") if m.strip()),
         ray_job_retention_seconds=args.ray_job_retention,
         default_ttl_seconds=int(args.ttl_seconds_after_finished) if args.ttl_seconds_after_finished is not None else None,
+        gitops_tracking_label=args.gitops_tracking_label.strip(),
         platform=platform, ray_address=args.ray_address.rstrip("/"), ray_token_file=args.ray_token_file, max_running=args.max_running,
         poll_interval=args.poll_interval, ray_grace_seconds=args.ray_grace, delete_grace_seconds=args.delete_grace,
         namespaces=tuple(args.namespaces),

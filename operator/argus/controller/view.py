@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..core.gitops import HELM_RELEASE, TRACKING_ID
 from ..core.lifecycle import FINALIZER, TaskState
 from ..core.queue import QueuedTask
 from ..core.spec import ArgusTaskStatus, RestartPolicy
@@ -26,6 +27,9 @@ from ..core.vocabulary import Key, is_active, spec_gpus, task_shape
 
 STATUS_FIELDS = frozenset(f.alias or name for name, f in ArgusTaskStatus.model_fields.items())
 RESTART_POLICIES = frozenset(p.value for p in RestartPolicy)
+# Only the annotations the lifecycle reads are kept (core.gitops): a task's annotations may hold
+# a whole kubectl last-applied-configuration, and the cache holds every task.
+KEPT_ANNOTATIONS = (TRACKING_ID, HELM_RELEASE)
 
 
 def _plain(value: Any) -> Any:
@@ -63,6 +67,8 @@ class TaskView:
     finalizers: tuple[str, ...] = ()
     deletion_timestamp: str | None = None
     resource_version: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)  # KEPT_ANNOTATIONS only
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> TaskView:
@@ -74,6 +80,8 @@ class TaskView:
             spec=_plain(body.get("spec") or {}), status=status,
             finalizers=tuple(meta.get("finalizers") or ()), deletion_timestamp=meta.get("deletionTimestamp"),
             resource_version=str(meta.get("resourceVersion", "")),
+            labels=dict(meta.get("labels") or {}),
+            annotations={k: v for k, v in (meta.get("annotations") or {}).items() if k in KEPT_ANNOTATIONS},
         )
 
     def with_changes(self, **changes: Any) -> TaskView:
@@ -130,4 +138,5 @@ class TaskView:
             restart_policy=policy if policy in RESTART_POLICIES else RestartPolicy.Never.value,
             backoff_limit=backoff if backoff is not None else 3,
             ttl_seconds_after_finished=self._int("ttlSecondsAfterFinished"),
+            labels=self.labels, annotations=self.annotations,
         )

@@ -28,9 +28,11 @@ unknown" is the normal answer). The observations that need Ray are named by
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .gitops import DEFAULT_TRACKING_LABEL, tracked_by
 from .plan import SubmissionPlan, submission_id_for
 from .problems import cap_lines
 from .spec import ArgusTaskStatus, AttemptRecord, Condition, ConditionStatus, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress, VerlConfigSource
@@ -68,6 +70,8 @@ class TaskState:
     restart_policy: str = RestartPolicy.Never.value
     backoff_limit: int = 3
     ttl_seconds_after_finished: int | None = None  # the spec's (None: the operator's default)
+    labels: Mapping[str, str] = field(default_factory=dict)       # metadata's: what a GitOps tool marks
+    annotations: Mapping[str, str] = field(default_factory=dict)  # (core.gitops reads them)
 
     @property
     def phase(self) -> Phase | None:
@@ -109,6 +113,8 @@ class LifecycleSettings:
     ray_job_retention_seconds: float | None = None
     # Ended tasks without spec.ttlSecondsAfterFinished are deleted this long after (None: kept).
     default_ttl_seconds: int | None = None
+    # The label Argo CD's label tracking sets (argocd-cm application.instanceLabelKey; "": off).
+    gitops_tracking_label: str = DEFAULT_TRACKING_LABEL
 
 
 # --------------------------------------------------------------------------- observations
@@ -413,7 +419,9 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
         if phase is not None and phase.terminal:
             due = timer_due(task, settings)
             if due is not None and now >= due[0]:
-                return Decision(status, (DeleteTask(),) if due[1] == "ttl" else (RemoveRayJobs(tuple(task.submission_ids())),))
+                if due[1] == "ttl":
+                    return _ttl_ran_out(task, settings)
+                return Decision(status, (RemoveRayJobs(tuple(task.submission_ids())),))
         return keep
 
     if isinstance(seen, Waiting):
@@ -617,18 +625,44 @@ def _attempt_ended(task: TaskState, status: ArgusTaskStatus, outcome: str, what:
 
 def timer_due(task: TaskState, settings: LifecycleSettings) -> tuple[dt.datetime, Literal["ttl", "retention"]] | None:
     """When an ended task next needs the operator without anything happening: its time to
-    live runs out (delete it), or its Ray jobs' retention does (remove them from Ray)."""
+    live runs out (delete it), or its Ray jobs' retention does (remove them from Ray). A task
+    kept past its TTL for GitOps (``_ttl_ran_out``) has its Ray jobs removed then instead."""
     phase = task.phase
     finished = parse_time(task.status.finished_at)
     if phase is None or not phase.terminal or finished is None or task.deleting:
         return None
     due: list[tuple[dt.datetime, Literal["ttl", "retention"]]] = []
+    retention = settings.ray_job_retention_seconds
     ttl = task.ttl_seconds_after_finished if task.ttl_seconds_after_finished is not None else settings.default_ttl_seconds
     if ttl is not None:
-        due.append((finished + dt.timedelta(seconds=ttl), "ttl"))
-    if settings.ray_job_retention_seconds is not None and not task.status.ray_jobs_removed and task.status.attempts:
-        due.append((finished + dt.timedelta(seconds=settings.ray_job_retention_seconds), "retention"))
+        if task.status.kept_by and _tracker(task, settings):
+            retention = ttl if retention is None else min(ttl, retention)  # kept: its Ray jobs still go (again if that failed)
+        else:
+            due.append((finished + dt.timedelta(seconds=ttl), "ttl"))
+    if retention is not None and not task.status.ray_jobs_removed and task.status.attempts:
+        due.append((finished + dt.timedelta(seconds=retention), "retention"))
     return min(due, default=None, key=lambda d: d[0])
+
+
+def _tracker(task: TaskState, settings: LifecycleSettings) -> str | None:
+    return tracked_by(task.namespace, task.name, task.labels, task.annotations, settings.gitops_tracking_label)
+
+
+def _ttl_ran_out(task: TaskState, settings: LifecycleSettings) -> Decision:
+    """Delete the task, unless a GitOps tool tracks it: Argo CD would create it again from Git
+    (a new UID, a new Ray job: the training run again, after every TTL). Such a task is kept,
+    says so once (``status.keptBy`` and an Event), and its Ray jobs leave Ray's history."""
+    keeper = _tracker(task, settings)
+    if keeper is None:
+        return Decision(task.status, (DeleteTask(),))
+    actions: list[Action] = []
+    if not task.status.ray_jobs_removed and task.status.attempts:
+        actions.append(RemoveRayJobs(tuple(task.submission_ids())))
+    actions.append(PostEvent("Normal", Reason.KeptForGitOps,
+                             f"ttlSecondsAfterFinished ran out, but {keeper} tracks this task: deleting it would make Argo CD "
+                             "create it again from Git and run the training again. Kept (its Ray jobs leave Ray's job history); "
+                             "delete it through Git: remove its file, then let Argo CD prune it (docs/argocd.md)"))
+    return Decision(task.status.model_copy(update={"kept_by": keeper}), tuple(actions))
 
 
 def _with(task: TaskState, status: ArgusTaskStatus) -> TaskState:

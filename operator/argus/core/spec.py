@@ -216,3 +216,4 @@ class ArgusTaskStatus(_StatusModel):
     log_file: TaskPath | None = Field(None, description="The current attempt's log: everything the driver printed (stdout and stderr, in order).")
     finished_at: str | None = Field(None, json_schema_extra={"format": "date-time"}, description="When the task ended (ttlSecondsAfterFinished counts from here).")
     ray_jobs_removed: bool | None = Field(None, description="True once the task's Ray jobs were removed from Ray's job history (their logs stay in the log files).")
+    kept_by: str | None = Field(None, description="Set when the time to live ran out but the task was kept because a GitOps tool tracks it: what tracks it (Argo CD would create a deleted task again from Git and run the training again). Delete it through Git (docs/argocd.md).")

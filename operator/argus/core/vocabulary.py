@@ -98,6 +98,7 @@ class Reason(StrEnum):
     WeakCheck = "WeakCheck"
     PlacementViolation = "PlacementViolation"
     FinalizerReleased = "FinalizerReleased"
+    KeptForGitOps = "KeptForGitOps"  # an ended task's TTL ran out, but Argo CD tracks it (core.gitops)
 
 
 # The reasons ``status.reason`` may carry in each phase (docs/lifecycle.md's table; the
@@ -115,7 +116,7 @@ REASONS_BY_PHASE: dict[Phase, tuple[Reason, ...]] = {
 }
 STATUS_REASONS = tuple(dict.fromkeys(r for reasons in REASONS_BY_PHASE.values() for r in reasons))
 # Reasons only Events carry (a phase change's Event carries the status's reason).
-EVENT_REASONS = (Reason.AdoptedExistingJob, Reason.WeakCheck, Reason.PlacementViolation, Reason.FinalizerReleased)
+EVENT_REASONS = (Reason.AdoptedExistingJob, Reason.WeakCheck, Reason.PlacementViolation, Reason.FinalizerReleased, Reason.KeptForGitOps)
 
 
 def task_shape(spec: Mapping[str, Any]) -> tuple[int, int]:

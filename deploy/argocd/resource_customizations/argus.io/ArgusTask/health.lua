@@ -4,7 +4,14 @@
 --   Stopped (cancelled)          -> Degraded, as Argo CD's own Workflow check treats a stopped
 --                                   run: it ended without its result (Suspended would mean
 --                                   "waiting to resume", and a task never resumes)
---   Queued, Submitted, Running   -> Progressing
+--   Queued, Submitted, Running   -> Progressing, except:
+--     Ray refuses the operator's token (RayReachable=False, RayAuthFailed) -> Degraded: only a
+--       person fixes the token, and until then nothing is submitted or followed
+--     Queued/Unschedulable (no set of worker nodes can hold it) -> Degraded: it never runs until
+--       a person shrinks the task or adds nodes
+--     the operator cannot reach Ray (RayReachable=False, RayUnreachable) -> Progressing, with
+--       "Ray unreachable: ..." in the message: the operator waits out its grace, then the
+--       task fails (Degraded) if Ray is still away
 --   no status yet, or metadata.generation ahead of status.observedGeneration -> Progressing
 -- A task that has ended keeps its health: its spec is immutable and a later spec.cancel
 -- changes nothing, so the operator never observes that generation.
@@ -18,6 +25,18 @@ local function detail(status, fallback)
     return status.reason
   end
   return fallback
+end
+
+local function condition(status, kind)
+  if status.conditions == nil then
+    return nil
+  end
+  for _, c in ipairs(status.conditions) do
+    if c.type == kind then
+      return c
+    end
+  end
+  return nil
 end
 
 local status = obj.status
@@ -49,6 +68,19 @@ elseif phase == "Stopped" then
 elseif phase == "Queued" or phase == "Submitted" or phase == "Running" then
   hs.status = "Progressing"
   hs.message = phase .. ": " .. detail(status, "in progress")
+  local ray = condition(status, "RayReachable")
+  local ray_lost = ray ~= nil and ray.status == "False"
+  if (ray_lost and ray.reason == "RayAuthFailed") or status.reason == "RayAuthFailed" then
+    hs.status = "Degraded"
+    if ray_lost then
+      hs.message = phase .. ": " .. detail(ray, "RayAuthFailed")
+    end
+  elseif phase == "Queued" and status.reason == "Unschedulable" then
+    hs.status = "Degraded"
+    hs.message = "Unschedulable: " .. detail(status, "no set of worker nodes can hold this task")
+  elseif ray_lost then
+    hs.message = phase .. ": Ray unreachable: " .. detail(ray, "RayReachable is False")
+  end
 else
   hs.status = "Unknown"
   hs.message = "Unknown ArgusTask phase " .. tostring(phase)
