@@ -4,6 +4,7 @@ Expectations are written out literally, never computed with the code under test.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
@@ -29,6 +30,7 @@ from argus.core.lifecycle import (
     TaskState,
     Validated,
     Waiting,
+    needs_look,
     needs_ray,
     phase_for_ray,
     timer_due,
@@ -137,19 +139,32 @@ def test_waiting_sets_the_place_and_the_reason() -> None:
 
 
 def test_waiting_while_ray_is_unreachable_says_so() -> None:
-    d = step(task("Queued"), Waiting(1, "RayUnreachable", "waiting: cannot read", "connection refused"), T0, SETTINGS)
+    d = step(task("Queued"), Waiting(1, "Queued", "waiting behind tasks ahead in the queue", "connection refused"), T0, SETTINGS)
     reach = next(c for c in d.status.conditions if c.type == "RayReachable")
     assert (reach.status, reach.reason, reach.message) == ("False", "RayUnreachable", "connection refused")
+    # Why it waits is Ray, whatever the queue said (it decided without Ray's capacity).
+    assert (d.status.reason, d.status.message) == ("RayUnreachable", "waiting: cannot read the Ray cluster's capacity (connection refused)")
 
 
 def test_waiting_while_ray_refuses_the_credentials_says_to_check_the_token() -> None:
-    d = step(task("Queued"), Waiting(1, "RayAuthFailed", "waiting: refused", "HTTP 401: the Ray cluster requires a token and none was sent",
+    d = step(task("Queued"), Waiting(1, "Queued", "waiting behind tasks ahead in the queue", "HTTP 401: the Ray cluster requires a token and none was sent",
                                      ray_reason="RayAuthFailed"), T0, SETTINGS)
     reach = next(c for c in d.status.conditions if c.type == "RayReachable")
     assert (reach.status, reach.reason) == ("False", "RayAuthFailed")
     assert reach.message == ("Ray refused the operator's credentials (HTTP 401: the Ray cluster requires a token and none was sent): "
                              "check the Ray token the operator is given (--ray-token-file)")
-    assert (d.status.phase, d.status.reason, d.status.message) == ("Queued", "RayAuthFailed", "waiting: refused")
+    assert (d.status.phase, d.status.reason, d.status.message) == ("Queued", "RayAuthFailed", f"waiting: {reach.message}")
+
+
+def test_a_look_is_needed_for_a_cancelled_queued_task_that_never_reached_ray_and_for_timers_that_ran_out() -> None:
+    assert needs_look(task("Queued", cancel=True), T0, SETTINGS)
+    assert not needs_look(task("Queued", cancel=True, finalizer=True), T0, SETTINGS)  # it may have reached Ray: Ray is asked
+    assert not needs_look(task("Queued", cancel=True, deleting=T0), T0, SETTINGS)
+    assert not needs_look(task("Queued"), T0, SETTINGS)
+    ttl = dataclasses.replace(SETTINGS, default_ttl_seconds=60)
+    ended = task("Succeeded", reason="RayJobSucceeded", finished_at="2026-12-03T08:00:00Z")
+    assert not needs_look(ended, T0 + dt.timedelta(seconds=59), ttl)
+    assert needs_look(ended, T0 + dt.timedelta(seconds=60), ttl)
 
 
 def test_a_queued_task_shows_ray_reachable_again_once_ray_answers() -> None:

@@ -199,7 +199,7 @@ class Reconciler:
             timer = lifecycle.timer_due(v.state, self.settings)
             if timer is not None:
                 timers.append(timer[0])
-            if (v.phase == Phase.Queued.value and v.cancel and not v.holds_finalizer) or (timer is not None and timer[0] <= now):
+            if lifecycle.needs_look(v.state, now, self.settings):
                 looks.append(v.key)
         await self._each(self._reconcile(key) for key in looks)
         self._next_timer = min((t for t in timers if t > now), default=None)
@@ -422,10 +422,6 @@ class Reconciler:
                 continue
             view = by_key[key]
             reason, message = decision.waiting[key]
-            if ray_error and self.nodes.error_reason == Reason.RayAuthFailed:
-                reason, message = Reason.RayAuthFailed, f"waiting: {lifecycle.ray_refused(ray_error)}"
-            elif ray_error:
-                reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({ray_error[:200]})"
             result = self._step(view, lifecycle.Waiting(position, reason, message, ray_error, self.nodes.error_reason))
             if key not in drafts and view.status.get("queuePosition") is not None and \
                     merge_patch(view.status, status_document(result.status)).keys() <= {"queuePosition"}:
@@ -443,6 +439,11 @@ class Reconciler:
                 if current is None or current.phase != Phase.Queued.value or current.deleting:
                     return
                 draft = drafts[view.key] = Draft.of(current)
+            # The second validation of the attempt, on purpose: the plan that runs is made
+            # now, from the spec and the platform configuration in force when the task
+            # starts (a path root or verl snapshot changed while it waited applies to it),
+            # with this attempt's submission id; intake's validation only admitted it to the
+            # queue. A task that no longer passes is Rejected with the reason (docs/lifecycle.md).
             verdict = validate_spec(draft.view.spec, draft.view.status.get("user") or "", self.config.platform,
                                     namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt,
                                     composer=self.composer)

@@ -140,8 +140,9 @@ class Refused:
 
 @dataclass(frozen=True)
 class Waiting:
-    """The queue left the task waiting at ``position``; ``ray_error`` when Ray could not be
-    read (``ray_reason``: RayUnreachable, or RayAuthFailed when it refused the credentials)."""
+    """The queue left the task waiting at ``position`` for ``reason``; ``ray_error`` when Ray
+    could not be read (``ray_reason``: RayUnreachable, or RayAuthFailed when it refused the
+    credentials), which then is the reason the task shows."""
 
     position: int
     reason: str
@@ -427,7 +428,13 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
     if isinstance(seen, Waiting):
         if phase is not Phase.Queued or task.cancel:
             return keep
-        status = status.model_copy(update={"queue_position": seen.position, "reason": seen.reason, "message": seen.message})
+        reason, message = seen.reason, seen.message
+        if seen.ray_error is not None:  # the queue could not read Ray's capacity: that is why it waits
+            if seen.ray_reason == Reason.RayAuthFailed:
+                reason, message = Reason.RayAuthFailed, f"waiting: {ray_refused(seen.ray_error)}"
+            else:
+                reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({seen.ray_error[:200]})"
+        status = status.model_copy(update={"queue_position": seen.position, "reason": reason, "message": message})
         reachable = task.condition("RayReachable")
         if seen.ray_error is not None or reachable is None or reachable.status != "True":
             status = _ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", stamp, since=None, reason=seen.ray_reason)
@@ -621,6 +628,18 @@ def _attempt_ended(task: TaskState, status: ArgusTaskStatus, outcome: str, what:
     requeued = _enter(task, status, Phase.Queued, Reason.Retrying, message, stamp, attempt=task.attempt + 1, ray_job=None,
                       ray_unreachable_since=None)
     return Decision(requeued)
+
+
+def needs_look(task: TaskState, now: dt.datetime, settings: LifecycleSettings) -> bool:
+    """Whether ``step`` must see the task with ``Reconcile`` now, with nothing new from Ray:
+    a queued task cancelled before it could reach Ray (no finalizer: nothing to ask Ray), or
+    an ended one whose timer (``timer_due``) has run out."""
+    if task.deleting:
+        return False
+    if task.phase is Phase.Queued and task.cancel and not task.holds_finalizer:
+        return True
+    timer = timer_due(task, settings)
+    return timer is not None and timer[0] <= now
 
 
 def timer_due(task: TaskState, settings: LifecycleSettings) -> tuple[dt.datetime, Literal["ttl", "retention"]] | None:
