@@ -32,6 +32,7 @@ trap 'rm -rf "$work"' EXIT
 pip=("$PYTHON" -m pip install --quiet --disable-pip-version-check --no-compile --no-warn-conflicts)
 # 1. The whole set for the building Python (the lower bounds of pyproject.toml's CLI deps).
 "${pip[@]}" --target "$work/host" --no-deps .
+rm -rf "$work/host/bin"  # its console scripts: the launcher below replaces them
 "${pip[@]}" --target "$work/host" 'pydantic>=2.7' 'pyyaml>=6.0' 'hydra-core>=1.3' 'kubernetes>=30.1'
 # 2. Split it: a distribution whose wheel is not pure Python moves to lib/cp<host>, and the
 # same version's wheel for every other minor goes to lib/cp3XX.
