@@ -95,9 +95,10 @@ tar -xzOf "$chart" argus/README.md | grep -q '^# Argus chart' || die "$chart hol
 log "chart $(basename "$chart") (image $image_repository:$version)"
 
 # 2. The sdist, and the wheel built from it (so the sdist is known to build).
-UV_CACHE_DIR="$CACHE/uv" "$UV" build --quiet --out-dir "$out" >/dev/null
+UV_CACHE_DIR="$CACHE/uv" "$UV" build --quiet --out-dir "$work/python" >/dev/null
 for f in "argus_operator-$version.tar.gz" "argus_operator-$version-py3-none-any.whl"; do
-  [[ -f "$out/$f" ]] || die "uv build made no $f: $(ls "$out")"
+  [[ -f "$work/python/$f" ]] || die "uv build made no $f: $(ls "$work/python")"
+  mv "$work/python/$f" "$out/"
 done
 log "wheel and sdist"
 
