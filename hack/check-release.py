@@ -13,7 +13,9 @@ stage runs it right after the build; run it on a release folder before publishin
   cache); ``argus --version`` and ``argus-operator --version`` print the release.
 - The kubectl plugin: ``kubectl krew install --manifest=... --archive=...`` (krew built from
   its Go module) into an empty KREW_ROOT; ``kubectl argus --version`` and ``kubectl argus
-  validate`` run through kubectl; a manifest whose sha256 is wrong is refused.
+  validate`` run through kubectl; a manifest whose sha256 is wrong is refused; the launcher
+  passes over a python3 it has no packages for and runs a python3.X it has, or says what it
+  needs.
 - The image archive: an OCI layout whose one manifest is named <repository>:<version>, its
   entrypoint argus-operator (CI's image stage ran the image itself).
 - The SBOM: CycloneDX 1.6 JSON listing exactly the lock's packages and versions.
@@ -28,6 +30,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -186,7 +189,27 @@ def check_krew(folder: Path, version: str, work: Path) -> None:
     done = run(kubectl, "argus", "validate", "-f", REPO / "examples" / "ppo-basic.yaml", "--user", "alice", env=path)
     if "ppo-basic: valid" not in done.stdout:
         raise Failed(f"kubectl argus validate: {done.stdout}")
+    check_launcher_python_choice(root / "bin" / "kubectl-argus", version, work)
     ok(f"{here} through argus.krew.yaml (krew {KREW_VERSION}, KREW_ROOT {root}): kubectl argus --version, validate; a wrong sha256 is refused")
+
+
+def check_launcher_python_choice(plugin: Path, version: str, work: Path) -> None:
+    """The launcher passes over a python3 it has no compiled packages for (here one that says
+    it is CPython 3.9) and runs the python3.X that fits; with none, it names what it needs."""
+    only = work / "path-only"
+    only.mkdir()
+    for tool in ("dirname", "readlink"):
+        (only / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
+    (only / "python3").write_text("#!/bin/sh\necho cp39\n")
+    (only / "python3").chmod(0o755)
+    refused = run(plugin, "--version", env={"PATH": str(only)}, check=False)
+    if refused.returncode != 2 or "needs CPython 3.11, 3.12, 3.13, 3.14" not in refused.stderr:
+        raise Failed(f"the launcher with only a CPython 3.9 on PATH: exit {refused.returncode}, {refused.stderr.strip()!r}")
+    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    (only / f"python{minor}").symlink_to(Path(getattr(sys, "_base_executable", sys.executable)).resolve())
+    out = run(plugin, "--version", env={"PATH": str(only)}).stdout.strip()
+    if out != f"kubectl argus {version}":
+        raise Failed(f"the launcher with python3 = 3.9 and python{minor} on PATH printed {out!r}")
 
 
 def check_image(folder: Path, version: str, image: str) -> None:
