@@ -78,15 +78,15 @@ bins=$(bash hack/build-testbed-bins.sh | tail -n 1)
 HELM=${HELM:-$bins/helm}
 cp -r charts/argus "$work/argus"
 "$PY" - "$work/argus" "$image_repository" "$version" <<'PY'
-import pathlib, sys
+import pathlib, re, sys
 chart, repository, version = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-for name, old, new in (("values.yaml", "  repository: localhost/argus-operator\n", f"  repository: {repository}\n"),
-                       ("Chart.yaml", "      image: localhost/argus-operator:", f"      image: {repository}:")):
+for name, old, new in (("values.yaml", r"^  repository: localhost/argus-operator$", f"  repository: {repository}"),
+                       ("Chart.yaml", r"^      image: localhost/argus-operator:\S*$", f"      image: {repository}:{version}")):
     path = chart / name
-    text = path.read_text()
-    if text.count(old) != 1:
-        sys.exit(f"release: {path.name} does not hold exactly one {old.strip()!r} to point at {repository}")
-    path.write_text(text.replace(old, new))
+    text, n = re.subn(old, new, path.read_text(), flags=re.M)
+    if n != 1:
+        sys.exit(f"release: {path.name} does not hold exactly one line matching {old!r} to point at {repository}")
+    path.write_text(text)
 PY
 "$HELM" lint --quiet "$work/argus" >/dev/null
 "$HELM" package "$work/argus" --app-version "$version" --destination "$out" >/dev/null
