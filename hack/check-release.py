@@ -6,7 +6,8 @@ stage runs it right after the build; run it on a release folder before publishin
 
 - SHA256SUMS: every file listed, every listed file matches.
 - The chart: ``helm install`` of the packaged .tgz into the testbed's own API server
-  (kube-apiserver + etcd on loopback): every object is created server-side; the Deployment's
+  (kube-apiserver + etcd on loopback): every object is created there, and its rendering
+  applied with ``kubectl apply --server-side`` as a second release; the Deployment's
   image is the registry-qualified name the release was built for; its README and Artifact Hub
   annotations are in the package.
 - The wheel: into a clean virtual environment (its dependencies from the lock, with uv's
@@ -46,6 +47,7 @@ from argus_testbed import ControlPlane, find_binaries  # noqa: E402
 from argus_testbed.controlplane import find_kubectl  # noqa: E402
 
 KREW_MODULE, KREW_VERSION = "sigs.k8s.io/krew/cmd/krew", "v0.4.4"
+KUBE_VERSION = "1.34.4"  # the testbed's API server; `helm template` assumes 1.20 unless told
 CACHE = Path(os.environ.get("ARGUS_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "argus")
 
 
@@ -117,7 +119,17 @@ def check_chart(folder: Path, version: str, work: Path) -> None:
         if got != image:
             raise Failed(f"the installed Deployment runs {got}, the chart's Artifact Hub annotation says {image}")
         cp.kubectl("get", "crd", "argustasks.argus.io")
-        ok(f"{chart.name}: helm install into the API server, {len(manifest)} objects created, Deployment image {got}, README and Artifact Hub annotations")
+        # The same package rendered and applied server-side, as GitOps tools apply it (a second
+        # release; the user ClusterRoles are the first one's).
+        rendered = run(helm, "template", "argus-ssa", chart, "--namespace", "argus-ssa", "--kube-version", KUBE_VERSION,
+                       "--set", "rbac.userRoles=false", env=env).stdout
+        cp.kubectl("create", "namespace", "argus-ssa")
+        applied = cp.kubectl("apply", "--server-side", "--field-manager=check-release", "-n", "argus-ssa", "-f", "-", input=rendered,
+                             check=False)
+        if applied.returncode != 0:
+            raise Failed(f"kubectl apply --server-side of {chart.name}: {applied.stderr.strip()}")
+        ok(f"{chart.name}: helm install into the API server ({len(manifest)} objects created, Deployment image {got}) and "
+           f"kubectl apply --server-side of its rendering ({len(applied.stdout.splitlines())} objects); README and Artifact Hub annotations")
     finally:
         cp.stop()
 
