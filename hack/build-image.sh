@@ -9,7 +9,8 @@
 #   hack/build-image.sh [TAG]    (default localhost/argus-operator:<version>)
 #
 # Writes dist/argus-operator-<version>.oci.tar (an OCI archive: `skopeo copy
-# oci-archive:... docker://registry/...` pushes it) and prints the sizes. Needs root and
+# oci-archive:... docker://registry/...` pushes it; ARGUS_IMAGE_ARCHIVE=0: not written, as in
+# CI, where hack/release.sh writes the release's archive) and prints the sizes. Needs root and
 # Debian's buildah and debootstrap (apt-get install buildah debootstrap).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,8 +62,11 @@ fi
 t2=$SECONDS
 archive="dist/argus-operator-$version.oci.tar"
 rm -f "$archive"
-"${B[@]}" push --quiet "$tag" "oci-archive:$archive:$tag" >/dev/null
-base_mb=$("${B[@]}" inspect --type image --format '{{.Size}}' "$base" 2>/dev/null || echo 0)
-echo "build-image: $tag built in $((t2 - t1)) s (base $((t1 - t0)) s); $archive $(du -m "$archive" | cut -f1) MB compressed" >&2
+if [[ "${ARGUS_IMAGE_ARCHIVE:-1}" != 0 ]]; then
+  "${B[@]}" push --quiet "$tag" "oci-archive:$archive:$tag" >/dev/null
+  echo "build-image: $tag built in $((t2 - t1)) s (base $((t1 - t0)) s); $archive $(du -m "$archive" | cut -f1) MB compressed" >&2
+else
+  echo "build-image: $tag built in $((t2 - t1)) s (base $((t1 - t0)) s); no archive (ARGUS_IMAGE_ARCHIVE=0)" >&2
+fi
 "${B[@]}" images --format '{{.Name}}:{{.Tag}} {{.Size}}' | grep -E "argus-(operator|base)" >&2 || true
 echo "$tag"

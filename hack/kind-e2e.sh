@@ -100,7 +100,7 @@ kubectl -n ray rollout status deploy/ray-worker --timeout=900s
 
 log "Helm chart (webhook on)"
 "$HELM" upgrade --install argus charts/argus --namespace argus-system --create-namespace \
-  --set image.repository=argus-operator --set image.tag=e2e --set image.pullPolicy=Never \
+  --set image.repository=docker.io/library/argus-operator --set image.tag=e2e --set image.pullPolicy=Never \
   --set operator.rayAddress=http://ray-head.ray.svc.cluster.local:8265 \
   --set webhook.enabled=true --wait --timeout 5m
 kubectl -n argus-system rollout status deploy/argus --timeout=300s

@@ -66,8 +66,8 @@ def manifest(version: str, archives: list[Path], url_base: str, homepage: str) -
                 "TaskSpecs (convert), prints the CRD (crd), onboards users (onboard) and prints or\n"
                 "follows a task's Ray job logs (logs).\n"),
             "caveats": (
-                "The plugin is a Python program: it runs with the python3 on your PATH, which must be\n"
-                "the version the archive was built for (see `kubectl argus --version`). `kubectl argus\n"
+                "The plugin is a Python program: it needs CPython 3.11 to 3.14 on your PATH (as python3\n"
+                "or python3.X; the archive carries the compiled dependencies for each). `kubectl argus\n"
                 "logs` also needs Ray's client: pip install 'ray>=2.40'.\n"),
             "platforms": platforms,
         },

@@ -476,9 +476,9 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
         assert args.allowlist == ["python3 -m verl.trainer.*", "torchrun -m verl.*"] and args.verbose
         assert args.hf_home == ""  # the shared Hugging Face cache turned off: jobs get no HF_HOME
         assert pod["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""} and pod["tolerations"][0]["key"] == "dedicated"
-        assert container["image"] == "argus-operator@sha256:" + "ab" * 32
+        assert container["image"] == "localhost/argus-operator@sha256:" + "ab" * 32
     else:
-        assert container["image"] == "argus-operator:0.1.0"
+        assert container["image"] == "localhost/argus-operator:0.1.0"
         assert args.hf_home is None  # the default: <root>/hf
 
 
@@ -621,6 +621,21 @@ def test_values_mistake_fails_helm_install(values: list[str], message: str, helm
     assert out.returncode != 0
     assert "values don't meet the specifications of the schema" in out.stderr and message in out.stderr, out.stderr
     assert helm("status", "typo", "--namespace", "typo-system", check=False, cluster=True).returncode != 0
+
+
+@pytest.mark.parametrize("repository", ["argus-operator", "argus/argus-operator", "library/argus-operator"])
+def test_short_image_names_are_refused(repository: str, helm: Any) -> None:
+    """A short name is resolved by the container runtime (docker.io, or a search list): the
+    pod could run someone else's image of that name."""
+    out = helm("template", RELEASE, str(CHART), "--kube-version", KUBE_VERSION, "--set", f"image.repository={repository}", check=False)
+    assert out.returncode != 0 and f"image.repository={repository} is a short name" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("repository", ["registry.example.com/argus-operator", "registry:5000/argus-operator",
+                                        "localhost/argus-operator", "docker.io/library/argus-operator"])
+def test_qualified_image_names_are_used_as_given(repository: str, helm: Any) -> None:
+    objs = render(helm, "--set", f"image.repository={repository}", "--set", "image.tag=1.2.3")
+    assert one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"] == f"{repository}:1.2.3"
 
 
 def test_two_replicas_without_leader_election_are_refused(helm: Any) -> None:

@@ -37,7 +37,14 @@ app.kubernetes.io/part-of: argus
 {{- end }}
 {{- end }}
 
+{{/* The image, registry included: a short name would be resolved by the container runtime
+(docker.io, or a search list), so it might pull someone else's image of that name. */}}
 {{- define "argus.image" -}}
+{{- $repo := .Values.image.repository }}
+{{- $host := index (splitList "/" $repo) 0 }}
+{{- if or (eq $host $repo) (not (or (eq $host "localhost") (contains "." $host) (contains ":" $host))) }}
+{{- fail (printf "image.repository=%s is a short name: a container runtime would pick the registry it is pulled from (docker.io or a search list); name the registry: registry.example.com/argus-operator (localhost/argus-operator for an image loaded on the nodes)" $repo) }}
+{{- end }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
 {{- else }}
