@@ -5,17 +5,17 @@ answer to "which moves can a task make at all?"; ``core.lifecycle`` says how one
 
 How the two relate (honestly): ``lifecycle.step``'s branches decide, and every decision
 they make is checked against this table before ``step`` returns it; one that is not
-declared raises ``UndeclaredTransition`` (an internal error: the controller logs it, writes
-nothing and retries at the next tick). So the table is a contract ``step`` is held to, not
+declared raises ``UndeclaredTransition`` (an internal error: the decision is not written;
+the controller logs it and tries again at the next tick). So the table is a contract ``step`` is held to, not
 the code that picks the next phase. A decision that keeps the phase and reason and asks for
 nothing is always allowed: an observation that does not apply (progress lines, a read that
 only refreshes the ``RayReachable`` condition) is not a transition.
 
 docs/lifecycle.md's transition diagram and tables, and the README's phase list, are
 generated from here (``hack/update-lifecycle-docs.py`` writes them; ``python -m
-argus.core.transitions --markdown`` prints them); tests/unit/
-test_transitions.py fails when they are stale, and walks every phase and observation with
-hypothesis to check that ``step`` makes only declared transitions.
+argus.core.transitions --markdown`` prints them). tests/unit/test_transitions.py fails when
+they are stale, walks every phase and observation with hypothesis to check that ``step``
+makes only declared transitions, and finds a case for every row (none is dead).
 
 Observation and action kinds are named by their class names in ``core.lifecycle`` (this
 module is imported by it, so it cannot import them); a ``PostEvent`` is named with its
@@ -236,9 +236,9 @@ def reasons_by_phase() -> dict[Phase, tuple[Reason, ...]]:
             target = rule.target_from(source)
             if target is not None:
                 found[target].update(rule.reasons)
-    def order(p: Phase) -> dict[Reason, int]:
-        return {r: i for i, r in enumerate([*REASONS_BY_PHASE[p], *Reason])}
-    return {p: tuple(sorted(found[p], key=lambda r, o=order(p): o[r])) for p in Phase}
+    def order(phase: Phase) -> list[Reason]:
+        return list(dict.fromkeys([*REASONS_BY_PHASE[phase], *Reason]))
+    return {p: tuple(sorted(found[p], key=order(p).index)) for p in Phase}
 
 
 def _phase_name(p: Source) -> str:
