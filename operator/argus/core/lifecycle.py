@@ -2,7 +2,9 @@
 becomes for each thing the operator observes, and which actions follow. The controller
 gathers the observations (validation, the queue's decision, Ray's answers), calls ``step``
 and carries out the actions; one writer patches the status and posts one Event per phase
-change. This is the file to read for "how does a task change phase?".
+change. This is the file to read for "how does a task change phase?"; the moves it may
+make at all are declared as a table in ``core.transitions``, which ``step`` is checked
+against (and docs/lifecycle.md's tables are generated from).
 
     (new) --Validated--> Queued --Admitted/Submit--> Submitted --Ray RUNNING--> Running
       |                    |                            |                         |
@@ -37,6 +39,7 @@ from .plan import SubmissionPlan, submission_id_for
 from .problems import cap_lines
 from .spec import ArgusTaskStatus, AttemptRecord, Condition, ConditionStatus, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress, VerlConfigSource
 from .times import format_time, from_epoch_ms, parse_time
+from .transitions import Move, event, require
 from .vocabulary import ACTIVE_PHASES, Reason
 
 FINALIZER = "argus.io/stop-ray-job"
@@ -385,7 +388,26 @@ def stopping(task: TaskState, now: dt.datetime) -> bool:
 
 
 def step(task: TaskState, seen: Observation, now: dt.datetime, settings: LifecycleSettings) -> Decision:
-    """The new status of ``task`` and the actions that follow, given what was ``seen``."""
+    """The new status of ``task`` and the actions that follow, given what was ``seen``.
+
+    The branches below decide; the decision is then held to the declared transition table
+    (``core.transitions.RULES``): one the table does not declare raises
+    ``UndeclaredTransition`` instead of being returned (the controller writes nothing and
+    logs it). The table does not choose the next phase; it bounds what the branches may."""
+    decision = _decide(task, seen, now, settings)
+    require(Move(source=task.phase, observation=type(seen).__name__, deleting=task.deleting,
+                 target=Phase(decision.status.phase) if decision.status.phase else None,
+                 reason_before=task.status.reason, reason_after=decision.status.reason,
+                 actions=tuple(action_kind(a) for a in decision.actions)))
+    return decision
+
+
+def action_kind(action: Action) -> str:
+    """How the transition table names an action: its class, and an Event's reason."""
+    return event(action.reason) if isinstance(action, PostEvent) else type(action).__name__
+
+
+def _decide(task: TaskState, seen: Observation, now: dt.datetime, settings: LifecycleSettings) -> Decision:
     stamp = format_time(now)
     status = task.status
     phase = task.phase

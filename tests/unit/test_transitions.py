@@ -1,0 +1,228 @@
+"""The lifecycle's declared transition table (``core.transitions``): the docs generated from
+it are current, its names are the lifecycle's own, and ``lifecycle.step`` makes only the
+transitions it declares: a hypothesis walk over every phase (and new), deleted or not, and
+every kind of observation, with the fields that steer the lifecycle generated around their
+limits (grace periods, deadlines, TTL, attempts against backoffLimit, active and ended jobs,
+auth failures). Each declared row is also reached by some generated case (no dead rows)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+from hypothesis import Phase as Stage
+from hypothesis import strategies as st
+
+from argus.core import lifecycle as lc
+from argus.core import transitions as tr
+from argus.core.gitops import DEFAULT_TRACKING_LABEL, HELM_RELEASE, TRACKING_ID
+from argus.core.plan import SubmissionPlan, submission_id_for
+from argus.core.spec import ArgusTaskStatus, AttemptRecord, Condition, RayJobStatus, RestartPolicy, TaskProgress
+from argus.core.times import format_time
+from argus.core.vocabulary import REASONS_BY_PHASE, Phase, Reason
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+T0 = dt.datetime(2026, 12, 3, 8, 0, 0, tzinfo=dt.UTC)
+NS, NAME, UID = "ns", "t", "0a1b2c3d-0000-0000-0000-000000000000"
+OBSERVATIONS = [t.__name__ for t in typing.get_args(lc.Observation)]
+ACTIONS = [t.__name__ for t in typing.get_args(lc.Action)]
+SOURCES: list[Phase | None] = [None, *Phase]
+STALE = "is stale: run .venv/bin/python hack/update-lifecycle-docs.py (it regenerates it from operator/argus/core/transitions.py) and commit the result"
+
+
+# --------------------------------------------------------------------------- the docs and the names
+
+@pytest.mark.parametrize("path", sorted(tr.BLOCKS))
+def test_the_generated_docs_are_current(path: str) -> None:
+    text = (REPO / path).read_text()
+    assert tr.render(path, text) == text, f"{path}'s lifecycle tables {STALE}"
+
+
+def test_a_stale_block_is_told_apart_and_missing_markers_are_named() -> None:
+    """Negative control for the check above."""
+    text = (REPO / "docs" / "lifecycle.md").read_text()
+    stale = text.replace("| `Queued` | `Waiting` |", "| `Running` | `Waiting` |", 1)
+    assert stale != text and tr.render("docs/lifecycle.md", stale) == text
+    with pytest.raises(ValueError, match="'transitions' are missing"):
+        tr.render("docs/lifecycle.md", text.replace(tr.marker("transitions", end=True), ""))
+
+
+def test_the_reasons_each_phase_may_reach_are_the_vocabularys() -> None:
+    assert tr.reasons_by_phase() == REASONS_BY_PHASE
+
+
+def test_the_table_names_the_lifecycles_observations_and_actions() -> None:
+    assert {r.observation for r in tr.RULES} <= set(OBSERVATIONS)
+    events = {tr.event(r) for r in Reason}
+    for rule in tr.RULES:
+        assert set(rule.actions) <= set(ACTIONS) - {"PostEvent"} | events, rule
+        assert rule.target is tr.SAME or rule.reasons, f"a rule that changes the phase names the reasons: {rule}"
+        assert all(rule.target is tr.SAME or r in REASONS_BY_PHASE[rule.target] for r in rule.reasons), rule
+
+
+def test_markdown_prints_every_block(capsys: pytest.CaptureFixture[str]) -> None:
+    assert tr.main(["--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert tr.transitions_markdown() in out and tr.phase_list_markdown() in out and tr.diagram_mermaid() in out
+    assert tr.main([]) == 2
+
+
+# --------------------------------------------------------------------------- generated tasks and observations
+
+SECONDS = st.sampled_from([0, 1, 59, 60, 61, 119, 120, 121, 299, 300, 301, 3599, 3600, 3601, 86_400]) | st.integers(0, 100_000)
+
+
+def ago(seconds: int) -> str:
+    return format_time(T0 - dt.timedelta(seconds=seconds))
+
+
+@st.composite
+def lifecycle_settings(draw: st.DrawFn) -> lc.LifecycleSettings:
+    return lc.LifecycleSettings(
+        ray_grace_seconds=draw(st.sampled_from([0.0, 60.0, 300.0])),
+        delete_grace_seconds=draw(st.sampled_from([0.0, 120.0])),
+        dashboard_url=draw(st.none() | st.just("http://ray:8265")),
+        ray_job_retention_seconds=draw(st.none() | st.sampled_from([0.0, 60.0, 3600.0])),
+        default_ttl_seconds=draw(st.none() | st.sampled_from([0, 60, 3600])),
+        gitops_tracking_label=draw(st.sampled_from([DEFAULT_TRACKING_LABEL, ""])),
+    )
+
+
+@st.composite
+def tasks(draw: st.DrawFn, phase: Phase | None, deleting: bool) -> lc.TaskState:
+    attempt = draw(st.integers(1, 5))
+    sid = submission_id_for(NS, NAME, UID, attempt)
+    reason = draw(st.sampled_from(REASONS_BY_PHASE[phase])) if phase else None
+    ray_job = draw(st.none() | st.builds(RayJobStatus, submission_id=st.just(sid), status=st.sampled_from([None, "PENDING", "RUNNING", "FAILED"]),
+                                         driver_node_id=st.sampled_from([None, "node-1", "head"])))
+    reachable = draw(st.sampled_from([None, "True", "False"]))
+    conditions = None if reachable is None else [Condition(
+        type="RayReachable", status=reachable, reason="RayReachable" if reachable == "True" else draw(st.sampled_from(["RayUnreachable", "RayAuthFailed"])),
+        message="x", last_transition_time=ago(draw(SECONDS)))]
+    attempts = draw(st.none() | st.just([AttemptRecord(attempt=n, submission_id=submission_id_for(NS, NAME, UID, n)) for n in range(1, attempt + 1)]))
+    status = ArgusTaskStatus(
+        phase=phase, reason=reason, message="m", attempt=attempt, attempts=attempts, ray_job=ray_job, conditions=conditions,
+        admitted_at=draw(st.none() | SECONDS.map(ago)), ray_unreachable_since=draw(st.none() | SECONDS.map(ago)),
+        finished_at=draw(st.none() | SECONDS.map(ago)) if phase is not None and phase.terminal else None,
+        ray_jobs_removed=draw(st.none() | st.booleans()), kept_by=draw(st.none() | st.just("Argo CD application a")),
+        progress=draw(st.none() | st.builds(TaskProgress, step=st.none() | st.integers(0, 500))),
+        queue_position=draw(st.none() | st.integers(1, 9)) if phase is Phase.Queued else None,
+    )
+    marks = draw(st.sampled_from(["none", "annotation", "label", "helm"]))
+    labels = {DEFAULT_TRACKING_LABEL: "app"} if marks in ("label", "helm") else {}
+    annotations = {TRACKING_ID: f"app:argus.io/ArgusTask:{NS}/{NAME}"} if marks == "annotation" else \
+        {HELM_RELEASE: "r"} if marks == "helm" else {}
+    return lc.TaskState(
+        namespace=NS, name=NAME, uid=UID, status=status, generation=draw(st.none() | st.integers(1, 3)),
+        cancel=draw(st.booleans()), active_deadline_seconds=draw(st.none() | st.sampled_from([1, 60, 300, 3600])),
+        deleting_since=(T0 - dt.timedelta(seconds=draw(SECONDS))) if deleting else None,
+        holds_finalizer=draw(st.booleans()), restart_policy=draw(st.sampled_from([p.value for p in RestartPolicy])),
+        backoff_limit=draw(st.integers(0, 4)), ttl_seconds_after_finished=draw(st.none() | st.sampled_from([0, 60, 3600])),
+        labels=labels, annotations=annotations,
+    )
+
+
+ERRORS = st.sampled_from(["connection refused", "HTTP 401: the Ray cluster requires a token", "timed out", ""])
+RAY_STATUSES = st.sampled_from(["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED", "running", "NEW_STATE"])
+
+
+def observations(kind: str, task: lc.TaskState) -> st.SearchStrategy[lc.Observation]:
+    """Every observation kind, with its fields generated (an Admitted plan is always the
+    current attempt's: ``step`` refuses another with a ValueError, tested elsewhere)."""
+    sid = task.submission_id
+    plan = SubmissionPlan(submission_id=sid, user="alice", command="c", entrypoint="e", entrypoint_resources={}, runtime_env={},
+                          metadata={}, job_dir="/j", gpus=1)
+    reason = st.sampled_from([Reason.RayUnreachable, Reason.RayAuthFailed])
+    strategies: dict[str, st.SearchStrategy[lc.Observation]] = {
+        "Validated": st.builds(lc.Validated, user=st.just("alice"), command=st.just("c"),
+                               warnings=st.lists(st.sampled_from(["w1", "w2"]), max_size=2).map(tuple),
+                               verl=st.none() | st.just(("0.9.1", "release"))),
+        "Refused": st.builds(lc.Refused, reason=st.sampled_from(REASONS_BY_PHASE[Phase.Rejected]), message=st.sampled_from(["a\nb", "", "x"]),
+                             user=st.none() | st.just("alice")),
+        "Waiting": st.builds(lc.Waiting, position=st.integers(1, 9), reason=st.sampled_from(tr._WAITING), message=st.just("waiting"),
+                             ray_error=st.none() | ERRORS, ray_reason=reason),
+        "Admitted": st.just(lc.Admitted(plan)),
+        "SubmitResult": st.builds(lc.SubmitResult, outcome=st.sampled_from(["submitted", "adopted", "unreachable", "auth_failed", "refused"]),
+                                  submission_id=st.just(sid), detail=ERRORS),
+        "JobObserved": st.builds(lc.JobObserved, status=RAY_STATUSES, message=st.sampled_from(["", "exit 1"]),
+                                 driver_node_id=st.none() | st.sampled_from(["node-1", "head"]),
+                                 start_time_ms=st.none() | st.just(1_796_000_000_000), end_time_ms=st.none() | st.just(1_796_000_100_000),
+                                 driver_on_worker=st.none() | st.booleans()),
+        "JobUnknown": st.just(lc.JobUnknown()),
+        "RayUnreachable": st.builds(lc.RayUnreachable, error=ERRORS, reason=reason),
+        "Reconcile": st.just(lc.Reconcile()),
+        "ProgressObserved": st.builds(lc.ProgressObserved, progress=st.builds(TaskProgress, step=st.none() | st.integers(0, 500))),
+        "RayJobsRemoved": st.just(lc.RayJobsRemoved()),
+    }
+    assert set(strategies) == set(OBSERVATIONS), "a new observation kind: give it a strategy here"
+    return strategies[kind]
+
+
+@st.composite
+def cases(draw: st.DrawFn, phase: Phase | None, deleting: bool, kind: str) -> tuple[lc.TaskState, lc.Observation, lc.LifecycleSettings]:
+    task = draw(tasks(phase, deleting))
+    return task, draw(observations(kind, task)), draw(lifecycle_settings())
+
+
+def move_of(task: lc.TaskState, seen: lc.Observation, decision: lc.Decision) -> tr.Move:
+    """The decision as the table sees it, built here from the decision itself (not by
+    ``step``'s own check)."""
+    return tr.Move(source=task.phase, observation=type(seen).__name__, deleting=task.deleting,
+                   target=Phase(decision.status.phase) if decision.status.phase else None,
+                   reason_before=task.status.reason, reason_after=decision.status.reason,
+                   actions=tuple(tr.event(a.reason) if isinstance(a, lc.PostEvent) else type(a).__name__ for a in decision.actions))
+
+
+# --------------------------------------------------------------------------- the walk
+
+WALK = [(phase, deleting, kind) for phase in SOURCES for deleting in (False, True) for kind in OBSERVATIONS]
+
+
+@pytest.mark.parametrize("phase,deleting,kind", WALK, ids=[f"{p.value if p else 'new'}-{'deleting' if d else 'live'}-{k}" for p, d, k in WALK])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+@given(data=st.data())
+def test_step_makes_only_declared_transitions(phase: Phase | None, deleting: bool, kind: str, data: st.DataObject) -> None:
+    task, seen, lifecycle_settings_ = data.draw(cases(phase, deleting, kind))
+    decision = lc._decide(task, seen, T0, lifecycle_settings_)  # the branches, before step's own check
+    move = move_of(task, seen, decision)
+    assert move.idle or tr.declared(move) is not None, f"undeclared: {move}"
+    if move.target is not None and (move.target, move.reason_after) != (move.source, move.reason_before):
+        assert move.reason_after in REASONS_BY_PHASE[move.target], str(move)
+    assert lc.step(task, seen, T0, lifecycle_settings_) == decision  # step returns what the branches decided
+
+
+# --------------------------------------------------------------------------- every row is reached, and needed
+
+@pytest.mark.parametrize("index", range(len(tr.RULES)), ids=[f"{i}-{r.observation}" for i, r in enumerate(tr.RULES)])
+def test_every_declared_row_is_reached(index: int) -> None:
+    """For each row, some generated case of one of its sources takes it: no row is dead."""
+    rule = tr.RULES[index]
+
+    def takes_it(case: tuple[lc.TaskState, lc.Observation, lc.LifecycleSettings]) -> bool:
+        task, seen, lifecycle_settings_ = case
+        move = move_of(task, seen, lc._decide(task, seen, T0, lifecycle_settings_))
+        return not move.idle and tr.declared(move, [rule]) is rule
+
+    sources = st.sampled_from(rule.sources).flatmap(lambda source: cases(source, rule.deleting, rule.observation))
+    # Found, not shrunk: the first case that takes the row is enough.
+    find(sources, takes_it, settings=settings(max_examples=5000, deadline=None, database=None, phases=[Stage.generate],
+                                              suppress_health_check=[HealthCheck.too_slow]))
+
+
+def test_step_refuses_a_transition_the_table_does_not_declare(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the row 'an active task fails after the Ray grace', that decision is refused."""
+    row = next(r for r in tr.RULES if r.observation == "RayUnreachable" and r.target is Phase.Failed)
+    index = {key: [r for r in rules if r is not row] for key, rules in tr._INDEX.items()}
+    monkeypatch.setattr(tr, "_INDEX", index)
+    task = lc.TaskState(namespace=NS, name=NAME, uid=UID, holds_finalizer=True,
+                        status=ArgusTaskStatus(phase=Phase.Running, reason=Reason.RayJobRunning, ray_unreachable_since=ago(400)))
+    with pytest.raises(tr.UndeclaredTransition, match=r"Running/RayJobRunning --RayUnreachable--> Failed/RayUnreachable"):
+        lc.step(task, lc.RayUnreachable("connection refused"), T0, lc.LifecycleSettings(ray_grace_seconds=300))
+    monkeypatch.undo()
+    decided = lc.step(task, lc.RayUnreachable("connection refused"), T0, lc.LifecycleSettings(ray_grace_seconds=300))
+    assert (decided.status.phase, decided.status.reason) == ("Failed", "RayUnreachable")
