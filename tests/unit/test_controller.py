@@ -42,6 +42,7 @@ class World:
                                      poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace,
                                      ray_job_retention_seconds=ray_job_retention)
         self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, clock=self.clock, metrics=Metrics(self.clock))
+        self.reconciler.strict_transitions = True  # a decision the table does not declare fails the test
         self.cluster.onboard(NS, "alice")
         # One event loop for the world's life: background work (log streams) goes on across ticks.
         self.loop = asyncio.new_event_loop()

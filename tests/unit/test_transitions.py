@@ -226,3 +226,16 @@ def test_step_refuses_a_transition_the_table_does_not_declare(monkeypatch: pytes
     monkeypatch.undo()
     decided = lc.step(task, lc.RayUnreachable("connection refused"), T0, lc.LifecycleSettings(ray_grace_seconds=300))
     assert (decided.status.phase, decided.status.reason) == ("Failed", "RayUnreachable")
+
+
+def test_the_operator_carries_out_an_undeclared_transition_and_reports_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's way (``undeclared=``): the decision is returned, not refused (a task must
+    not stall on a row missing from the table), and reported once."""
+    row = next(r for r in tr.RULES if r.observation == "RayUnreachable" and r.target is Phase.Failed)
+    monkeypatch.setattr(tr, "_INDEX", {key: [r for r in rules if r is not row] for key, rules in tr._INDEX.items()})
+    task = lc.TaskState(namespace=NS, name=NAME, uid=UID, holds_finalizer=True,
+                        status=ArgusTaskStatus(phase=Phase.Running, reason=Reason.RayJobRunning, ray_unreachable_since=ago(400)))
+    reported: list[str] = []
+    decided = lc.step(task, lc.RayUnreachable("connection refused"), T0, lc.LifecycleSettings(ray_grace_seconds=300), undeclared=reported.append)
+    assert (decided.status.phase, decided.status.reason) == ("Failed", "RayUnreachable")
+    assert len(reported) == 1 and "Running/RayJobRunning --RayUnreachable--> Failed/RayUnreachable" in reported[0]

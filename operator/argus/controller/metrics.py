@@ -63,6 +63,8 @@ class Metrics:
         self.tasks_finished = Counter("argus_tasks_finished_total", "Tasks that reached an end phase (Succeeded, Failed, Stopped, Rejected), "
                                       "by phase and reason", ["phase", "reason"], registry=r)
         self.reconcile_errors = Counter("argus_reconcile_errors_total", "Reconcile ticks that failed unexpectedly", registry=r)
+        self.undeclared_transitions = Counter("argus_undeclared_transitions_total",
+                                              "Lifecycle decisions the declared transition table does not hold (carried out, logged)", registry=r)
         self.admission_pass = Histogram("argus_admission_pass_seconds", "Duration of admission passes over the queue (capacity read + "
                                         "queue decision)", buckets=CALL_BUCKETS, registry=r)
         self.webhook_reviews = Histogram("argus_webhook_review_duration_seconds", "Admission reviews answered by the webhook, by operation "

@@ -101,6 +101,9 @@ class Reconciler:
         self.leads = leads
         self.clock = clock
         self.metrics = metrics
+        # Tests hold the transition table complete (an undeclared decision raises); the
+        # operator carries such a decision out and reports it (_undeclared).
+        self.strict_transitions = False
         self.now = clock.now
         self.monotonic = monotonic = clock.monotonic
         self.wake = asyncio.Event()
@@ -252,7 +255,14 @@ class Reconciler:
 
     # -- one task ---------------------------------------------------------------------
     def _step(self, view: TaskView, seen: Observation) -> Decision:
-        return lifecycle.step(view.state, seen, self.now(), self.settings)
+        return lifecycle.step(view.state, seen, self.now(), self.settings,
+                              undeclared=None if self.strict_transitions else self._undeclared)
+
+    def _undeclared(self, what: str) -> None:
+        """A decision the transition table does not declare: carried out all the same (a
+        task must not stall on a missing row), logged as the bug it is, and counted."""
+        self.metrics.undeclared_transitions.inc()
+        log.error("%s: carried out; please report it (the table in argus.core.transitions is incomplete)", what)
 
     async def _carry_out(self, draft: Draft, decision: Decision) -> None:
         """Do what the decision says; an action's outcome goes back to the lifecycle."""

@@ -30,7 +30,7 @@ unknown" is the normal answer). The observations that need Ray are named by
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,7 +39,7 @@ from .plan import SubmissionPlan, submission_id_for
 from .problems import cap_lines
 from .spec import ArgusTaskStatus, AttemptRecord, Condition, ConditionStatus, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress, VerlConfigSource
 from .times import format_time, from_epoch_ms, parse_time
-from .transitions import Move, event, require
+from .transitions import Move, UndeclaredTransition, event, require
 from .vocabulary import ACTIVE_PHASES, Reason
 
 FINALIZER = "argus.io/stop-ray-job"
@@ -387,18 +387,26 @@ def stopping(task: TaskState, now: dt.datetime) -> bool:
     return task.deleting or task.cancel or task.deadline_passed(now)
 
 
-def step(task: TaskState, seen: Observation, now: dt.datetime, settings: LifecycleSettings) -> Decision:
+def step(task: TaskState, seen: Observation, now: dt.datetime, settings: LifecycleSettings, *,
+         undeclared: Callable[[str], None] | None = None) -> Decision:
     """The new status of ``task`` and the actions that follow, given what was ``seen``.
 
     The branches below decide; the decision is then held to the declared transition table
-    (``core.transitions.RULES``): one the table does not declare raises
-    ``UndeclaredTransition`` instead of being returned (the controller writes nothing and
-    logs it). The table does not choose the next phase; it bounds what the branches may."""
+    (``core.transitions.RULES``). The table does not choose the next phase; it bounds what
+    the branches may. A decision the table does not declare raises ``UndeclaredTransition``
+    (the tests' way, and the default); with ``undeclared`` it is reported there and returned
+    (the operator's way: a task must not stall on a row missing from the table, so the
+    operator logs it as an error and counts it, and the tests hold the table complete)."""
     decision = _decide(task, seen, now, settings)
-    require(Move(source=task.phase, observation=type(seen).__name__, deleting=task.deleting,
-                 target=Phase(decision.status.phase) if decision.status.phase else None,
-                 reason_before=task.status.reason, reason_after=decision.status.reason,
-                 actions=tuple(action_kind(a) for a in decision.actions)))
+    try:
+        require(Move(source=task.phase, observation=type(seen).__name__, deleting=task.deleting,
+                     target=Phase(decision.status.phase) if decision.status.phase else None,
+                     reason_before=task.status.reason, reason_after=decision.status.reason,
+                     actions=tuple(action_kind(a) for a in decision.actions)))
+    except UndeclaredTransition as exc:
+        if undeclared is None:
+            raise
+        undeclared(str(exc))
     return decision
 
 
