@@ -33,6 +33,7 @@ EXPECTED = {
     "argus_ray_jobs_lost_total": ("counter", ()),
     "argus_tasks_finished_total": ("counter", ("phase", "reason")),
     "argus_reconcile_errors_total": ("counter", ()),
+    "argus_undeclared_transitions_total": ("counter", ()),
     "argus_admission_pass_seconds": ("histogram", ()),
     "argus_webhook_review_duration_seconds": ("histogram", ("operation", "result")),
     "argus_leader": ("gauge", ()),

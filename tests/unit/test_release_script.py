@@ -4,7 +4,9 @@ an image name carrying its own tag, a missing location."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,10 @@ GOOD = ["--image-repository", "registry.example.com/argus/argus-operator", "--do
 
 
 def release(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(REPO / "hack" / "release.sh"), *args], capture_output=True, text=True, timeout=60)
+    # The Python (and uv) running these tests: a checkout without .venv (pip install -e
+    # '.[test]' elsewhere, the mutation check's scratch copy) has no other.
+    env = {**os.environ, "PYTHON": sys.executable, "UV": str(Path(sys.executable).with_name("uv"))}
+    return subprocess.run(["bash", str(REPO / "hack" / "release.sh"), *args], capture_output=True, text=True, timeout=60, env=env)
 
 
 @pytest.mark.parametrize("args,message", [
