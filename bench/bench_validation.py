@@ -56,8 +56,10 @@ python3 -m verl.trainer.main_ppo \\
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \\
   actor_rollout_ref.rollout.name=vllm \\
   actor_rollout_ref.rollout.tensor_model_parallel_size=1 \\
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 \\
   actor_rollout_ref.rollout.gpu_memory_utilization=0.4 \\
   critic.model.path=Qwen/Qwen2.5-0.5B-Instruct \\
+  critic.ppo_micro_batch_size_per_gpu=4 \\
   critic.optim.lr=1e-5 \\
   custom_reward_function.path=$HOME/code/reward.py \\
   custom_reward_function.name=compute_score \\
@@ -97,10 +99,14 @@ python3 -m verl.trainer.main_ppo \\
     actor_rollout_ref.model.path=Qwen/Qwen2-7B-Instruct \\
     actor_rollout_ref.actor.optim.lr=1e-6 \\
     actor_rollout_ref.actor.ppo_mini_batch_size=256 \\
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=40 \\
     actor_rollout_ref.actor.use_kl_loss=True \\
     actor_rollout_ref.actor.kl_loss_coef=0.001 \\
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=40 \\
+    actor_rollout_ref.rollout.tensor_model_parallel_size=1 \\
     actor_rollout_ref.rollout.name=vllm \\
     actor_rollout_ref.rollout.n=5 \\
+    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=40 \\
     trainer.logger=['console','wandb'] \\
     trainer.project_name='verl_grpo_example_gsm8k_math' \\
     trainer.experiment_name=qwen2_7b_$(date +%Y%m%d) \\
