@@ -122,7 +122,7 @@ def main() -> int:
         cp.kubectl("create", "clusterrolebinding", "bench-log-reader", "--clusterrole=bench-log-reader", "--group=bench")
         # The operator's serving certificate (any; the followers do not check it).
         from argus.adapters.clock import SystemClock
-        from argus.controller.tls import self_signed_certificate
+        from argus.servers.webhook.tls import self_signed_certificate
         crt, key = self_signed_certificate(["localhost", "127.0.0.1"], now=SystemClock().now())
         (work / "logs.crt").write_bytes(crt)
         (work / "logs.key").write_bytes(key)

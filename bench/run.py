@@ -530,7 +530,7 @@ def findings(res: dict[str, Any]) -> list[str]:
         "   are (nolar/kopf#1243). With 125 objects the operator handled nothing for 15 minutes.",
         "2. **Fixed: restart time grew with the square of the number of objects.** kopf's index-readiness barrier wakes every",
         "   waiting worker each time one more object is indexed: restarts over 1,000 and 5,000 objects took 13 s and 125 s",
-        "   until a new task was handled. The operator now keeps its own cache (`controller/cache.py`: one paged LIST, then a",
+        "   until a new task was handled. The operator now keeps its own cache (`adapters/taskcache.py`: one paged LIST, then a",
         "   WATCH, as controller-runtime's informers do) and declares no kopf index, so kopf handles events at once and the",
         "   worker limit (64, with workers leaving after 0.5 s idle) is back" + (f" (this run: {restarts})" if restarts else "") + ".",
         "3. **Fixed: a first start over thousands of objects no operator had handled yet** (created while none ran) patched",

@@ -23,7 +23,7 @@ rm -rf "$wheels"
 "$venv/bin/python" -m pip check >&2
 "$venv/bin/argus-operator" --help >/dev/null
 "$venv/bin/argus-operator" --version >&2
-"$venv/bin/python" -c 'import argus.controller.operator, argus.controller.webhook, ray.job_submission, ray.util.state' >&2
+"$venv/bin/python" -c 'import argus.host.operator, argus.servers.webhook.server, ray.job_submission, ray.util.state' >&2
 size=$(du -sm "$venv/lib" | cut -f1)
 echo "lock-install: $venv: installed and started in $((SECONDS - t0)) s; ${size} MB of packages" >&2
 echo "$venv"

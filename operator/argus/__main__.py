@@ -2,6 +2,6 @@
 
 import sys
 
-from argus.controller.main import main
+from argus.host.main import main
 
 sys.exit(main())

@@ -329,7 +329,7 @@ def _operator_argv(deployment: dict[str, Any]) -> list[str]:
 def _parse_operator_args(argv: list[str]) -> Any:
     """Parse with the operator's own parser: a flag the chart renders that the operator does
     not know, or a bad value, fails here."""
-    from argus.controller.main import build_parser
+    from argus.host.main import build_parser
     args, unknown = build_parser().parse_known_args(argv)
     assert not unknown, unknown
     return args

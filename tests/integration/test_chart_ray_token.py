@@ -38,7 +38,7 @@ def deployment(*values: str) -> dict[str, Any]:
 
 
 def operator_args(dep: dict[str, Any]) -> Any:
-    from argus.controller.main import build_parser
+    from argus.host.main import build_parser
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     args, unknown = build_parser().parse_known_args(container["args"])
     assert not unknown, unknown

@@ -11,7 +11,7 @@ import time
 import pytest
 from ray.job_submission import JobSubmissionClient
 
-from argus.controller.reconciler import POSITION_REFRESH_SECONDS
+from argus.controller.queuepass import POSITION_REFRESH_SECONDS
 from argus_testbed import harness
 from argus_testbed.harness import EXAMPLES, advanced_task, apply_file, apply_text, get_task, ppo_command, wait_for, wait_phase
 

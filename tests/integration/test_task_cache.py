@@ -13,7 +13,8 @@ import pytest
 
 from argus.adapters.clock import SystemClock
 from argus.adapters.kube import load_kube_config
-from argus.controller.cache import TaskCache, worth_a_look
+from argus.adapters.taskcache import TaskCache
+from argus.controller.view import TaskView, worth_a_look
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +48,7 @@ def test_cache_lists_in_pages_then_follows_the_watch(control_plane: Any, user_na
             looks.append((old or new).key)
 
     async def scenario() -> None:
-        cache = TaskCache((ns,), on_change=on_change, page_size=3, monotonic=SystemClock().monotonic)  # 3 pages
+        cache = TaskCache(TaskView.from_body, (ns,), on_change=on_change, page_size=3, monotonic=SystemClock().monotonic)  # 3 pages
         assert not cache.synced.is_set()
         cache.start()
         try:
@@ -78,7 +79,7 @@ def test_an_empty_scope_is_synced_at_once(control_plane: Any, user_namespace: Ca
     load_kube_config(str(control_plane.kubeconfig))
 
     async def scenario() -> None:
-        cache = TaskCache((ns,), monotonic=SystemClock().monotonic)
+        cache = TaskCache(TaskView.from_body, (ns,), monotonic=SystemClock().monotonic)
         cache.start()
         try:
             await asyncio.wait_for(cache.synced.wait(), 30)

@@ -1,4 +1,4 @@
-"""The controller (``argus.controller.reconciler``) driven tick by tick over in-memory fakes
+"""The controller (``argus.controller.loop``) driven tick by tick over in-memory fakes
 of the API server and Ray (tests/unit/fakes.py): every branch of a task's life, including
 the crash windows, in milliseconds. The same paths run against the real kube-apiserver and
 Ray in tests/integration."""
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from argus.controller.loop import Reconciler
 from argus.controller.metrics import Metrics
-from argus.controller.reconciler import Reconciler
 from argus.controller.settings import OperatorConfig
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
@@ -42,7 +42,7 @@ class World:
                                      poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace,
                                      ray_job_retention_seconds=ray_job_retention)
         self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, clock=self.clock, metrics=Metrics(self.clock))
-        self.reconciler.strict_transitions = True  # a decision the table does not declare fails the test
+        self.reconciler.carrier.strict_transitions = True  # a decision the table does not declare fails the test
         self.cluster.onboard(NS, "alice")
         # One event loop for the world's life: background work (log streams) goes on across ticks.
         self.loop = asyncio.new_event_loop()
@@ -533,7 +533,7 @@ def test_state_kept_per_task_is_dropped_with_the_task(world: World) -> None:
     world.settle()
     assert world.cluster.objects == {}
     rec = world.reconciler
-    assert rec._locks == {} and rec.jobs.followed() == [] and rec._retry_at == {}
+    assert rec.carrier._locks == {} and rec.jobs.followed() == [] and rec.intake._retry_at == {}
 
 
 # --------------------------------------------------------------------------- progress (issue 13)

@@ -1,4 +1,4 @@
-"""The probes' server (controller/health.py) over real HTTP on loopback, fed by plain
+"""The probes' server (host/health.py) over real HTTP on loopback, fed by plain
 callables: liveness follows the watch's contact age, readiness the cache and the webhook."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from argus.controller.health import Checks, HealthServer
+from argus.host.health import Checks, HealthServer
 
 pytestmark = pytest.mark.unit
 

@@ -68,9 +68,13 @@ def _lint(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(LINT_IMPORTS), *args, "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
-def _contract(kind: str) -> dict[str, Any]:
-    (contract,) = [c for c in _pyproject_config()["contracts"] if c["type"] == kind]
+def _contract(kind: str, name: str = "") -> dict[str, Any]:
+    (contract,) = [c for c in _pyproject_config()["contracts"] if c["type"] == kind and c["name"].startswith(name)]
     return contract
+
+
+def _package_layers() -> dict[str, Any]:
+    return _contract("layers", "Layers:")
 
 
 def test_the_contract_names_the_io_packages() -> None:
@@ -102,20 +106,25 @@ def _layer_modules(layer: str) -> list[str]:
 
 
 def test_every_module_has_a_layer_and_core_is_the_lowest() -> None:
-    layers = _contract("layers")["layers"]
+    """The package-wide layers name every top-level module and folder; the rooms with their
+    own layers contract (the control loop, the process host) name every module they hold."""
+    layers = _package_layers()["layers"]
     assert layers[-2:] == ["argus.adapters", "argus.core"]
     named = {m for layer in layers for m in _layer_modules(layer)}
     package = REPO / "operator" / "argus"
-    modules = {"argus." + ".".join(p.relative_to(package).with_suffix("").parts) for p in package.rglob("*.py")}
-    outside = {m for m in modules if not m.startswith(("argus.core.", "argus.adapters.")) and not m.endswith("__init__")}
-    assert outside - named == set(), "modules without a layer in pyproject.toml's layers contract"
-    assert named - modules - {"argus.adapters", "argus.core"} == set(), "layers naming modules that do not exist"
+    top = {"argus." + p.relative_to(package).parts[0].removesuffix(".py") for p in package.rglob("*.py")} - {"argus.__init__"}
+    assert top - named == set(), "modules or folders without a layer in pyproject.toml's package layers contract"
+    assert named - top == set(), "layers naming modules that do not exist"
+    for room, contract in (("controller", "The control loop"), ("host", "The process host")):
+        inner = {m for layer in _contract("layers", contract)["layers"] for m in _layer_modules(layer)}
+        modules = {f"argus.{room}.{p.stem}" for p in (package / room).glob("*.py") if p.stem != "__init__"}
+        assert modules == inner, f"argus.{room}: every module in its layers contract, and only those"
 
 
 def test_the_layers_would_catch_an_upward_import(tmp_path: Path) -> None:
     """Negative control: the same layers upside down are broken."""
     config = _normalised(_pyproject_config())
-    layers = _contract("layers")
+    layers = _package_layers()
     config["contracts"] = [dict(layers, layers=list(reversed(layers["layers"])))]
     path = tmp_path / "upside-down.toml"
     path.write_text(_toml(config))

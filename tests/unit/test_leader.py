@@ -1,4 +1,4 @@
-"""Leader election (controller/leader.py) over an in-memory Lease store that behaves as the
+"""Leader election (host/leader.py) over an in-memory Lease store that behaves as the
 API server does for a Lease (404 when absent, 409 when the resourceVersion is stale or the
 name is taken), with two candidates whose clocks disagree.
 
@@ -19,8 +19,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from argus.controller.leader import LeaderElection
 from argus.controller.metrics import Metrics
+from argus.host.leader import LeaderElection
 
 pytestmark = pytest.mark.unit
 

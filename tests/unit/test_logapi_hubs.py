@@ -1,4 +1,4 @@
-"""The log API's shared streams (controller/logapi.py LogHubs) over an in-memory Ray: one Ray
+"""The log API's shared streams (servers/logapi/server.py LogHubs) over an in-memory Ray: one Ray
 log stream per followed job whatever the number of followers, every follower gets the log from
 its own start, the stream closes with the last follower; and the --logs-api flags' mistakes."""
 
@@ -9,8 +9,8 @@ import asyncio
 
 import pytest
 
-from argus.controller.logapi import LogHubs
-from argus.controller.logapi_settings import add_logapi_flags, logapi_settings
+from argus.servers.logapi.server import LogHubs
+from argus.servers.logapi.settings import add_logapi_flags, logapi_settings
 from fakes import FakeClock
 
 
@@ -105,10 +105,10 @@ class ForgetfulRay(FakeRay):
 
 
 def test_a_forgotten_job_comes_from_the_file_or_a_line_naming_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from argus.controller.logapi import LogApi
-    from argus.controller.logapi_settings import LogApiSettings
     from argus.controller.view import TaskView
     from argus.core.logquery import attempt_log
+    from argus.servers.logapi.server import LogApi
+    from argus.servers.logapi.settings import LogApiSettings
 
     job = tmp_path / "jobs" / "ns-t-1234"
     job.mkdir(parents=True)

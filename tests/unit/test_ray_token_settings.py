@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from argus.cli import main as argus_main
-from argus.controller.main import build_parser
-from argus.controller.main import main as operator_main
 from argus.controller.settings import operator_config
+from argus.host.main import build_parser
+from argus.host.main import main as operator_main
 from argus.platform import platform_config
 
 pytestmark = pytest.mark.unit

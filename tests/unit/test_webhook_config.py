@@ -11,9 +11,9 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from argus.controller import tls
-from argus.controller.webhook import WEBHOOK_ID, WEBHOOK_NAME, _covers, build_configuration, client_config
-from argus.controller.webhook_settings import WebhookSettings, add_webhook_flags, webhook_settings
+from argus.servers.webhook import tls
+from argus.servers.webhook.server import WEBHOOK_ID, WEBHOOK_NAME, _covers, build_configuration, client_config
+from argus.servers.webhook.settings import WebhookSettings, add_webhook_flags, webhook_settings
 from fakes import FakeClock
 
 pytestmark = pytest.mark.unit

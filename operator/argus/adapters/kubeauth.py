@@ -1,4 +1,4 @@
-"""What the log API (controller/logapi.py) asks the Kubernetes API: the front proxy's
+"""What the log API (servers/logapi/server.py) asks the Kubernetes API: the front proxy's
 client CA and header names (the ``extension-apiserver-authentication`` ConfigMap in
 kube-system, which kube-apiserver publishes from its ``--requestheader-*`` flags), and a
 SubjectAccessReview for a proxied user. Thin: the kubernetes client, run in a thread."""

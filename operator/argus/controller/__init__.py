@@ -1,9 +1,13 @@
-"""The operator: a level-triggered controller around the pure core.
+"""The control loop: a level-triggered controller around the pure core.
 
-Flow: ``cache`` (list + watch of ArgusTasks) -> ``reconciler`` (each tick: ``jobsync`` reads
-the Ray jobs that are due, new tasks are validated, the queue admits) -> ``core.lifecycle``
-decides each task's status and actions -> ``writer`` patches the status and posts Events.
-``operator`` is the composition root (one ``Operator`` object holds every dependency);
-``handlers`` hands it to kopf, which hosts the process and the admission ``webhook``.
-``ports`` names the protocols of the adapters (``argus.adapters``) that tests replace with fakes.
+How a task changes phase: ``loop`` ticks over every task in the cache
+(``adapters.taskcache``); what is new about a task (a Ray job's state from ``jobsync``, a
+validation verdict from ``intake``, a place from ``queuepass``) goes to
+``core.lifecycle.step`` as an observation; the decision (a status and actions) is carried
+out by ``carryout`` and written by the one ``writer``, which patches the status and posts
+the Events. ``admission`` gathers what the queue's decision needs; ``logfollow`` reads the
+running jobs' progress; ``doctor`` runs the cluster checks; ``metrics`` counts. ``ports``
+names the protocols of the adapters (``argus.adapters``) that the unit tests replace with
+in-memory fakes. The process around the loop lives in ``argus.host``, the webhook and the
+log API in ``argus.servers``.
 """

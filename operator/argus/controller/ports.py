@@ -1,5 +1,5 @@
 """The small protocols the controller depends on. The operator passes the real adapters
-(``adapters.ray.RayJobsClient``, ``adapters.kube.KubeTaskStore``, ``controller.cache.TaskCache``);
+(``adapters.ray.RayJobsClient``, ``adapters.kube.KubeTaskStore``, ``adapters.taskcache.TaskCache``);
 the unit tests pass in-memory fakes of the same shape (tests/unit/fakes.py)."""
 
 from __future__ import annotations

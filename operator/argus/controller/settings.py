@@ -6,16 +6,9 @@ import argparse
 import os
 from dataclasses import dataclass
 
+from ..adapters.taskcache import read_slack
 from ..core.config import PlatformConfig
 from ..core.gitops import DEFAULT_TRACKING_LABEL
-
-
-def read_slack(watch_seconds: float) -> float:
-    """How much longer than asked a task watch may stay silent before its socket read fails
-    (controller/cache.py): half the watch's time, between 5 and 30 s (30 s for the default
-    120 s watch)."""
-    return max(5.0, min(30.0, watch_seconds / 2))
-
 
 DEFAULT_PROGRESS_METRICS = ("critic/score/mean",)
 
@@ -38,7 +31,7 @@ class OperatorConfig:
     leader_election_name: str = "argus-operator"  # the Lease; the chart names it after the release
     leader_lease_seconds: float = 15.0
     health_host: str = "0.0.0.0"
-    health_port: int | None = None        # /healthz and /readyz (controller/health.py)
+    health_port: int | None = None        # /healthz and /readyz (host/health.py)
     watch_seconds: int = 120              # each task watch request lasts this long (then a new one)
     watch_stale_seconds: float = 300.0    # liveness fails when the watch heard nothing for this long
     progress_interval: float = 15.0       # at most one progress write per task this often

@@ -1,5 +1,5 @@
 """A task as the controller sees it: the parts of an ArgusTask body it acts on, copied out
-of the watch stream (``adapters.cache.TaskCache``) so that no API read is needed per tick,
+of the watch stream (``adapters.taskcache.TaskCache``) so that no API read is needed per tick,
 and turned into the lifecycle's ``TaskState`` on demand.
 
 Three shapes of one task, kept on purpose: ``TaskView`` is the watch's copy (the raw body,
@@ -140,3 +140,12 @@ class TaskView:
             ttl_seconds_after_finished=self._int("ttlSecondsAfterFinished"),
             labels=self.labels, annotations=self.annotations,
         )
+
+
+def worth_a_look(old: TaskView | None, new: TaskView | None) -> bool:
+    """Whether a change should wake the controller at once: a new task, a spec change (such
+    as cancel), a deletion starting or ending. The operator's own status writes come back
+    through the watch too; they wake nothing (the loop already knows)."""
+    if old is None or new is None:
+        return True
+    return old.generation != new.generation or old.deleting != new.deleting or old.uid != new.uid

@@ -1,5 +1,5 @@
 """Fan-out of one log stream to many readers, bounded: the pure bookkeeping behind the log
-API's followers (controller/logapi.py owns the Ray stream and the asyncio wake-ups).
+API's followers (servers/logapi/server.py owns the Ray stream and the asyncio wake-ups).
 
 - One ``Broadcast`` per followed Ray job: the job's log arrives once (Ray's stream), each
   reader gets it from its own start offset.

@@ -46,6 +46,15 @@ from .vocabulary import Key, Reason, task_gpus
 
 Policy = Literal["fifo", "fair"]
 MAX_FREE_LISTED = 8
+# A task created but not validated yet keeps its place in the queue this long at most: a
+# batch applied at once is ordered as applied even when intake validates it over several
+# ticks, and a task whose namespace cannot be read does not hold the queue for ever.
+HOLD_PLACE_SECONDS = 60.0
+
+
+def holds_place(created: dt.datetime | None, now: dt.datetime) -> bool:
+    """Whether a task not validated yet holds its place (``decide``'s ``not_ready``)."""
+    return (now - (created or now)).total_seconds() < HOLD_PLACE_SECONDS
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         return fresh
 
     RayJobsClient.submit = submit_then_maybe_die  # type: ignore[method-assign]
-    from argus.controller.main import main as operator_main
+    from argus.host.main import main as operator_main
     return operator_main(argv[split + 1:])
 
 

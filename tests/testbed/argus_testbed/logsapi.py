@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from argus.controller.tls import self_signed_certificate
+from argus.servers.webhook.tls import self_signed_certificate
 
 from .controlplane import KubeCluster
 from .harness import wait_for

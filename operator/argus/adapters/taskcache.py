@@ -1,8 +1,11 @@
-"""The reconciler's view of every ArgusTask in scope, kept by one LIST and then a WATCH
-from the list's resourceVersion, as controller-runtime's informers do.
+"""Every ArgusTask in scope, kept by one LIST and then a WATCH from the list's
+resourceVersion, as controller-runtime's informers do: the adapter between the API server's
+list+watch and the controller, which reads it instead of the API on every tick.
 
-It feeds the level-triggered controller loop (``reconciler``), which acts on what it
-holds; ``on_change(old, new)`` tells the loop when something happened that it should look
+The cache does not know what the controller keeps of a task: the composition root hands it
+``convert`` (``controller.view.V.from_body``), which copies out of each body what the
+loop acts on. It feeds the level-triggered controller loop (``controller.loop``), which acts
+on what it holds; ``on_change(old, new)`` tells the loop when something happened that it should look
 at now (a new task, a spec change such as cancel, a deletion). It replaced kopf's
 per-event handlers and indexes: kopf holds every handler until each index holds every
 listed object, so a restart over N tasks cost O(N^2) (125 s over 5,000), and each kopf
@@ -27,33 +30,47 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from ..adapters.kube import api_error
 from ..core.spec import GROUP, PLURAL, VERSION
 from ..core.vocabulary import Key
-from .settings import read_slack
-from .view import TaskView
+from .kube import api_error
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
 LIST_TIMEOUT = 60.0   # seconds for one LIST page to arrive
 
 
+def read_slack(watch_seconds: float) -> float:
+    """How much longer than asked a task watch may stay silent before its socket read fails:
+    half the watch's time, between 5 and 30 s (30 s for the default 120 s watch)."""
+    return max(5.0, min(30.0, watch_seconds / 2))
 
-class TaskCache:
-    def __init__(self, namespaces: tuple[str, ...] = (), on_change: Callable[[TaskView | None, TaskView | None], None] | None = None,
+
+class Keyed(Protocol):
+    """What the cache stores per object: anything that knows its (namespace, name)."""
+    @property
+    def key(self) -> Key: ...
+
+
+V = TypeVar("V", bound=Keyed)
+
+
+class TaskCache(Generic[V]):
+    def __init__(self, convert: Callable[[dict[str, Any]], V], namespaces: tuple[str, ...] = (),
+                 on_change: Callable[[V | None, V | None], None] | None = None,
                  page_size: int = 500, watch_seconds: int = 300, *, monotonic: Callable[[], float]):
+        self.convert = convert
         self.scopes: tuple[str | None, ...] = tuple(namespaces) or (None,)  # None: all namespaces
         self.on_change = on_change
         self.page_size = page_size
         self.watch_seconds = watch_seconds
         self.monotonic = monotonic
         self._contact: dict[str | None, float] = {scope: monotonic() for scope in self.scopes}
-        self._views: dict[Key, TaskView] = {}
+        self._views: dict[Key, V] = {}
         self._listed: set[str | None] = set()
         self.synced = asyncio.Event()
         self._stop = threading.Event()
@@ -61,10 +78,10 @@ class TaskCache:
         self._api = client.CustomObjectsApi()
 
     # -- reads (event loop) -------------------------------------------------------------
-    def views(self) -> list[TaskView]:
+    def views(self) -> list[V]:
         return list(self._views.values())
 
-    def get(self, key: Key) -> TaskView | None:
+    def get(self, key: Key) -> V | None:
         return self._views.get(key)
 
     def __len__(self) -> int:
@@ -123,14 +140,14 @@ class TaskCache:
 
     def _list(self, scope: str | None, fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
         """One paged LIST; replaces what the cache holds for the scope. Returns its version."""
-        views: dict[Key, TaskView] = {}
+        views: dict[Key, V] = {}
         token: str | None = None
         while True:
             page = fn(*args, limit=self.page_size, _request_timeout=(CONNECT_TIMEOUT, LIST_TIMEOUT),
                       **({"_continue": token} if token else {}))
             self._heard(scope)
             for item in page["items"]:
-                view = TaskView.from_body(item)
+                view = self.convert(item)
                 views[view.key] = view
             token = page["metadata"].get("continue")
             if not token:
@@ -145,7 +162,7 @@ class TaskCache:
             self._stop.set()
 
     # -- applied on the event loop ---------------------------------------------------------
-    def _replace(self, scope: str | None, views: dict[Key, TaskView]) -> None:
+    def _replace(self, scope: str | None, views: dict[Key, V]) -> None:
         for key in [k for k in self._views if scope is None or k[0] == scope]:
             if key not in views:
                 self._changed(self._views.pop(key), None)
@@ -160,7 +177,7 @@ class TaskCache:
             self._changed(old[key], view)
 
     def _apply_event(self, kind: str, body: dict[str, Any]) -> None:
-        view = TaskView.from_body(body)
+        view = self.convert(body)
         old = self._views.get(view.key)
         if kind == "DELETED":
             self._views.pop(view.key, None)
@@ -169,18 +186,10 @@ class TaskCache:
         self._views[view.key] = view
         self._changed(old, view)
 
-    def _changed(self, old: TaskView | None, new: TaskView | None) -> None:
+    def _changed(self, old: V | None, new: V | None) -> None:
         if self.on_change:
             try:
                 self.on_change(old, new)
             except Exception:  # noqa: BLE001 - a callback must not break the cache
                 log.exception("cache change callback failed")
 
-
-def worth_a_look(old: TaskView | None, new: TaskView | None) -> bool:
-    """Whether a change should wake the controller at once: a new task, a spec change (such
-    as cancel), a deletion starting or ending. The operator's own status writes come back
-    through the watch too; they wake nothing (the loop already knows)."""
-    if old is None or new is None:
-        return True
-    return old.generation != new.generation or old.deleting != new.deleting or old.uid != new.uid

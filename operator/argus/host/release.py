@@ -22,12 +22,12 @@ from typing import Any, cast
 
 from ..adapters.kube import KubeTaskStore, api_error
 from ..adapters.ray import RayJobsClient
+from ..controller.settings import OperatorConfig
+from ..controller.view import TaskView
 from ..core.clock import Clock
 from ..core.lifecycle import FINALIZER
 from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import GROUP, PLURAL, VERSION
-from .settings import OperatorConfig
-from .view import TaskView
 
 log = logging.getLogger(__name__)
 ENDED = {"STOPPED", "SUCCEEDED", "FAILED"}

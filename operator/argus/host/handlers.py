@@ -14,7 +14,7 @@ from typing import Any
 
 import kopf
 
-from .webhook_settings import WebhookSettings
+from ..servers.webhook.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 WORKER_LIMIT = 64  # kopf workers (the webhook's) at once
@@ -42,6 +42,6 @@ def registry(webhook: WebhookSettings | None) -> kopf.OperatorRegistry:
     kopf.on.startup(id="start-operator", registry=reg)(start)
     kopf.on.cleanup(id="stop-operator", registry=reg)(stop)
     if webhook is not None:
-        from . import webhook as admission  # noqa: PLC0415 - only with --webhook
+        from ..servers.webhook import server as admission  # noqa: PLC0415 - only with --webhook
         admission.register(reg, webhook)
     return reg

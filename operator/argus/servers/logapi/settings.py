@@ -1,5 +1,5 @@
 """The log API's flags (``--logs-api*``, each with an ARGUS_LOGS_API_* variable): the
-aggregated API ``logs.argus.io`` served by the operator (controller/logapi.py, docs/logs.md)."""
+aggregated API ``logs.argus.io`` served by the operator (servers/logapi/server.py, docs/logs.md)."""
 
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from ..controller.metrics import Metrics
 from ..core.clock import Clock
-from .metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..adapters.clock import SystemClock
+from ..controller.metrics import Metrics
+from ..controller.settings import add_operator_flags, operator_config
 from ..platform import UsageError, add_platform_flags, platform_config, verl_composer
-from .logapi_settings import add_logapi_flags, logapi_settings
-from .metrics import Metrics
-from .settings import add_operator_flags, operator_config
-from .webhook_settings import add_webhook_flags, webhook_settings
+from ..servers.logapi.settings import add_logapi_flags, logapi_settings
+from ..servers.webhook.settings import add_webhook_flags, webhook_settings
 
 
 def build_parser() -> argparse.ArgumentParser:

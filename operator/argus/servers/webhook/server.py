@@ -37,14 +37,14 @@ import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ..adapters.kube import api_error
-from ..core.clock import Clock
-from ..core.plan import validate_task
-from ..core.problems import cap_lines
-from ..core.rules import change_problems
-from ..core.spec import GROUP, PLURAL, VERSION
+from ...adapters.kube import api_error
+from ...core.clock import Clock
+from ...core.plan import validate_task
+from ...core.problems import cap_lines
+from ...core.rules import change_problems
+from ...core.spec import GROUP, PLURAL, VERSION
 from . import tls
-from .webhook_settings import WebhookSettings
+from .settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 

@@ -15,21 +15,21 @@ from typing import Any
 
 from ..adapters.kube import KubeTaskStore, load_kube_config
 from ..adapters.ray import RayJobsClient, client_version, version_note
+from ..adapters.taskcache import TaskCache
+from ..controller.doctor import Doctor, DoctorLoop
+from ..controller.loop import Reconciler
+from ..controller.metrics import Metrics
+from ..controller.settings import OperatorConfig
+from ..controller.view import TaskView, worth_a_look
 from ..core.clock import Clock
 from ..core.doctor import DoctorSettings
 from ..core.rayjobs import RayRefused, RayUnreachable
 from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import Composer, ComposeRequest
-from .cache import TaskCache, worth_a_look
-from .doctor import Doctor, DoctorLoop
+from ..servers.logapi.settings import LogApiSettings
+from ..servers.webhook.settings import WebhookSettings
 from .health import Checks, HealthServer
 from .leader import LeaderElection
-from .logapi_settings import LogApiSettings
-from .metrics import Metrics
-from .reconciler import Reconciler
-from .settings import OperatorConfig
-from .view import TaskView
-from .webhook_settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class Operator:
     metrics: Metrics
     store: KubeTaskStore
     ray: RayJobsClient
-    cache: TaskCache
+    cache: TaskCache[TaskView]
     reconciler: Reconciler
     leader: LeaderElection | None = None
     webhook: WebhookSettings | None = None
@@ -63,7 +63,7 @@ class Operator:
         leader = LeaderElection(config.leader_election_namespace, config.leader_election_name, lease_seconds=config.leader_lease_seconds,
                                 clock=clock, metrics=metrics) if config.leader_election_namespace else None
         metrics.leader.set(0 if leader else 1)
-        cache = TaskCache(config.namespaces, watch_seconds=config.watch_seconds, monotonic=clock.monotonic)
+        cache: TaskCache[TaskView] = TaskCache(TaskView.from_body, config.namespaces, watch_seconds=config.watch_seconds, monotonic=clock.monotonic)
         reconciler = Reconciler(config, ray, store, cache, clock=clock, metrics=metrics,
                                 leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer)
 
@@ -76,13 +76,13 @@ class Operator:
         api = None
         if logs_api is not None:
             from ..adapters.kubeauth import read_front_proxy, subject_access_review  # noqa: PLC0415
-            from .logapi import LogApi  # noqa: PLC0415
+            from ..servers.logapi.server import LogApi  # noqa: PLC0415
             api = LogApi(logs_api, ray, cache.get, subject_access_review, read_front_proxy, clock=clock)
         return cls(config=config, clock=clock, metrics=metrics, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook,
                    logs_api=api, composer=composer)
 
     def checks(self) -> Checks:
-        """What /healthz and /readyz answer from (controller/health.py)."""
+        """What /healthz and /readyz answer from (host/health.py)."""
         return Checks(
             synced=self.cache.synced.is_set, contact_age=self.cache.contact_age,
             webhook_listening=(lambda: bool(self.webhook_server and self.webhook_server.listening)) if self.webhook else None,

@@ -36,10 +36,11 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from ..adapters.kubeauth import Access, FrontProxy
-from ..core.clock import Clock
-from ..core.fanout import Broadcast, FollowerLimit, Reader
-from ..core.logquery import (
+from ...adapters.kubeauth import Access, FrontProxy
+from ...controller.view import TaskView
+from ...core.clock import Clock
+from ...core.fanout import Broadcast, FollowerLimit, Reader
+from ...core.logquery import (
     AttemptLog,
     LogQuery,
     LogQueryError,
@@ -50,11 +51,10 @@ from ..core.logquery import (
     tail_text,
     where_the_file_is,
 )
-from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
-from ..core.times import parse_time
-from ..core.vocabulary import Key, is_active
-from .logapi_settings import LogApiSettings
-from .view import TaskView
+from ...core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
+from ...core.times import parse_time
+from ...core.vocabulary import Key, is_active
+from .settings import LogApiSettings
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,108 @@
+"""Intake: how a new task's command is checked, and how it enters the queue.
+
+A task without a phase is new. Intake finds its user (the ``argus.io/user`` label of its
+namespace, read live once per tick for all new tasks of that namespace), then validates the
+spec with ``core.plan.validate_task``: the command parsed and checked, the configuration
+composed with verl's own config tree and checked as verl would (``core.verlconfig``). The
+verdict goes to the lifecycle as ``Validated`` (-> Queued) or ``Refused`` (-> Rejected); the
+status is written once, after the queue pass, so a task admitted at once goes from nothing
+to Submitted in one patch.
+
+Until it is validated, a task holds its place in the queue for a while
+(``core.queue.holds_place``): nothing created after it is admitted before it is queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ..adapters.kube import api_error
+from ..core import lifecycle
+from ..core.config import PlatformConfig
+from ..core.lifecycle import Observation
+from ..core.plan import validate_task
+from ..core.queue import holds_place
+from ..core.spec import API_VERSION, KIND
+from ..core.times import parse_time
+from ..core.user import USER_LABEL, user_from_label
+from ..core.verlconfig import Composer
+from ..core.vocabulary import Key, Reason
+from .carryout import Carrier, Draft
+from .ports import TaskStore
+from .view import TaskView
+
+log = logging.getLogger(__name__)
+# A new task whose namespace cannot be read (RBAC, an API hiccup) is tried again this much later.
+RETRY_SECONDS = 10.0
+
+
+def manifest(view: TaskView) -> dict[str, Any]:
+    """The task as ``validate_task`` reads it (the webhook gives it the same shape)."""
+    return {"apiVersion": API_VERSION, "kind": KIND, "spec": view.spec,
+            "metadata": {"name": view.name, "namespace": view.namespace, "uid": view.uid}}
+
+
+class Intake:
+    def __init__(self, platform: PlatformConfig, composer: Composer | None, store: TaskStore, carrier: Carrier,
+                 monotonic: Callable[[], float]):
+        self.platform = platform
+        self.composer = composer  # composes each task's configuration with verl's config tree
+        self.store = store
+        self.carrier = carrier
+        self.monotonic = monotonic
+        self._retry_at: dict[Key, float] = {}
+
+    def new(self, views: list[TaskView]) -> dict[Key, Draft]:
+        """Drafts for the new tasks to validate this tick (not those waiting for a retry)."""
+        now = self.monotonic()
+        return {v.key: Draft.of(v) for v in views
+                if v.phase is None and not v.deleting and self._retry_at.get(v.key, 0.0) <= now}
+
+    async def validate(self, drafts: dict[Key, Draft]) -> None:
+        """Validate each new task: Queued or Rejected, decided but not written yet."""
+        labels = await self._namespace_labels({d.view.namespace for d in drafts.values()}, list(drafts))
+        await self.carrier.each(self._validate(d, labels) for d in drafts.values() if d.view.namespace in labels)
+
+    def not_ready(self, views: list[TaskView], drafts: dict[Key, Draft], now: dt.datetime) -> list[TaskView]:
+        """The tasks not validated yet that still hold their place in the queue."""
+        held = [v for v in views if v.phase is None and not v.deleting and not v.cancel and v.key not in drafts
+                and holds_place(parse_time(v.created), now)]
+        return held + [d.view for d in drafts.values() if d.view.phase is None]
+
+    def forget(self, present: set[Key]) -> None:
+        for key in [k for k in self._retry_at if k not in present]:
+            del self._retry_at[key]
+
+    async def _namespace_labels(self, namespaces: set[str], new: list[Key]) -> dict[str, dict[str, str] | None]:
+        """The labels of each namespace with new tasks, read live once per tick (a label
+        changed a moment ago counts at once; a thousand new tasks in one namespace cost one
+        read). A namespace that cannot be read is left out: its tasks are tried again later."""
+        found: dict[str, dict[str, str] | None] = {}
+
+        async def read(namespace: str) -> None:
+            try:
+                found[namespace] = await self.store.namespace_labels(namespace)
+            except Exception as exc:  # noqa: BLE001 - RBAC or an API hiccup: say which, retry later
+                log.warning("cannot read namespace %s to find the user of its tasks: %s; retrying in %d s",
+                            namespace, api_error(exc), RETRY_SECONDS)
+                for key in new:
+                    if key[0] == namespace:
+                        self._retry_at[key] = self.monotonic() + RETRY_SECONDS
+        await asyncio.gather(*(read(ns) for ns in namespaces))
+        return found
+
+    async def _validate(self, draft: Draft, labels: dict[str, dict[str, str] | None]) -> None:
+        view = draft.view
+        user, reason, message = user_from_label(view.namespace, (labels.get(view.namespace) or {}).get(USER_LABEL))
+        if user is None:
+            seen: Observation = lifecycle.Refused(reason, message)
+        else:
+            verdict = validate_task(manifest(view), user, self.platform, self.composer)
+            verl = (verdict.verl["version"], verdict.verl["source"]) if verdict.verl else None
+            seen = (lifecycle.Validated(user, verdict.expanded_command or "", tuple(verdict.warning_lines()), verl) if verdict.valid
+                    else lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), user))
+        await self.carrier.carry_out(draft, self.carrier.step(view, seen))

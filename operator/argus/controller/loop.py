@@ -1,0 +1,218 @@
+"""The controller loop: level-triggered, one for the whole operator. Each tick it gathers
+what is new about each task, asks the lifecycle (``core.lifecycle.step``) what that means,
+and has the answer carried out; the status writer (``writer``) writes it. Its rooms:
+
+- ``intake``: new tasks; how the command is checked (validation) and the task queued;
+- ``queuepass``: how the queue is decided and an admitted task started;
+- ``carryout``: how a decision is carried out, a Ray job submitted among them;
+- ``jobsync`` and ``logfollow``: what Ray says about each job, and its progress.
+
+A tick (when a followed job is due for a read, at the latest every poll interval, or at
+once when the watch shows a change):
+1. read the Ray jobs that are due (``jobsync``): active tasks, and tasks that may have
+   reached Ray and are being cancelled, deleted or were closed while Ray was unreachable;
+2. validate new tasks (``intake``);
+3. give a look to what needs no Ray (a cancelled task that never reached Ray, a time to
+   live or a retention that ran out: ``lifecycle.needs_look``);
+4. admit from the head of the queue and submit; tell the others their place (``queuepass``).
+A new task is written once, after step 4: admitted at once, it goes from nothing to
+Submitted in one status patch.
+
+Every step is idempotent and the process may die at any line: the finalizer is on a task
+before its first submission, and the submission id is derived from the object's UID, so a
+restarted operator finds the job again (``lifecycle.needs_ray``) and never starts a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+from ..core import lifecycle
+from ..core.clock import Clock
+from ..core.lifecycle import LifecycleSettings
+from ..core.spec import Phase
+from ..core.verlconfig import Composer
+from ..core.vocabulary import Key
+from .admission import AdmissionInputs, in_use
+from .carryout import Carrier, Draft
+from .intake import Intake
+from .jobsync import HistoryRemovals, JobSync, NodeCache
+from .logfollow import LogFollowers
+from .metrics import Metrics
+from .ports import RayJobs, TaskSource, TaskStore
+from .queuepass import QueuePass
+from .settings import OperatorConfig
+from .view import TaskView
+from .writer import StatusWriter
+
+log = logging.getLogger(__name__)
+
+
+class Reconciler:
+    def __init__(self, config: OperatorConfig, ray: RayJobs, store: TaskStore, tasks: TaskSource, *,
+                 clock: Clock, metrics: Metrics, leads: Callable[[], bool] = lambda: True, composer: Composer | None = None):
+        self.config = config
+        self.tasks = tasks
+        self.leads = leads
+        self.clock = clock
+        self.metrics = metrics
+        self.wake = asyncio.Event()
+        monotonic = clock.monotonic
+        self.writer = StatusWriter(store, metrics, monotonic)
+        self.nodes = NodeCache(ray, config.platform.worker_resource, config.poll_interval, monotonic)
+        self.jobs = JobSync(ray, self.nodes, config.poll_interval, monotonic)
+        self.removals = HistoryRemovals(ray, monotonic)
+        self.settings = LifecycleSettings(ray_grace_seconds=config.ray_grace_seconds, delete_grace_seconds=config.delete_grace_seconds,
+                                          dashboard_url=config.ray_address, worker_resource=config.platform.worker_resource,
+                                          ray_job_retention_seconds=config.ray_job_retention_seconds,
+                                          default_ttl_seconds=config.default_ttl_seconds,
+                                          gitops_tracking_label=config.gitops_tracking_label)
+        self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, clock.now, monotonic)
+        self.carrier = Carrier(ray, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
+        self.intake = Intake(config.platform, composer, store, self.carrier, monotonic)
+        self.queue = QueuePass(config.platform, composer, AdmissionInputs(config, self.nodes, self.jobs, store, monotonic),
+                               self.nodes, self.carrier, self.view, self.tasks.views, clock=clock, metrics=metrics)
+        self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
+
+    # -- the loop ---------------------------------------------------------------------
+    async def run(self) -> None:
+        # The first tick waits for the full LIST: over a partial view it would not count
+        # running tasks it has not seen yet and admit past --max-running.
+        await self.tasks.synced.wait()
+        while True:
+            if self.leads():
+                try:
+                    await self.tick()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
+                    self.metrics.reconcile_errors.inc()
+                    log.exception("reconcile tick failed; retrying next tick")
+            else:
+                self.jobs.forget_all()
+                self.logs.close()
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
+            except TimeoutError:
+                pass
+            self.wake.clear()
+
+    async def idle(self) -> None:
+        """Wait for the background work started so far (tests, and a clean stop)."""
+        await self.queue.idle()
+        await self.writer.drain()
+
+    def views(self) -> list[TaskView]:
+        now = self.clock.monotonic()
+        return [self.writer.overlay(v, now) for v in self.tasks.views()]
+
+    def view(self, key: Key) -> TaskView | None:
+        v = self.tasks.get(key)
+        return self.writer.overlay(v) if v else None
+
+    def next_wait(self) -> float:
+        """Seconds until the next followed job is due (only those are looked at: this runs
+        before each tick, up to several times a second)."""
+        now = self.clock.now()
+        followed = [v for v in (self.view(k) for k in self.jobs.followed()) if v and lifecycle.needs_ray(v.state)]
+        waits = [self.jobs.due_in(v, now, len(followed)) for v in followed]
+        if self._next_timer is not None:
+            waits.append((self._next_timer - now).total_seconds())
+        removal = self.removals.due_in()
+        if removal is not None:
+            waits.append(removal)
+        return max(0.05, min([self.config.poll_interval, *waits]))
+
+    async def tick(self) -> None:
+        views = self.views()
+        self._prune(views)
+        self.metrics.observe_phases(views)
+        now = self.clock.now()
+        each = self.carrier.each
+        # 1. Ray reads that are due.
+        following = [v for v in views if lifecycle.needs_ray(v.state)]
+        due = [v for v in following if self.jobs.due_in(v, now, len(following)) <= 0.01]
+        await each(self._follow(v.key) for v in due)
+        # 2. New tasks are validated.
+        views = self.views()
+        drafts = self.intake.new(views)
+        await self.intake.validate(drafts)
+        # 3. Nothing else needs more than a look.
+        timers, looks = [], []
+        for v in views:
+            if v.key in drafts or v.deleting:
+                continue
+            timer = lifecycle.timer_due(v.state, self.settings)
+            if timer is not None:
+                timers.append(timer[0])
+            if lifecycle.needs_look(v.state, now, self.settings):
+                looks.append(v.key)
+        await each(self._reconcile(key) for key in looks)
+        self._next_timer = min((t for t in timers if t > now), default=None)
+        await each(self._final_progress(key) for key in self.logs.finished())
+        await self.removals.check()
+        # 4. The queue.
+        queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel]
+        queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.deleting]
+        active = [v for v in views if v.active]
+        if queued:
+            await self.queue.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
+        self.metrics.observe_users(in_use(active), queued, self.queue.inputs.quotas)
+        await each(self.carrier.write_locked(d) for d in drafts.values())
+        self.logs.follow({v.key: v.state.submission_id for v in self.views() if v.phase == Phase.Running.value and not v.deleting})
+
+    def _prune(self, views: list[TaskView]) -> None:
+        """Forget what was kept for tasks that are gone."""
+        present = {v.key for v in views}
+        self.carrier.forget(present)
+        self.intake.forget(present)
+        for key in self.jobs.followed():
+            if key not in present:
+                self.jobs.forget(key)
+                self.writer.forget(key)
+
+    # -- one task ---------------------------------------------------------------------
+    async def _follow(self, key: Key) -> None:
+        """Read the task's job and act on what Ray says."""
+        async with self.carrier.lock(key):
+            view = self.view(key)
+            if view is None or not lifecycle.needs_ray(view.state):
+                return
+            seen = await self.jobs.observe(view.state)
+            draft = Draft.of(view)
+            ended = isinstance(seen, (lifecycle.JobUnknown,)) or (isinstance(seen, lifecycle.JobObserved) and not seen.active)
+            progress = self.logs.progress_due(key, view.state.status.progress, final=ended)
+            if progress is not None:
+                draft.take(self.carrier.step(view, lifecycle.ProgressObserved(progress)))
+            try:
+                await self.carrier.decide_and_write(draft, seen)
+            except Exception:
+                if progress is not None:
+                    self.logs.not_written(key)  # the next look takes it again
+                raise
+
+    async def _reconcile(self, key: Key) -> None:
+        """A task that needs a look without anything new from Ray (cancelled while it never
+        reached Ray; its time to live or its Ray jobs' retention ran out)."""
+        async with self.carrier.lock(key):
+            view = self.view(key)
+            if view is not None:
+                await self.carrier.decide_and_write(Draft.of(view), lifecycle.Reconcile())
+
+    async def _final_progress(self, key: Key) -> None:
+        """The last lines of an ended job's log: its final progress."""
+        async with self.carrier.lock(key):
+            view = self.view(key)
+            progress = self.logs.progress_due(key, view.state.status.progress, final=True) if view else None
+            if view is not None and progress is not None and not view.deleting:
+                try:
+                    await self.carrier.decide_and_write(Draft.of(view), lifecycle.ProgressObserved(progress))
+                except Exception:
+                    # The follower stays (finished again next tick): a failed write of the
+                    # job's last progress must not lose it.
+                    self.logs.not_written(key)
+                    raise
+            self.logs.drop(key)
