@@ -737,9 +737,9 @@ def test_operator_as_the_chart_service_account_runs_the_whole_lifecycle(
     wait_for(lambda: sid not in [j.submission_id for j in JobSubmissionClient(ray_cluster.dashboard_url).list_jobs()], 20,
              "the deleted task's job to leave Ray's history", on_timeout=op.log_tail)
 
-    # Events were posted (one per phase change).
+    # Events were posted (one per phase change, but none for the quiet Submitted).
     reasons = {e["reason"] for e in events_for(cp, ns, "quick")}
-    assert {"Admitted", "RayJobSucceeded"} <= reasons, reasons
+    assert "RayJobSucceeded" in reasons and "Admitted" not in reasons, reasons
     lease = json.loads(cp.kubectl("get", "lease", f"{RELEASE}-leader", "-n", RELEASE_NS, "-o", "json").stdout)
     assert lease["spec"]["holderIdentity"]
     log = op.log_path.read_text()

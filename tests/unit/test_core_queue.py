@@ -6,8 +6,22 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from argus.core.queue import Capacity, Claim, QueuedTask, QueueSettings, UsageRecord, WorkerNode, decayed_usage, decide, free_per_node
+from argus.core.queue import (
+    Capacity,
+    Claim,
+    QueuedTask,
+    QueueSettings,
+    UsageRecord,
+    WorkerNode,
+    decayed_usage,
+    decide,
+    free_per_node,
+    positions,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -63,12 +77,12 @@ def test_gpus_held_outside_argus_count_as_used_and_the_wait_says_what_for() -> N
                running=0, capacity=capacity, settings=FIFO, now=NOW)
     # four waits: the 4-GPU node is kept for it as it drains; two starts on the other node.
     assert names(d.admit) == ["two"]
-    assert d.waiting[("a", "four")] == ("Queued", "waiting for 1 worker node(s) with 4 free GPUs each (free now: 2, 2 GPUs on 2 "
-                                                  "worker node(s)); 1 node(s) are kept for it as they drain")
+    assert d.waiting[("a", "four")] == ("Queued", "waiting for 1 worker node(s) with 4 free GPUs each; "
+                                                  "the nodes closest to holding it are kept for it as they drain")
     three = t("three", per_node=2, created="2026-12-03T11:00:02Z")
     d = decide([t("four", per_node=4), three], running=0, capacity=nodes(4, 4, used=(2, 3)), settings=FIFO, now=NOW)
     # the node closest to holding four (2 free) is kept for it; three cannot use it, and the other has 1 free
-    assert d.admit == [] and d.waiting[("a", "three")][1].startswith("waiting for 1 worker node(s) with 2 free GPUs each (free now: 1 GPUs")
+    assert d.admit == [] and d.waiting[("a", "three")][1].startswith("waiting for 1 worker node(s) with 2 free GPUs each;")
 
 
 def test_a_claim_on_the_node_ray_chose_stays_there_and_is_never_counted_twice() -> None:
@@ -130,7 +144,7 @@ def test_a_user_over_quota_waits_without_blocking_others() -> None:
     queued = [t("a1", per_node=4, user="alice", created="2026-12-03T11:00:00Z"), t("b1", per_node=2, user="bob", created="2026-12-03T11:00:01Z")]
     d = decide(queued, running=1, capacity=nodes(8, 8), settings=FIFO, quotas={"alice": 6}, in_use={"alice": 4}, now=NOW)
     assert names(d.admit) == ["b1"]
-    assert d.waiting[("a", "a1")] == ("QuotaExceeded", "waiting: user alice holds 4 of the 6 GPUs of its quota and this task needs 4")
+    assert d.waiting[("a", "a1")] == ("QuotaExceeded", "waiting: its 4 GPUs would take user alice over the 6 GPUs of its quota")
     assert d.positions[("a", "a1")] == 1
 
 
@@ -186,3 +200,26 @@ def test_a_big_task_is_not_starved_by_small_ones() -> None:
     assert d.admit == []  # node 0 (6 free) is kept for big; node 1 is full
     drained = decide(queue, running=1, capacity=nodes(8, 8, used=(0, 8)), settings=FIFO, now=NOW)
     assert names(drained.admit) == ["big"]
+
+
+# --------------------------------------------------------------------------- places on demand (issue 26)
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 9), st.sampled_from(["alice", "bob", "carol"]), st.sampled_from(["a", "b"])),
+                min_size=0, max_size=12, unique_by=lambda x: (x[3], x[1], x[0])),
+       st.sampled_from(["fifo", "fair"]))
+def test_places_served_on_demand_are_the_places_the_admission_pass_gives(rows: list[tuple[int, int, str, str]], policy: str) -> None:
+    """What the queue view serves (``positions``, from the tasks alone) is what ``decide``
+    gives the tasks it leaves waiting when nothing can start (Ray unread: every task waits)."""
+    queued = [t(f"t{i}-{p}", priority=p, created=f"2026-12-03T11:00:0{i}Z", user=user, ns=ns) for p, i, user, ns in rows]
+    settings = QueueSettings(max_running=10, policy=policy)  # type: ignore[arg-type]
+    usage = {"alice": 50.0, "bob": 5.0}
+    d = decide(queued, running=0, capacity=None, settings=settings, usage=usage, now=NOW)
+    assert positions(queued, settings, usage, NOW) == d.positions
+
+
+def test_places_on_demand_exclude_nothing_and_start_at_one() -> None:
+    queued = [t("low", 0, "2026-12-03T11:00:01Z"), t("high", 5, "2026-12-03T11:00:02Z")]
+    assert positions(queued, FIFO, {}, NOW) == {("a", "high"): 1, ("a", "low"): 2}
+    assert positions([], FIFO, {}, NOW) == {}

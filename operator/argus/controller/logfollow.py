@@ -1,7 +1,8 @@
 """Following each running job's log for verl's progress lines (``core.progress``): one
 stream per running task from Ray's Jobs API, read in the background; the reconciler takes
 the progress when a status write for it is due (``progress_due``), at most once every
-``interval`` seconds per task, and always with the job's last read.
+``interval`` seconds per task (the first one ``interval`` after it starts running), and
+always with the job's last read.
 
 A stream that breaks (Ray unreachable, a head restart) is opened again while the task runs;
 Ray's log stream starts from the beginning of the log, so the reader starts afresh too, as it
@@ -66,7 +67,10 @@ class LogFollowers:
                 self.drop(key)  # a new attempt
         for key, sid in running.items():
             if key not in self._followers:
-                follower = _Follower(sid, ProgressReader(self.metrics))
+                # The first progress is written ``interval`` after the following starts, not
+                # at once: a run shorter than that gets its progress with its end, in the
+                # same status patch (one write fewer per task; issue 26).
+                follower = _Follower(sid, ProgressReader(self.metrics), written_at=now)
                 follower.task = asyncio.create_task(self._read(follower), name=f"argus log {key[0]}/{key[1]}")
                 self._followers[key] = follower
 

@@ -31,6 +31,11 @@ its priority band (oldest first), whatever its user's usage: fairness never star
   the other nodes. A big task is never starved by a stream of small ones, and the GPUs of
   the other nodes do not sit idle while it waits.
 - A task that waits for a *slot* (``max_running``) holds back every task behind it.
+
+Each waiting message names what the task waits for, never a figure that moves while it
+waits (free GPUs now, GPUs its user holds, its place): the message goes into the task's
+status, and a waiting task must cost a bounded number of status writes however long it
+waits (issue 26). Its place is served on demand (``positions``).
 """
 
 from __future__ import annotations
@@ -45,7 +50,6 @@ from .times import parse_time
 from .vocabulary import Key, Reason, task_gpus
 
 Policy = Literal["fifo", "fair"]
-MAX_FREE_LISTED = 8
 # A task created but not validated yet keeps its place in the queue this long at most: a
 # batch applied at once is ordered as applied even when intake validates it over several
 # ticks, and a task whose namespace cannot be read does not hold the queue for ever.
@@ -195,15 +199,14 @@ def _unschedulable(task: QueuedTask, capacity: Capacity) -> str | None:
             "it will run only if the cluster grows")
 
 
-def _free_text(free: list[float]) -> str:
-    shown = sorted(free, reverse=True)
-    text = ", ".join(f"{f:g}" for f in shown[:MAX_FREE_LISTED])
-    if len(shown) > MAX_FREE_LISTED:
-        text += f", ... ({len(shown) - MAX_FREE_LISTED} more)"
-    return f"free now: {text or 'none'} GPUs on {len(free)} worker node(s)"
-
-
 # --------------------------------------------------------------------------- the decision
+
+def positions(queued: Iterable[QueuedTask], settings: QueueSettings, usage: Mapping[str, float], now: dt.datetime) -> dict[Key, int]:
+    """Each queued task's 1-based place in the whole queue: what ``decide`` gives the tasks it
+    leaves waiting, computed from the tasks alone (no Ray), so any replica can serve it on
+    demand (servers/logapi/queueview.py) instead of writing it into every task's status."""
+    return {t.key: i for i, t in enumerate(order(queued, settings, usage, now), 1)}
+
 
 def order(queued: Iterable[QueuedTask], settings: QueueSettings, usage: Mapping[str, float], now: dt.datetime) -> list[QueuedTask]:
     """The queue's order under the policy."""
@@ -257,8 +260,8 @@ def decide(
         quota = quotas.get(task.user, settings.default_quota)
         held = in_use.get(task.user, 0)
         if quota is not None and held + task.gpus > quota:
-            result.waiting[task.key] = (Reason.QuotaExceeded, f"waiting: user {task.user} holds {held} of the {quota} GPUs of its quota "
-                                                         f"and this task needs {task.gpus}")
+            result.waiting[task.key] = (Reason.QuotaExceeded, f"waiting: its {task.gpus} GPUs would take user {task.user} over the "
+                                                         f"{quota} GPUs of its quota")
             result.positions[task.key] = position
             continue
         chosen = _place(free, task.nnodes, task.gpus_per_node) if not blocked and slots > 0 else None
@@ -279,10 +282,9 @@ def decide(
             # It fits the cluster, not yet: the nodes closest to holding it are reserved for it
             # (nothing else starts there, so they only drain), and the tasks behind it may use
             # the other nodes. It is never starved by smaller tasks.
-            text = _free_text([f for f in free if f >= 0])
-            reserved = _reserve(free, capacity, task)
-            message = (f"waiting for {task.nnodes} worker node(s) with {task.gpus_per_node} free GPUs each ({text}); "
-                       f"{len(reserved)} node(s) are kept for it as they drain")
+            _reserve(free, capacity, task)
+            message = (f"waiting for {task.nnodes} worker node(s) with {task.gpus_per_node} free GPUs each; "
+                       "the nodes closest to holding it are kept for it as they drain")
         result.waiting[task.key] = (Reason.Queued, message)
         result.positions[task.key] = position
     return result

@@ -40,6 +40,11 @@ class Phase(str, Enum):
 
 ACTIVE_PHASES = (Phase.Submitted, Phase.Running)
 END_PHASES = (Phase.Succeeded, Phase.Failed, Phase.Stopped, Phase.Rejected)
+# Phases entered without an Event. A task is Submitted for the moment between Ray taking
+# the job and its driver starting; the Event of the next phase (Running, or the end) says
+# where it went from there, and the status shows Submitted (with the Ray job) while it lasts.
+# An Event is an API write: a run that validates, runs and succeeds costs 6 (issue 26).
+QUIET_PHASES = (Phase.Submitted,)
 
 
 def _phase(value: str | Phase | None) -> Phase | None:
