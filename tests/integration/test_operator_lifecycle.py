@@ -54,7 +54,7 @@ def test_advanced_ppo_with_custom_reward_runs_on_a_worker(control_plane, ray_clu
         assert column in header, table
     assert "Succeeded" in table and "alice" in table
     described = control_plane.kubectl("describe", "argustask", "ppo-custom-reward", "-n", ns).stdout
-    # One event per phase change but the quiet Submitted (core.vocabulary.QUIET_PHASES).
+    # One event per phase change but the quiet Submitted (core.vocabulary.QUIET_PHASE_CHANGES).
     assert "-> Submitted" not in described and "Submitted -> Running" in described and "Running -> Succeeded" in described, described
 
 

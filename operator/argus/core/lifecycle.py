@@ -2,7 +2,7 @@
 becomes for each thing the operator observes, and which actions follow. The controller
 gathers the observations (validation, the queue's decision, Ray's answers), calls ``step``
 and carries out the actions; one writer patches the status and posts one Event per phase
-change (but the quiet ones, ``vocabulary.QUIET_PHASES``). This is the file to read for "how does a task change phase?"; the moves it may
+change (but the quiet ones, ``vocabulary.QUIET_PHASE_CHANGES``). This is the file to read for "how does a task change phase?"; the moves it may
 make at all are declared as a table in ``core.transitions``, which ``step`` is checked
 against (and docs/lifecycle.md's tables are generated from).
 

@@ -40,11 +40,6 @@ class Phase(str, Enum):
 
 ACTIVE_PHASES = (Phase.Submitted, Phase.Running)
 END_PHASES = (Phase.Succeeded, Phase.Failed, Phase.Stopped, Phase.Rejected)
-# Phases entered without an Event. A task is Submitted for the moment between Ray taking
-# the job and its driver starting; the Event of the next phase (Running, or the end) says
-# where it went from there, and the status shows Submitted (with the Ray job) while it lasts.
-# An Event is an API write: a run that validates, runs and succeeds costs 6 (issue 26).
-QUIET_PHASES = (Phase.Submitted,)
 
 
 def _phase(value: str | Phase | None) -> Phase | None:
@@ -122,6 +117,15 @@ REASONS_BY_PHASE: dict[Phase, tuple[Reason, ...]] = {
 STATUS_REASONS = tuple(dict.fromkeys(r for reasons in REASONS_BY_PHASE.values() for r in reasons))
 # Reasons only Events carry (a phase change's Event carries the status's reason).
 EVENT_REASONS = (Reason.AdoptedExistingJob, Reason.WeakCheck, Reason.PlacementViolation, Reason.FinalizerReleased, Reason.KeptForGitOps)
+
+
+# Phase changes made without an Event: (phase, reason). An admitted task is Submitted for
+# the moment between Ray taking the job and its driver starting; the Event of the next phase
+# (Running, or the end) says where it went from there, and the status shows Submitted (with
+# the Ray job) while it lasts. Submitted for any other reason (a job adopted after a
+# restart, Ray pending again after it ran) keeps its Event. An Event is an API write: a run
+# that validates, runs and succeeds costs 6 (issue 26).
+QUIET_PHASE_CHANGES = ((Phase.Submitted, Reason.Admitted),)
 
 
 def task_shape(spec: Mapping[str, Any]) -> tuple[int, int]:
