@@ -374,8 +374,10 @@ def _age(created: str | None, now: Any) -> str:
     return f"{seconds}s"
 
 
-def queue_rows(tasks: list[dict[str, Any]], quotas: dict[str, int | None] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The waiting tasks in queue order, and per user: GPUs in use, quota, tasks queued."""
+def queue_rows(tasks: list[dict[str, Any]], quotas: dict[str, int | None] | None,
+               places: dict[tuple[str, str], int] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The waiting tasks in queue order, and per user: GPUs in use, quota, tasks queued.
+    ``places``: each waiting task's place, from the operator's queue view (None: not served)."""
     waiting: list[dict[str, Any]] = []
     users: dict[str, dict[str, Any]] = {}
     for t in tasks:
@@ -387,7 +389,8 @@ def queue_rows(tasks: list[dict[str, Any]], quotas: dict[str, int | None] | None
             row["gpusInUse"] += spec_gpus(t.get("spec") or {})
         elif status.get("phase") == "Queued":
             row["queued"] += 1
-            waiting.append({"position": status.get("queuePosition"), "user": user, "namespace": meta.get("namespace"),
+            key = (meta.get("namespace") or "", meta.get("name") or "")
+            waiting.append({"position": (places or {}).get(key), "user": user, "namespace": meta.get("namespace"),
                             "name": meta.get("name"), "gpus": spec_gpus(t.get("spec") or {}), "priority": (t.get("spec") or {}).get("priority", 0),
                             "waitingSince": meta.get("creationTimestamp"), "reason": status.get("reason"), "message": status.get("message")})
     waiting.sort(key=lambda r: (r["position"] is None, r["position"] or 0, r["waitingSince"] or ""))
@@ -427,7 +430,8 @@ def cmd_queue(args: argparse.Namespace) -> int:
     except ClusterError as exc:
         print(f"argus queue: {exc}", file=sys.stderr)
         return EXIT_FAIL
-    waiting, users = queue_rows(tasks, quotas)
+    places, places_note = _places(custom, scope)
+    waiting, users = queue_rows(tasks, quotas, places)
     if args.output == "json":
         print(json.dumps({"queue": waiting, "users": users}, indent=2))
         return EXIT_OK
@@ -441,9 +445,29 @@ def cmd_queue(args: argparse.Namespace) -> int:
     print()
     _print_table([("USER", "GPUS IN USE", "QUOTA", "QUEUED")] +
                  [(u["user"], str(u["gpusInUse"]), "-" if u["quota"] is None else str(u["quota"]), str(u["queued"])) for u in users])
-    if note:
-        print(note, file=sys.stderr)
+    for line in (note, places_note):
+        if line:
+            print(line, file=sys.stderr)
     return EXIT_OK
+
+
+def _places(custom: Any, namespace: str | None) -> tuple[dict[tuple[str, str], int] | None, str]:
+    """Each waiting task's place in the whole queue, from the operator's queue view
+    (``pendingtasks`` in logs.argus.io: places are served on demand, not kept in the tasks'
+    status; docs/queue.md), and a note when it cannot be read."""
+    from kubernetes.client.exceptions import ApiException
+    group, version, plural = "logs.argus.io", "v1alpha1", "pendingtasks"
+    try:
+        if namespace:
+            found = custom.list_namespaced_custom_object(group, version, namespace, plural)
+        else:
+            found = custom.list_cluster_custom_object(group, version, plural)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None, ("(places in the queue are served by the operator's API logs.argus.io, which this cluster does not "
+                          "serve: install the chart with logsApi.enabled=true; docs/logs.md)")
+        return None, f"(cannot read the places in the queue: {exc.status} {exc.reason})"
+    return {(i["metadata"]["namespace"], i["metadata"]["name"]): i["position"] for i in found.get("items") or []}, ""
 
 
 def _print_table(rows: Sequence[tuple[str, ...]]) -> None:

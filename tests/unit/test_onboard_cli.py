@@ -85,14 +85,17 @@ def test_onboard_with_a_gpu_quota_annotates_the_namespace() -> None:
 def test_queue_rows_in_order_with_users_in_use_and_quota() -> None:
     from argus.clusterctl import queue_rows
 
-    def task(name: str, phase: str, user: str, gpus: int, position: int | None = None) -> dict:
-        return {"metadata": {"namespace": "ns", "name": name, "creationTimestamp": "2026-12-03T08:00:00Z"},
+    def task(name: str, phase: str, user: str, gpus: int, created: str = "2026-12-03T08:00:00Z") -> dict:
+        return {"metadata": {"namespace": "ns", "name": name, "creationTimestamp": created},
                 "spec": {"nnodes": 1, "nGpusPerNode": gpus, "priority": 0},
-                "status": {"phase": phase, "user": user, "queuePosition": position, "reason": "Queued", "message": "m"}}
-    tasks = [task("second", "Queued", "bob", 2, 2), task("first", "Queued", "alice", 8, 1), task("run", "Running", "alice", 4),
+                "status": {"phase": phase, "user": user, "reason": "Queued", "message": "m"}}
+    tasks = [task("second", "Queued", "bob", 2), task("first", "Queued", "alice", 8, "2026-12-03T08:00:01Z"), task("run", "Running", "alice", 4),
              task("done", "Succeeded", "bob", 4)]
-    waiting, users = queue_rows(tasks, {"alice": 8})
+    # The places come from the operator's queue view, not from the tasks' status.
+    waiting, users = queue_rows(tasks, {"alice": 8}, {("ns", "first"): 1, ("ns", "second"): 2})
     assert [(r["position"], r["name"], r["user"], r["gpus"]) for r in waiting] == [(1, "first", "alice", 8), (2, "second", "bob", 2)]
+    unplaced, _ = queue_rows(tasks, {"alice": 8})  # the view is not served: no places, oldest first
+    assert [(r["position"], r["name"]) for r in unplaced] == [(None, "second"), (None, "first")]
     assert users == [{"user": "alice", "gpusInUse": 4, "queued": 1, "quota": 8}, {"user": "bob", "gpusInUse": 0, "queued": 1, "quota": None}]
     _, unknown = queue_rows(tasks, None)
     assert {u["quota"] for u in unknown} == {"?"}
