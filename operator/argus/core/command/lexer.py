@@ -51,6 +51,9 @@ _SUBSTITUTION_ADVICE = "write the value, or put the logic in a Python file under
 
 MAX_REFUSALS = 50
 
+# A token: ("word", RawWord, offset), ("op", the operator's text, offset) or ("nl", None, offset).
+Token = tuple[str, object, int]
+
 
 class _Stop(Exception):
     """The rest of the text cannot be read reliably (an unclosed quote, a heredoc)."""
@@ -75,7 +78,7 @@ class Lexer:
         self.text = text
         self.n = len(text)
         self.refusals: list[Refusal] = []
-        self.tokens: list[tuple[str, object, int]] = []  # (kind, value, offset): kind word/op/nl
+        self.tokens: list[Token] = []
         self._newlines: list[int] | None = None
 
     def line_of(self, offset: int) -> int:
@@ -137,10 +140,7 @@ class Lexer:
         w.start, w.end = m.start(1), m.end()
         w.parts.append(text)
         w.solid = True
-        if (a := _ASSIGNMENT.match(text)) is not None:
-            w.assign, w.assign_op = a.group(1), a.group(2)
-        elif "[" in text and _ARRAY_ASSIGNMENT.match(text) and "]=" in text:
-            w.assign, w.assign_op = text.split("[", 1)[0], "[]="
+        _mark_assignment(w, text)
         if w.end < self.n and self.text[w.end] in "<>" and text.isdigit():
             if (m2 := _STDERR_TO_STDOUT.match(self.text, w.start)) is not None:
                 self.tokens.append(("op", "2>&1", w.start))
@@ -163,10 +163,7 @@ class Lexer:
             parts.append(s)
             w.solid = True
             i = m.end()
-            if (a := _ASSIGNMENT.match(s)) is not None:
-                w.assign, w.assign_op = a.group(1), a.group(2)
-            elif _ARRAY_ASSIGNMENT.match(s) and "]=" in s:
-                w.assign, w.assign_op = s.split("[", 1)[0], "[]="
+            _mark_assignment(w, s)
             if "{" in s:
                 shape = [s]
             if i >= n or text[i] in _DELIMITERS:  # the common case: a word of plain text
@@ -185,53 +182,51 @@ class Lexer:
                     shape = [s]
                 i = m.end()
             elif c == "'":
-                j = text.find("'", i + 1)
-                if j < 0:
-                    self.refuse(i, text[i:i + 40], "an unclosed ' quote", "close the quote")
-                    raise _Stop
-                parts.append(text[i + 1:j])
-                w.solid = True
+                i = self.single_quoted(i, w)
                 if shape is not None:
                     shape.append("Q")
-                i = j + 1
             elif c == '"':
                 i = self.double_quoted(i, w)
                 if shape is not None:
                     shape.append("Q")
             elif c == "\\":
-                if i + 1 >= n:
-                    parts.append("\\")  # a final backslash stays, as in bash
-                    w.solid = True
-                    i += 1
-                elif text[i + 1] == "\n":
-                    i += 2  # a continuation inside a word joins its halves
-                else:
-                    parts.append(text[i + 1])
-                    w.solid = True
-                    if shape is not None:
-                        shape.append("Q")
-                    i += 2
+                i, escaped = _backslash(text, i, w)
+                if escaped and shape is not None:
+                    shape.append("Q")
             elif c == "$":
                 i = self.dollar(i, w, quoted=False)
                 if shape is not None:
                     shape.append("Q")
             elif c == "`":
                 i = self.backtick(i)
-            elif c == "~":
-                if "~" not in refused:  # one line per word
-                    refused += "~"
-                    token = _TILDE_WORD.match(text, i).group()  # type: ignore[union-attr]
-                    self.refuse(i, token, "'~' expands to the worker's home, not yours", "use $HOME")
-                parts.append(c)
-                i += 1
-            else:  # '*' or '?'
-                if "*" not in refused:
-                    refused += "*"
-                    self.refuse(i, self.token_at(w.start), f"a file pattern ('{c}') is not allowed",
-                                "write the names out (a Hydra list: [a.parquet,b.parquet]), or quote the character")
+            else:  # '~', '*' or '?': kept as text, refused once per word and kind
+                kind = "~" if c == "~" else "*"
+                if kind not in refused:
+                    refused += kind
+                    self.refuse_unquoted(i, w, c)
                 parts.append(c)
                 i += 1
         return self.finish(w, i, shape)
+
+    def single_quoted(self, i: int, w: RawWord) -> int:
+        """A single-quoted string: every character up to the next ' stands for itself."""
+        text = self.text
+        j = text.find("'", i + 1)
+        if j < 0:
+            self.refuse(i, text[i:i + 40], "an unclosed ' quote", "close the quote")
+            raise _Stop
+        w.parts.append(text[i + 1:j])
+        w.solid = True
+        return j + 1
+
+    def refuse_unquoted(self, i: int, w: RawWord, c: str) -> None:
+        """An unquoted '~' (the worker's home) or file pattern character ('*', '?')."""
+        if c == "~":
+            token = _TILDE_WORD.match(self.text, i).group()  # type: ignore[union-attr]
+            self.refuse(i, token, "'~' expands to the worker's home, not yours", "use $HOME")
+        else:
+            self.refuse(i, self.token_at(w.start), f"a file pattern ('{c}') is not allowed",
+                        "write the names out (a Hydra list: [a.parquet,b.parquet]), or quote the character")
 
     def token_at(self, start: int) -> str:
         m = _TOKEN.match(self.text, start)
@@ -374,6 +369,28 @@ class Lexer:
         self.refuse(i, text[i:i + 2] if nxt else "$", "a '$' that starts no variable is not allowed", "write a literal '$' inside single quotes")
         parts.append("$")
         return i + 1
+
+
+def _mark_assignment(w: RawWord, text: str) -> None:
+    """Marks a word whose unquoted start ``text`` is ``NAME=``, ``NAME+=`` or ``NAME[...]=``."""
+    if (a := _ASSIGNMENT.match(text)) is not None:
+        w.assign, w.assign_op = a.group(1), a.group(2)
+    elif "[" in text and _ARRAY_ASSIGNMENT.match(text) and "]=" in text:
+        w.assign, w.assign_op = text.split("[", 1)[0], "[]="
+
+
+def _backslash(text: str, i: int, w: RawWord) -> tuple[int, bool]:
+    """A backslash outside quotes at ``i``: where the word goes on, and whether it escaped a
+    character (which then stands for itself)."""
+    if i + 1 >= len(text):
+        w.parts.append("\\")  # a final backslash stays, as in bash
+        w.solid = True
+        return i + 1, False
+    if text[i + 1] == "\n":
+        return i + 2, False  # a continuation inside a word joins its halves
+    w.parts.append(text[i + 1])
+    w.solid = True
+    return i + 2, True
 
 
 def _matching(text: str, i: int, open_: str, close: str) -> int:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import NamedTuple
 
-from .lexer import MAX_REFUSALS, NAME, Lexer, RawWord
+from .lexer import MAX_REFUSALS, NAME, Lexer, RawWord, Token
 from .program import Assign, Export, Part, Refusal, Run, Script, SetOptions, Statement, Tee, Var, Word
 
 ADVICE_LANGUAGE = ("a command may only set options (set -euxo pipefail), assign variables (NAME=value, export NAME=value) "
@@ -178,17 +178,22 @@ def parse(text: str, programs: Collection[str] = ("python3", "torchrun")) -> Par
     refusals. Never raises on any input."""
     lexer = Lexer(text)
     lexer.run()
-    refusals = lexer.refusals
-    words_intact = not refusals
-    entrypoint_seen = False
-    statements: list[Statement] = []
-    run_seen: Run | None = None
+    parser = _Parser(text, programs, lexer)
+    for cmd in _commands(lexer.tokens):
+        parser.command(cmd)
+    refusals = parser.refusals
+    if len(refusals) > MAX_REFUSALS:
+        more = len(refusals) - MAX_REFUSALS
+        refusals = refusals[:MAX_REFUSALS] + [Refusal(0, f"{more} more", "further problems are not listed", "fix the ones above first")]
+    return Parsed(Script(tuple(parser.statements)), refusals, parser.words_intact, parser.entrypoint_seen)
 
-    # Group the tokens into commands, split at newlines and ';' (a newline after '|' does
-    # not end the pipeline).
-    commands: list[list[tuple[str, object, int]]] = []
-    current: list[tuple[str, object, int]] = []
-    for tok in lexer.tokens:
+
+def _commands(tokens: list[Token]) -> list[list[Token]]:
+    """The tokens grouped into commands, split at newlines and ';' (a newline after '|' does
+    not end the pipeline)."""
+    commands: list[list[Token]] = []
+    current: list[Token] = []
+    for tok in tokens:
         kind, value, _ = tok
         if kind == "nl" or (kind == "op" and value == ";"):
             if kind == "nl" and current and current[-1][0] == "op" and current[-1][1] == "|":
@@ -200,140 +205,178 @@ def parse(text: str, programs: Collection[str] = ("python3", "torchrun")) -> Par
             current.append(tok)
     if current:
         commands.append(current)
+    return commands
 
-    for cmd in commands:
-        line = lexer.line_of(cmd[0][2])
+
+class _Parser:
+    """Reads the commands one by one into statements; what is not allowed becomes a refusal
+    (appended to the lexer's, in order)."""
+
+    def __init__(self, text: str, programs: Collection[str], lexer: Lexer) -> None:
+        self.text = text
+        self.programs = programs
+        self.lexer = lexer
+        self.refusals = lexer.refusals
+        self.words_intact = not self.refusals
+        self.entrypoint_seen = False  # some command started with an allowed program, even if refused
+        self.statements: list[Statement] = []
+        self.run_seen: Run | None = None
+
+    def command(self, cmd: list[Token]) -> None:
+        text, programs, refusals = self.text, self.programs, self.refusals
+        line = self.lexer.line_of(cmd[0][2])
         head_word = next((t[1] for t in cmd if isinstance(t[1], RawWord) and t[1].assign is None), None)
         if head_word is not None and text[head_word.start:head_word.end] in programs:
-            entrypoint_seen = True
+            self.entrypoint_seen = True
         bad = next((t for t in cmd if t[0] == "op" and t[1] not in ("|", "2>&1")), None)
         if bad is not None:
             op = str(bad[1])
             rule, advice = _OPERATOR_RULES.get(op) or (
                 ("redirection is not allowed", _REDIRECT_ADVICE) if "<" in op or ">" in op else (f"'{op}' is not allowed", "write one command per line"))
-            refusals.append(Refusal(lexer.line_of(bad[2]), op, rule, advice))
-            continue
-        if run_seen is not None:
-            last = cmd[-1]
-            end = last[1].end if isinstance(last[1], RawWord) else last[2] + len(str(last[1]))
-            source = text[cmd[0][2]:end]
-            first = cmd[0][1]
-            head = text[first.start:first.end] if isinstance(first, RawWord) else ""
-            if head in programs:
-                refusals.append(Refusal(line, source, "a second entrypoint is not allowed", "run one entrypoint per task"))
-            elif head.startswith(("-", "+")) or "." in head.split("=", 1)[0]:
-                refusals.append(Refusal(line, source, "nothing may follow the entrypoint",
-                                        "bash ends a command at a comment line, so a '\\' continuation does not carry through one: "
-                                        "move the comment below the last line"))
-            else:
-                refusals.append(Refusal(line, source, "nothing may follow the entrypoint", "move it before the entrypoint, or remove it"))
-            continue
+            refusals.append(Refusal(self.lexer.line_of(bad[2]), op, rule, advice))
+            return
+        if self.run_seen is not None:
+            refusals.append(self.after_entrypoint(cmd, line))
+            return
         # split at '|': the entrypoint, then tee
         pipe_at = [k for k, t in enumerate(cmd) if t[0] == "op" and t[1] == "|"]
         main = cmd[: pipe_at[0]] if pipe_at else cmd
         tee_part = cmd[pipe_at[0] + 1:] if pipe_at else []
         if len(pipe_at) > 1:
             refusals.append(Refusal(line, "|", "a pipe is allowed only once, into tee", "end the entrypoint with 2>&1 | tee FILE"))
-            continue
+            return
         stderr = bool(main) and main[-1][0] == "op" and main[-1][1] == "2>&1"
         if stderr:
             main = main[:-1]
         if any(t[0] == "op" for t in main) or (stderr and not pipe_at):
             refusals.append(Refusal(line, "2>&1", "redirection is not allowed", _REDIRECT_ADVICE))
-            continue
+            return
         words: list[RawWord] = [t[1] for t in main]  # type: ignore[misc]
         if not words:
             refusals.append(Refusal(line, "|", "a pipe needs a command before it", "end the entrypoint with 2>&1 | tee FILE"))
-            continue
-        k = 0
-        env: list[Assign] = []
-        failed = False
-        while k < len(words) and words[k].assign is not None:
-            a = _assignment(words[k], text, False, lexer)
-            failed |= a is None
-            if a is not None:
-                env.append(a)
-            k += 1
-        rest = words[k:]
+            return
+        env, rest, failed = self.prefix(words)
         if failed:
-            continue
+            return
         if not rest:
             if pipe_at:
                 refusals.append(Refusal(line, "|", "a pipe is allowed only after the entrypoint", "end the entrypoint with 2>&1 | tee FILE"))
-                continue
-            statements.extend(env)
-            continue
+                return
+            self.statements.extend(env)
+            return
         name_word = _to_word(rest[0], text)
         name = name_word.literal
-        source0 = name_word.source
         if name in ("set", "export") and (env or pipe_at):
-            refusals.append(Refusal(line, source0, f"'{name}' with a prefix or a pipe is not allowed", f"write {name} on its own line"))
-            continue
-        if name == "set":
+            refusals.append(Refusal(line, name_word.source, f"'{name}' with a prefix or a pipe is not allowed", f"write {name} on its own line"))
+        elif name == "set":
             opts, refusal = _set_options(rest, text, line)
             if refusal is not None:
                 refusals.append(refusal)
             elif opts is not None:
-                statements.append(opts)
-            continue
-        if name == "export":
-            flag = next((w for w in rest[1:] if text[w.start:w.end].startswith("-")), None)
-            if flag is not None:
-                refusals.append(Refusal(line, text[flag.start:flag.end], f"export {text[flag.start:flag.end]} is not allowed",
-                                        "write export NAME=value or export NAME"))
+                self.statements.append(opts)
+        elif name == "export":
+            self.export(rest, line)
+        elif name is None or name not in programs:
+            refusal = self.not_a_program(name, name_word.source, line)
+            if refusal is not None:
+                refusals.append(refusal)
+        else:
+            self.entrypoint(env, rest, tee_part if pipe_at else None, stderr, line)
+
+    def prefix(self, words: list[RawWord]) -> tuple[list[Assign], list[RawWord], bool]:
+        """The assignments before a command's program (``NAME=value PROGRAM``), the words
+        after them, and whether an assignment was refused."""
+        k = 0
+        env: list[Assign] = []
+        failed = False
+        while k < len(words) and words[k].assign is not None:
+            a = _assignment(words[k], self.text, False, self.lexer)
+            failed |= a is None
+            if a is not None:
+                env.append(a)
+            k += 1
+        return env, words[k:], failed
+
+    def after_entrypoint(self, cmd: list[Token], line: int) -> Refusal:
+        """A command after the entrypoint (nothing may follow it), with a hint when it is the
+        entrypoint's own continuation cut off by a comment line."""
+        text, programs = self.text, self.programs
+        last = cmd[-1]
+        end = last[1].end if isinstance(last[1], RawWord) else last[2] + len(str(last[1]))
+        source = text[cmd[0][2]:end]
+        first = cmd[0][1]
+        head = text[first.start:first.end] if isinstance(first, RawWord) else ""
+        if head in programs:
+            return Refusal(line, source, "a second entrypoint is not allowed", "run one entrypoint per task")
+        if head.startswith(("-", "+")) or "." in head.split("=", 1)[0]:
+            return Refusal(line, source, "nothing may follow the entrypoint",
+                           "bash ends a command at a comment line, so a '\\' continuation does not carry through one: "
+                           "move the comment below the last line")
+        return Refusal(line, source, "nothing may follow the entrypoint", "move it before the entrypoint, or remove it")
+
+    def export(self, rest: list[RawWord], line: int) -> None:
+        """``export NAME=value`` and ``export NAME`` (any number of them; no flags)."""
+        text, refusals = self.text, self.refusals
+        flag = next((w for w in rest[1:] if text[w.start:w.end].startswith("-")), None)
+        if flag is not None:
+            refusals.append(Refusal(line, text[flag.start:flag.end], f"export {text[flag.start:flag.end]} is not allowed",
+                                    "write export NAME=value or export NAME"))
+            return
+        for w in rest[1:]:
+            if w.assign is not None:
+                a = _assignment(w, text, True, self.lexer)
+                if a is not None:
+                    self.statements.append(a)
                 continue
-            for w in rest[1:]:
-                if w.assign is not None:
-                    a = _assignment(w, text, True, lexer)
-                    if a is not None:
-                        statements.append(a)
-                    continue
-                arg = _to_word(w, text).literal
-                if arg is not None and NAME.fullmatch(arg):
-                    statements.append(Export(arg, line))
-                else:
-                    refusals.append(Refusal(line, text[w.start:w.end], f"export {text[w.start:w.end]} is not allowed",
-                                            "write export NAME=value or export NAME"))
-            if len(rest) == 1:
-                refusals.append(Refusal(line, "export", "'export' without a name is not allowed", "write export NAME=value"))
-            continue
-        if name is None or name not in programs:
-            what = source0 if name is None else name
-            if name is not None and name.rsplit("/", 1)[-1] in programs:
-                rule, advice = (f"'{name}' is not an allowed entrypoint program",
-                                f"write {name.rsplit('/', 1)[-1]} (allowed programs: {', '.join(sorted(programs))})")
-            elif name is None:
-                rule, advice = ("a program name built from expansions is not allowed", "write the program name out")
-            elif name == "" and not words_intact:
-                continue  # a word emptied by a refused expansion: already reported
+            arg = _to_word(w, text).literal
+            if arg is not None and NAME.fullmatch(arg):
+                self.statements.append(Export(arg, line))
             else:
-                rule = f"'{name if len(name) <= 60 else name[:57] + '...'}' is not allowed"
-                advice = _COMMAND_ADVICE.get(name) or ADVICE_LANGUAGE.format(programs=" or ".join(f"{p} ... -m MODULE" for p in sorted(programs)))
-                if name not in _COMMAND_ADVICE and name.endswith("()"):
-                    rule, advice = "a function definition is not allowed", "write the command out"
-            refusals.append(Refusal(line, what, rule, advice))
-            continue
+                refusals.append(Refusal(line, text[w.start:w.end], f"export {text[w.start:w.end]} is not allowed",
+                                        "write export NAME=value or export NAME"))
+        if len(rest) == 1:
+            refusals.append(Refusal(line, "export", "'export' without a name is not allowed", "write export NAME=value"))
+
+    def not_a_program(self, name: str | None, source: str, line: int) -> Refusal | None:
+        """The refusal of a command whose first word is not an allowed program (None: a word
+        emptied by a refused expansion, already reported)."""
+        programs = self.programs
+        what = source if name is None else name
+        if name is not None and name.rsplit("/", 1)[-1] in programs:
+            rule, advice = (f"'{name}' is not an allowed entrypoint program",
+                            f"write {name.rsplit('/', 1)[-1]} (allowed programs: {', '.join(sorted(programs))})")
+        elif name is None:
+            rule, advice = ("a program name built from expansions is not allowed", "write the program name out")
+        elif name == "" and not self.words_intact:
+            return None
+        else:
+            rule = f"'{name if len(name) <= 60 else name[:57] + '...'}' is not allowed"
+            advice = _COMMAND_ADVICE.get(name) or ADVICE_LANGUAGE.format(programs=" or ".join(f"{p} ... -m MODULE" for p in sorted(programs)))
+            if name not in _COMMAND_ADVICE and name.endswith("()"):
+                rule, advice = "a function definition is not allowed", "write the command out"
+        return Refusal(line, what, rule, advice)
+
+    def entrypoint(self, env: list[Assign], rest: list[RawWord], tee_part: list[Token] | None, stderr: bool, line: int) -> None:
+        """The entrypoint's run, with its ``| tee`` when piped (``tee_part``: the tokens after
+        the pipe)."""
+        text = self.text
         argv = tuple(_to_word(w, text) for w in rest)
         tee: Tee | None = None
-        if pipe_at:
+        if tee_part is not None:
             tee_words = [t[1] for t in tee_part if t[0] == "word"]
             if len(tee_words) != len(tee_part) or not tee_words:
-                refusals.append(Refusal(line, "|", "a pipe is allowed only into tee", "end the entrypoint with 2>&1 | tee FILE"))
-                continue
+                self.refusals.append(Refusal(line, "|", "a pipe is allowed only into tee", "end the entrypoint with 2>&1 | tee FILE"))
+                return
             tw = [_to_word(w, text) for w in tee_words]  # type: ignore[arg-type]
             if tw[0].literal != "tee":
-                refusals.append(Refusal(line, tw[0].source, f"a pipe into '{tw[0].source}' is not allowed",
-                                        "a pipe is allowed only into tee: 2>&1 | tee FILE"))
-                continue
+                self.refusals.append(Refusal(line, tw[0].source, f"a pipe into '{tw[0].source}' is not allowed",
+                                             "a pipe is allowed only into tee: 2>&1 | tee FILE"))
+                return
             append = len(tw) == 3 and tw[1].literal in ("-a", "--append")
             if len(tw) != 2 + append or (tw[1].literal or "").startswith("-") and not append:
-                refusals.append(Refusal(line, " ".join(w.source for w in tw), "tee takes one file (and -a) here",
-                                        "write 2>&1 | tee [-a] FILE"))
-                continue
+                self.refusals.append(Refusal(line, " ".join(w.source for w in tw), "tee takes one file (and -a) here",
+                                             "write 2>&1 | tee [-a] FILE"))
+                return
             tee = Tee(tw[-1], append, stderr)
-        run_seen = Run(tuple(env), argv, tee, line)
-        statements.append(run_seen)
-    if len(refusals) > MAX_REFUSALS:
-        more = len(refusals) - MAX_REFUSALS
-        refusals = refusals[:MAX_REFUSALS] + [Refusal(0, f"{more} more", "further problems are not listed", "fix the ones above first")]
-    return Parsed(Script(tuple(statements)), refusals, words_intact, entrypoint_seen)
+        self.run_seen = Run(tuple(env), argv, tee, line)
+        self.statements.append(self.run_seen)
