@@ -57,7 +57,7 @@ MUTATIONS = [
     Mutation("the finalizer before the first submission", "operator/argus/controller/carryout.py",
              "        with_finalizer = await self.writer.add_finalizer(draft.view)", "        with_finalizer = draft.view"),
     Mutation("failing a running task after the Ray grace period", "operator/argus/core/lifecycle.py",
-             "        if elapsed >= settings.ray_grace_seconds:", "        if False:"),
+             "    if elapsed >= settings.ray_grace_seconds:", "    if False:"),
     Mutation("a new attempt gets a submission id of its own (Ray never reuses one)", "operator/argus/core/plan.py",
              '    return base if attempt <= 1 else f"{base}-a{attempt}"', "    return base"),
     Mutation("GPUs that jobs outside Argus hold count as used", "operator/argus/core/queue.py",
@@ -70,7 +70,7 @@ MUTATIONS = [
     Mutation("telling refused credentials (HTTP 401/403) from an outage", "operator/argus/adapters/ray.py",
              "    if auth is not None:\n        return RayAuthFailed(auth or None)", "    pass"),
     Mutation("never failing a task for refused credentials (no grace counted)", "operator/argus/core/lifecycle.py",
-             "        if seen.reason == Reason.RayAuthFailed:  # Ray answered: no outage, no grace counted (see the docstring)", "        if False:"),
+             "    if seen.reason == Reason.RayAuthFailed:  # Ray answered: no outage, no grace counted (see the docstring)", "    if False:"),
 ]
 
 

@@ -103,7 +103,7 @@ def _full(c: HydraComposer, overrides: tuple[str, ...]) -> tuple[dict[str, Any],
     from hydra.types import RunMode
     from omegaconf import OmegaConf, open_dict
 
-    from argus.adapters.verlcompose import _hydra_settings
+    from argus.adapters.verlresolve import hydra_settings
 
     loader = c._loader(c._search_dir("verl.trainer.main_ppo", "config"), None)
     # As @hydra.main does before it composes (create_main_hydra2): the job is named after the
@@ -118,7 +118,7 @@ def _full(c: HydraComposer, overrides: tuple[str, ...]) -> tuple[dict[str, Any],
         runtime.set("name", before)
     cfg.hydra.runtime.cwd = JOB
     with c._resolution({}, cfg.hydra):
-        hydra = _hydra_settings(cfg, JOB)
+        hydra = hydra_settings(cfg, JOB)
         overrides_seen = {"task": OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False)}
         with open_dict(cfg):
             del cfg["hydra"]

@@ -176,8 +176,12 @@ def _timed_client_class(timeout: float) -> type:
     return TimedJobSubmissionClient
 
 
-class RayJobsClient:
-    """Ray's job and node APIs at ``address`` (the dashboard, e.g. http://ray-head:8265).
+class RayConnection:
+    """The plumbing of ``RayJobsClient``: Ray's clients at ``address`` (the dashboard, e.g.
+    http://ray-head:8265), made on demand with the token's header and made again after an
+    outage; the thread pool the calls run in; every call timed, told to ``on_call`` and its
+    error mapped (``classify``), a refusal of the credentials logged at most every
+    AUTH_WARNING_SECONDS.
 
     ``on_call(operation, outcome, seconds)`` is told of every call and how long it took (the
     operator counts them in its metrics; the CLI passes nothing). ``token_file``: the cluster's
@@ -257,6 +261,11 @@ class RayJobsClient:
 
     def _jobs(self, operation: str, method: str, *args: Any, **kwargs: Any) -> Any:
         return self._call(operation, lambda: getattr(self._get_client(), method)(*args, **kwargs))
+
+
+class RayJobsClient(RayConnection):
+    """Ray's job and node APIs at ``address``, as the operator and ``argus logs`` use them
+    (the connection, the token and the call accounting: ``RayConnection``)."""
 
     # -- jobs ------------------------------------------------------------------------
     async def submit(self, plan: SubmissionPlan) -> bool:

@@ -2,11 +2,11 @@
 (issue 21): Hydra's compose, then OmegaConf's resolution. The core's ``Composer`` protocol
 (argus.core.verlconfig) is what the rest of Argus sees.
 
-Where the tree comes from (``find_tree``): the verl snapshot the cluster runs
-(``PlatformConfig.verl_code()``, read through the shared tree where the operator mounts it),
-else a pinned release from the cache (``~/.cache/argus/verl/<version>``, filled by
-hack/fetch-verl.sh; baked into the image), or what ``--verl-config VERSION|DIR`` names.
-The pinned releases are listed once, in the package's ``verl-releases.txt``.
+    verltree.find_tree -> ConfigTree -> **HydraComposer**(tree).compose(request) -> Composed -> core.verlconfig's checks
+
+Where the tree comes from (``find_tree``, the pinned releases): ``argus.adapters.verltree``
+(its names are importable from here too). The cached composition of the files and the
+incremental resolution (steps 3 and 5's fast path): ``argus.adapters.verlresolve``.
 
 How a command is composed (``HydraComposer.compose``), step for step as ``@hydra.main``:
 
@@ -35,142 +35,29 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import enum
 import functools
 import os
 import pickle
 import posixpath
-import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
 import warnings
-import zipfile
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, cast
 
 from ..core.command.hydra import fast_override
-from ..core.config import PlatformConfig
 from ..core.verlconfig import Composed, ComposeRequest, ConfigTree
+from .verlresolve import BaseComposition, hydra_settings, resolve_incremental
+from .verltree import ConfigTreeError, Release, cache_dir, fetch_release, find_tree, pinned_releases, release_dirs
 
-RELEASES_RESOURCE = "verl-releases.txt"
-_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){1,3}([a-z0-9.+-]*)?$")
-# The resolvers a config may use: OmegaConf's own (oc.env replaced, see _job_resolvers)
+# The composer, and where its tree comes from (the CLI, the platform settings and the tests
+# import them from here).
+__all__ = ["ConfigTreeError", "HydraComposer", "Release", "cache_dir", "fetch_release", "find_tree", "pinned_releases", "release_dirs"]
+
+# The resolvers a config may use: OmegaConf's own (oc.env replaced, see _resolution)
 # and Hydra's 'now'. verl's trees use only oc.select.
 _ALLOWED_RESOLVERS = ("oc.select", "oc.create", "oc.decode", "oc.deprecated", "oc.dict.keys", "oc.dict.values", "now")
-
-
-# The parts of an interpolation the incremental resolution reads (an over-approximation:
-# a word that is not a key only makes it resolve one node more).
-_RESOLVER_NAME = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*:")
-_KEY_TOKEN = re.compile(r"[A-Za-z_][\w\-]*(?:\.[A-Za-z_0-9][\w\-]*)*")
-
-
-class ConfigTreeError(Exception):
-    """No verl config tree could be found or fetched: one line that says where to get one."""
-
-
-# --- the pinned releases and where trees come from ------------------------------------
-
-
-@dataclass(frozen=True)
-class Release:
-    version: str
-    sha256: str
-
-
-def pinned_releases() -> list[Release]:
-    """The verl releases Argus composes against, newest (the default) first."""
-    text = resources.files("argus").joinpath(RELEASES_RESOURCE).read_text(encoding="utf-8")
-    out = []
-    for line in text.splitlines():
-        words = line.split()
-        if words and not words[0].startswith("#"):
-            out.append(Release(words[0], words[1]))
-    return out
-
-
-def cache_dir() -> str:
-    base = os.environ.get("ARGUS_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "argus")
-    return os.path.join(base, "verl")
-
-
-def release_dirs() -> list[str]:
-    """Where a pinned release's tree may be: the cache, then the image's copy."""
-    return [cache_dir(), "/opt/argus/verl"]
-
-
-def _tree_version(root: str) -> str | None:
-    try:
-        with open(os.path.join(root, "verl", "version", "version"), encoding="utf-8") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
-
-
-def _has_config(root: str) -> bool:
-    return os.path.isdir(os.path.join(root, "verl", "trainer", "config"))
-
-
-def find_tree(choice: str | None, platform: PlatformConfig, *, fetch: bool = False) -> ConfigTree:
-    """The config tree to compose with. ``choice``: None (the cluster's verl snapshot if it
-    is readable here, else the default pinned release), a version, or a folder."""
-    if choice is None:
-        snapshot = platform.verl_code()
-        if _has_config(snapshot):
-            return ConfigTree(_tree_version(snapshot) or "unknown", snapshot, "cluster")
-        choice = pinned_releases()[0].version
-    if _VERSION.match(choice):
-        for base in release_dirs():
-            root = os.path.join(base, choice)
-            if _has_config(root):
-                return ConfigTree(_tree_version(root) or choice, root, "release")
-        if fetch:
-            return ConfigTree(choice, fetch_release(choice), "release")
-        raise ConfigTreeError(f"verl {choice}'s config tree is not in {cache_dir()}: run hack/fetch-verl.sh {choice} "
-                              "(or argus validate, which fetches a pinned release from the package index)")
-    root = os.path.abspath(choice)
-    for candidate in (root, os.path.dirname(root), os.path.dirname(os.path.dirname(os.path.dirname(root)))):
-        if _has_config(candidate):
-            return ConfigTree(_tree_version(candidate) or "unknown", candidate, "folder")
-    raise ConfigTreeError(f"--verl-config {choice}: neither a pinned verl version nor a folder holding verl/trainer/config")
-
-
-def fetch_release(version: str) -> str:
-    """Fetch a pinned release's wheel from the package index into the cache (sha256-checked,
-    as hack/fetch-verl.sh does); return its folder."""
-    pinned = {r.version: r for r in pinned_releases()}
-    if version not in pinned:
-        raise ConfigTreeError(f"verl {version} is not a pinned release ({', '.join(pinned)}); give a folder with --verl-config DIR")
-    dest = os.path.join(cache_dir(), version)
-    os.makedirs(cache_dir(), exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=f".fetch-{version}.") as tmp:
-        print(f"fetching verl {version}'s config tree from the package index into {dest}", file=sys.stderr)
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
-                               "--only-binary=:all:", "-d", tmp, f"verl=={version}"], capture_output=True, text=True)
-        wheels = [f for f in os.listdir(tmp) if f.endswith(".whl")]
-        if done.returncode != 0 or not wheels:
-            last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
-            raise ConfigTreeError(f"cannot fetch verl {version} from the package index ({last}); offline, run "
-                                  f"hack/fetch-verl.sh {version} where the index is reachable, or give --verl-config DIR")
-        import hashlib  # noqa: PLC0415
-
-        wheel = os.path.join(tmp, wheels[0])
-        with open(wheel, "rb") as f:
-            got = hashlib.sha256(f.read()).hexdigest()
-        if got != pinned[version].sha256:
-            raise ConfigTreeError(f"verl {version}: the wheel's sha256 is {got}, not the pinned {pinned[version].sha256}")
-        tree = os.path.join(tmp, "tree")
-        with zipfile.ZipFile(wheel) as z:
-            z.extractall(tree)
-        if not os.path.isdir(dest):
-            shutil.move(tree, dest)
-    return dest
 
 
 # --- composition -----------------------------------------------------------------------
@@ -216,153 +103,6 @@ def _string_argument(call: ast.Call, name: str, position: int) -> str | None:
     return v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else None
 
 
-class _Base:
-    """One cached composition of the files: the config with its group overrides, pickled
-    (a fresh copy per command), and verl's defaults resolved."""
-
-    def __init__(self, blob: bytes, base: dict[str, Any], base_hydra: dict[str, Any], raw: dict[str, Any]):
-        self.blob = blob
-        self.base = base
-        self.base_hydra = base_hydra
-        self.raw = raw
-        # Every interpolation of the base: (path, the keys it may read, whether it must be
-        # resolved again whatever changed: a resolver other than oc.select, a relative key).
-        self.interpolations: list[tuple[tuple[Any, ...], frozenset[str], bool]] = []
-        stack: list[tuple[tuple[Any, ...], Any]] = [((), raw)]
-        while stack:
-            parts, node = stack.pop()
-            if isinstance(node, dict):
-                stack.extend(((*parts, k), v) for k, v in node.items())
-            elif isinstance(node, list):
-                stack.extend(((*parts, i), v) for i, v in enumerate(node))
-            elif isinstance(node, str) and "${" in node:
-                resolvers = set(_RESOLVER_NAME.findall(node))
-                always = bool(resolvers - {"oc.select"}) or "${." in node or "${ ." in node
-                self.interpolations.append((parts, frozenset(_KEY_TOKEN.findall(node)), always))
-
-
-# What Hydra reads of its own node when it runs one job (hydra/core/utils.py run_job,
-# hydra/_internal/hydra.py): only these are resolved (the rest, such as sweep.subdir's
-# ${hydra.job.num}, exists only in a multirun, which Argus refuses).
-_HYDRA_READ = ("mode", "searchpath", "run", "sweep.dir", "output_subdir", "verbose", "callbacks", "job.name", "job.chdir",
-               "job.env_set", "job.env_copy", "job_logging", "hydra_logging")
-
-
-def _hydra_settings(cfg: Any, job_dir: str) -> dict[str, Any]:
-    """The parts of the composed Hydra node that Hydra reads for one run, resolved, in
-    their nested shape; ``runtime.output_dir`` set as Hydra sets it (the run folder,
-    absolute: relative to the driver's folder, the job folder)."""
-    from omegaconf import OmegaConf  # noqa: PLC0415
-
-    h = cfg.hydra
-    run_dir = str(OmegaConf.select(h, "run.dir"))
-    h.runtime.output_dir = posixpath.normpath(posixpath.join(job_dir, run_dir)) if job_dir else run_dir
-    out: dict[str, Any] = {}
-    for key in _HYDRA_READ:
-        node = OmegaConf.select(h, key, throw_on_missing=False)
-        value = OmegaConf.to_container(node, resolve=True, enum_to_str=True) if OmegaConf.is_config(node) else node
-        value = getattr(value, "name", value) if isinstance(value, enum.Enum) else value  # plain containers for the core
-        *parents, last = key.split(".")
-        target = out
-        for p in parents:
-            target = target.setdefault(p, {})
-        target[last] = value
-    return out
-
-
-def _copy(node: Any) -> Any:
-    """A copy of plain containers (faster than copy.deepcopy, which the check's budget needs)."""
-    if type(node) is dict:
-        return {k: _copy(v) for k, v in node.items()}
-    if type(node) is list:
-        return [_copy(v) for v in node]
-    return node
-
-
-def _plain_value(value: Any) -> bool:
-    """True when an override's value holds no interpolation."""
-    if isinstance(value, str):
-        return "${" not in value
-    if isinstance(value, dict):
-        return all(_plain_value(k) and _plain_value(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_plain_value(v) for v in value)
-    return True
-
-
-def _put(tree: dict[str, Any], parts: tuple[Any, ...], value: Any) -> None:
-    for p in parts[:-1]:
-        tree = tree.setdefault(p, {}) if isinstance(tree, dict) else tree[p]
-    tree[parts[-1]] = value
-
-
-def _untyped_list(node: Any) -> bool:
-    """True for a ListConfig whose elements have no declared type (a YAML list, not a
-    structured config's typed field)."""
-    metadata = getattr(node, "_metadata", None)
-    return metadata is not None and getattr(metadata, "element_type", None) is Any and getattr(metadata, "object_type", None) in (None, list)
-
-
-def _incremental(cfg: Any, base: _Base, applied: list[Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The resolved config (and the unresolved one) from the cached base's, resolving again
-    only what the key overrides changed and the interpolations that may read it; None when
-    the overrides are not plain key settings (a deletion, an interpolation, a list index),
-    for which the whole config is resolved. tests/unit/test_verl_compose.py proves the
-    result equal to OmegaConf's whole resolution on a corpus."""
-    from omegaconf import OmegaConf  # noqa: PLC0415
-
-    keys = []
-    for o in applied:
-        key = o.key_or_group
-        if o.is_delete() or not _plain_value(o.value()) or any(p.isdigit() for p in key.split(".")):
-            return None
-        keys.append(key)
-    config, raw = _copy(base.base), _copy(base.raw)
-    changed: set[str] = set()
-    values = {o.key_or_group: o.value() for o in applied}
-    for key in keys:
-        node = OmegaConf.select(cfg, key, throw_on_missing=False)
-        parts = tuple(key.split("."))
-        value = values[key]
-        if OmegaConf.is_list(node) and type(value) is list and _untyped_list(node) and \
-                all(v is None or type(v) in (str, int, float, bool) for v in value):
-            # A list of plain values in a list without a schema holds exactly those values
-            # (a long data.train_files list is most of a 64 KiB command).
-            _put(config, parts, list(value))
-            _put(raw, parts, list(value))
-        elif OmegaConf.is_config(node):
-            _put(config, parts, OmegaConf.to_container(node, resolve=True))
-            _put(raw, parts, OmegaConf.to_container(node, resolve=False))
-        else:
-            _put(config, parts, node)
-            _put(raw, parts, node)  # a plain value: as written
-        changed.add(key)
-    prefixes = {key.rsplit(".", i)[0] for key in changed for i in range(key.count(".") + 1)}
-    done: set[tuple[Any, ...]] = set()
-    while True:
-        more = []
-        for parts, tokens, always in base.interpolations:
-            if parts in done:
-                continue
-            dotted = ".".join(str(p) for p in parts)
-            if any(dotted == k or dotted.startswith(k + ".") for k in changed):
-                done.add(parts)  # inside a subtree resolved whole above
-                continue
-            if always or any(t in prefixes or any(".".join(t.split(".")[:i]) in changed for i in range(1, t.count(".") + 2))
-                             for t in tokens):
-                more.append((parts, dotted))
-        if not more:
-            return config, raw
-        for parts, dotted in more:
-            done.add(parts)
-            branch: Any = cfg
-            for p in parts:
-                branch = branch[p]
-            _put(config, parts, OmegaConf.to_container(branch, resolve=True) if OmegaConf.is_config(branch) else branch)
-            changed.add(dotted)
-            prefixes.update(dotted.rsplit(".", i)[0] for i in range(dotted.count(".") + 1))
-
-
 class HydraComposer:
     """``Composer`` over one verl config tree, with Hydra's compose API."""
 
@@ -379,7 +119,7 @@ class HydraComposer:
         warnings.filterwarnings("ignore", message=r"provider=hydra\.searchpath in command-line, path=.* is not available",
                                 category=UserWarning)
         self._tree = tree
-        self._bases: OrderedDict[tuple[Any, ...], _Base] = OrderedDict()
+        self._bases: OrderedDict[tuple[Any, ...], BaseComposition] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry | None] = {}
@@ -474,13 +214,13 @@ class HydraComposer:
         cfg.hydra.runtime.cwd = request.job_dir
         with self._resolution(request.env, cfg.hydra):
             try:
-                hydra = _hydra_settings(cfg, request.job_dir)
+                hydra = hydra_settings(cfg, request.job_dir)
             except Exception as exc:  # noqa: BLE001 - OmegaConf's own words
                 raise _Refused(f"resolving Hydra's settings: {_words(exc)}") from None
             with open_dict(cfg):
                 del cfg["hydra"]  # as Hydra's run_job hands the task its config
             try:
-                incremental = _incremental(cfg, base, app)
+                incremental = resolve_incremental(cfg, base, app)
                 if incremental is not None:
                     config, raw = incremental
                 else:
@@ -524,8 +264,8 @@ class HydraComposer:
             loader = self._loaders[(search_dir, config_dir)] = self._loader(search_dir, config_dir)
         return loader
 
-    def _verl_defaults(self, request: ComposeRequest, entry: _Entry, parsed: list[Any], base: _Base,
-                       where: tuple[Any, ...]) -> _Base:
+    def _verl_defaults(self, request: ComposeRequest, entry: _Entry, parsed: list[Any], base: BaseComposition,
+                       where: tuple[Any, ...]) -> BaseComposition:
         """verl's own defaults for the entry point: its own primary config in verl's own tree,
         with the command's config-group choices that verl's tree has (a config of the
         user's own is the user's, not verl's defaults)."""
@@ -576,7 +316,7 @@ class HydraComposer:
                 self._repos.popitem(last=False)
         return frozenset(o.key_or_group for o in parsed if repo.group_exists(o.key_or_group))
 
-    def _base(self, key: tuple[Any, ...], loader: Any, config_name: str, group_lines: list[str], module: str) -> _Base:
+    def _base(self, key: tuple[Any, ...], loader: Any, config_name: str, group_lines: list[str], module: str) -> BaseComposition:
         cached = self._bases.get(key)
         if cached is not None:
             self._bases.move_to_end(key)
@@ -600,14 +340,14 @@ class HydraComposer:
         copy = pickle.loads(blob)
         with self._resolution({}, copy.hydra):
             try:
-                base_hydra = _hydra_settings(copy, "")
+                base_hydra = hydra_settings(copy, "")
                 with open_dict(copy):
                     del copy["hydra"]
                 base = OmegaConf.to_container(copy, resolve=True, throw_on_missing=False)
                 raw = OmegaConf.to_container(copy, resolve=False)
             except Exception as exc:  # noqa: BLE001
                 raise _Refused(f"resolving verl's own configuration: {_words(exc)}") from None
-        entry = _Base(blob, base, base_hydra, raw)  # type: ignore[arg-type]
+        entry = BaseComposition(blob, base, base_hydra, raw)  # type: ignore[arg-type]
         self._bases[key] = entry
         while len(self._bases) > self._cache_size:
             self._bases.popitem(last=False)

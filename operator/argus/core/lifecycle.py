@@ -25,344 +25,77 @@ finalizer, it first asks Ray about the task's submission id and stops what exist
 unknown" is the normal answer). The observations that need Ray are named by
 ``needs_ray``; what a read returns comes back to ``step`` as ``JobObserved``,
 ``JobUnknown`` or ``RayUnreachable``.
+
+Here: ``step`` and its decision for each kind of observation, and the timers of an ended
+task. What it is told and answers (observations, actions, ``Decision``) is declared in
+``core.observations``; the task as it knows it, and how a decision rewrites its status
+(entering a phase, conditions, attempts), in ``core.taskstate``. All of it is importable
+from here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Literal
 
-from .gitops import DEFAULT_TRACKING_LABEL, tracked_by
-from .plan import SubmissionPlan, submission_id_for
+from .gitops import tracked_by
+from .observations import (
+    RAY_ACTIVE,
+    Action,
+    Admitted,
+    Decision,
+    DeleteTask,
+    JobObserved,
+    JobUnknown,
+    Observation,
+    PostEvent,
+    ProgressObserved,
+    RayJobsRemoved,
+    RayUnreachable,
+    Reconcile,
+    Refused,
+    ReleaseFinalizer,
+    RemoveRayJobs,
+    StopJob,
+    Submit,
+    SubmitResult,
+    Validated,
+    Waiting,
+)
 from .problems import cap_lines
-from .spec import ArgusTaskStatus, AttemptRecord, Condition, ConditionStatus, Phase, RayJobStatus, RestartPolicy, TaskPath, TaskProgress, VerlConfigSource
+from .spec import ArgusTaskStatus, Phase, RayJobStatus, RestartPolicy, VerlConfigSource
+from .taskstate import (
+    MAX_CONDITION_MESSAGE,
+    RAY_TO_PHASE,
+    LifecycleSettings,
+    TaskState,
+    attempt_ended,
+    conditions_for_phase,
+    current_attempts,
+    enter,
+    phase_for_ray,
+    ray_reachable,
+    ray_refused,
+    set_condition,
+)
 from .times import format_time, from_epoch_ms, parse_time
 from .transitions import Move, UndeclaredTransition, event, require
 from .vocabulary import ACTIVE_PHASES, Reason
 
+# The lifecycle's whole vocabulary is importable from here (the controller, the tests): the
+# task and its settings (core.taskstate), the observations, actions and decision
+# (core.observations).
+__all__ = [
+    "FINALIZER", "MAX_CONDITION_MESSAGE", "RAY_ACTIVE", "RAY_TO_PHASE",
+    "Action", "Admitted", "Decision", "DeleteTask", "JobObserved", "JobUnknown", "LifecycleSettings", "Observation", "PostEvent",
+    "ProgressObserved", "RayJobsRemoved", "RayUnreachable", "Reconcile", "Refused", "ReleaseFinalizer", "RemoveRayJobs", "StopJob",
+    "Submit", "SubmitResult", "TaskState", "Validated", "Waiting",
+    "action_kind", "conditions_for_phase", "needs_look", "needs_ray", "phase_for_ray", "ray_refused", "set_condition", "step",
+    "stopping", "timer_due",
+]
+
 FINALIZER = "argus.io/stop-ray-job"
-RAY_ACTIVE = ("PENDING", "RUNNING")
-RAY_TO_PHASE = {
-    "PENDING": Phase.Submitted,
-    "RUNNING": Phase.Running,
-    "SUCCEEDED": Phase.Succeeded,
-    "FAILED": Phase.Failed,
-    "STOPPED": Phase.Stopped,
-}
-MAX_CONDITION_MESSAGE = 32768
-
-
-# --------------------------------------------------------------------------- the task
-
-@dataclass(frozen=True)
-class TaskState:
-    """What the lifecycle knows of one ArgusTask: who it is, the spec fields that steer its
-    life, whether it holds the finalizer or is being deleted, and its status."""
-
-    namespace: str
-    name: str
-    uid: str
-    status: ArgusTaskStatus
-    generation: int | None = None
-    cancel: bool = False
-    active_deadline_seconds: int | None = None
-    deleting_since: dt.datetime | None = None
-    holds_finalizer: bool = False
-    restart_policy: str = RestartPolicy.Never.value
-    backoff_limit: int = 3
-    ttl_seconds_after_finished: int | None = None  # the spec's (None: the operator's default)
-    labels: Mapping[str, str] = field(default_factory=dict)       # metadata's: what a GitOps tool marks
-    annotations: Mapping[str, str] = field(default_factory=dict)  # (core.gitops reads them)
-
-    @property
-    def phase(self) -> Phase | None:
-        return Phase(self.status.phase) if self.status.phase else None
-
-    @property
-    def deleting(self) -> bool:
-        return self.deleting_since is not None
-
-    @property
-    def attempt(self) -> int:
-        return self.status.attempt or 1
-
-    @property
-    def submission_id(self) -> str:
-        """The current attempt's Ray job (derived, so it is known before any status says it)."""
-        return submission_id_for(self.namespace, self.name, self.uid, self.attempt)
-
-    def submission_ids(self) -> list[str]:
-        """Every attempt's Ray job, oldest first."""
-        return [submission_id_for(self.namespace, self.name, self.uid, n) for n in range(1, self.attempt + 1)]
-
-    def deadline_passed(self, now: dt.datetime) -> bool:
-        admitted = parse_time(self.status.admitted_at)
-        return bool(self.active_deadline_seconds and admitted and (now - admitted).total_seconds() >= self.active_deadline_seconds)
-
-    def condition(self, type_: str) -> Condition | None:
-        return next((c for c in self.status.conditions or () if c.type == type_), None)
-
-
-@dataclass(frozen=True)
-class LifecycleSettings:
-    ray_grace_seconds: float = 300.0     # Ray unreachable this long -> an active task fails
-    delete_grace_seconds: float = 300.0  # ... -> a deleted task's finalizer is released
-    dashboard_url: str | None = None     # recorded in status.rayJob.dashboardUrl
-    worker_resource: str = "worker_node"
-    # An ended task's Ray jobs leave Ray's job history this long after it ended (None: only
-    # when the task is deleted). Ray's dashboard slows down as its job history grows.
-    ray_job_retention_seconds: float | None = None
-    # Ended tasks without spec.ttlSecondsAfterFinished are deleted this long after (None: kept).
-    default_ttl_seconds: int | None = None
-    # The label Argo CD's label tracking sets (argocd-cm application.instanceLabelKey; "": off).
-    gitops_tracking_label: str = DEFAULT_TRACKING_LABEL
-
-
-# --------------------------------------------------------------------------- observations
-
-@dataclass(frozen=True)
-class Validated:
-    """The spec passed validation for ``user``; ``command`` is what will run."""
-
-    user: str
-    command: str
-    warnings: tuple[str, ...] = ()
-    verl: tuple[str, str] | None = None  # (version, source) of the verl config tree it was checked with
-
-
-@dataclass(frozen=True)
-class Refused:
-    """The task cannot run: its spec is invalid, or its namespace has no valid user."""
-
-    reason: str
-    message: str
-    user: str | None = None
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """The queue left the task waiting at ``position`` for ``reason``; ``ray_error`` when Ray
-    could not be read (``ray_reason``: RayUnreachable, or RayAuthFailed when it refused the
-    credentials), which then is the reason the task shows."""
-
-    position: int
-    reason: str
-    message: str
-    ray_error: str | None = None
-    ray_reason: str = Reason.RayUnreachable
-
-
-@dataclass(frozen=True)
-class Admitted:
-    """The queue admitted the task: submit ``plan``."""
-
-    plan: SubmissionPlan
-
-
-@dataclass(frozen=True)
-class SubmitResult:
-    """What Ray said to the submission: ``submitted`` (a new job), ``adopted`` (Ray already
-    had this submission id: no second job), ``unreachable``, ``auth_failed`` (Ray refused the
-    operator's credentials) or ``refused``."""
-
-    outcome: Literal["submitted", "adopted", "unreachable", "auth_failed", "refused"]
-    submission_id: str
-    detail: str = ""
-    job_dir: TaskPath | None = None   # where the job runs and writes its log
-    log_file: TaskPath | None = None
-
-
-@dataclass(frozen=True)
-class JobObserved:
-    """Ray knows the task's job. ``driver_on_worker`` is False when the driver runs on a node
-    without the worker resource (None: not known)."""
-
-    status: str
-    message: str = ""
-    driver_node_id: str | None = None
-    start_time_ms: int | None = None
-    end_time_ms: int | None = None
-    driver_on_worker: bool | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.status.upper() in RAY_ACTIVE
-
-
-@dataclass(frozen=True)
-class JobUnknown:
-    """Ray answered, and has no job with the task's submission id."""
-
-
-@dataclass(frozen=True)
-class RayUnreachable:
-    """Ray could not be asked: it did not answer (reason RayUnreachable), or it refused the
-    operator's credentials (RayAuthFailed)."""
-
-    error: str
-    reason: str = Reason.RayUnreachable
-
-
-@dataclass(frozen=True)
-class Reconcile:
-    """Nothing new from outside: re-evaluate the task as it is (cancel, deletion, time)."""
-
-
-@dataclass(frozen=True)
-class ProgressObserved:
-    """verl's progress lines, read from the running job's log."""
-
-    progress: TaskProgress
-
-
-@dataclass(frozen=True)
-class RayJobsRemoved:
-    """The task's Ray jobs were removed from Ray's job history."""
-
-
-Observation = (Validated | Refused | Waiting | Admitted | SubmitResult | JobObserved | JobUnknown | RayUnreachable | Reconcile
-               | ProgressObserved | RayJobsRemoved)
-
-
-# --------------------------------------------------------------------------- actions
-
-@dataclass(frozen=True)
-class Submit:
-    """Add the finalizer (if missing), then submit ``plan`` to Ray; report a SubmitResult."""
-
-    plan: SubmissionPlan
-
-
-@dataclass(frozen=True)
-class StopJob:
-    """Ask Ray to stop the job (an unknown or already ended job is fine)."""
-
-    submission_id: str
-
-
-@dataclass(frozen=True)
-class ReleaseFinalizer:
-    """Remove the finalizer: the object may go."""
-
-
-@dataclass(frozen=True)
-class RemoveRayJobs:
-    """Remove these jobs from Ray's job history (their logs stay in the job folder);
-    report RayJobsRemoved."""
-
-    submission_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class DeleteTask:
-    """Delete the ArgusTask (its time to live after it ended is over)."""
-
-
-@dataclass(frozen=True)
-class PostEvent:
-    """An Event that is not a phase change (phase changes get theirs from the writer)."""
-
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
-
-
-Action = Submit | StopJob | ReleaseFinalizer | RemoveRayJobs | DeleteTask | PostEvent
-
-
-@dataclass(frozen=True)
-class Decision:
-    status: ArgusTaskStatus
-    actions: tuple[Action, ...] = field(default_factory=tuple)
-
-
-# --------------------------------------------------------------------------- conditions
-
-def set_condition(conditions: list[Condition] | None, type_: str, status: bool, reason: str, message: str, *,
-                  now: str, generation: int | None) -> list[Condition]:
-    """Conditions with ``type_`` set; lastTransitionTime moves only when its status changes."""
-    value = ConditionStatus.true if status else ConditionStatus.false
-    message = message[:MAX_CONDITION_MESSAGE]
-    out: list[Condition] = []
-    found = False
-    for c in conditions or []:
-        if c.type == type_:
-            found = True
-            c = c.model_copy(update={
-                "status": value, "reason": reason, "message": message,
-                "last_transition_time": now if c.status != value else c.last_transition_time,
-                "observed_generation": generation if generation is not None else c.observed_generation,
-            })
-        out.append(c)
-    if not found:
-        out.append(Condition(type=type_, status=value, reason=reason, message=message, last_transition_time=now,
-                             observed_generation=generation))
-    return out
-
-
-def conditions_for_phase(conditions: list[Condition] | None, phase: Phase, reason: str, message: str, *,
-                         now: str, generation: int | None) -> list[Condition]:
-    """Admitted / Running / Complete / Failed / Finished as the phase implies. Finished is true
-    at every end (Succeeded, Failed, Rejected, Stopped; as Kueue's Workload has it), so
-    ``kubectl wait --for=condition=Finished`` waits for any end."""
-    admitted = phase not in (Phase.Queued, Phase.Rejected)
-    c = set_condition(conditions, "Admitted", admitted, Reason.Admitted if admitted else reason,
-                      "admitted by the queue" if admitted else message, now=now, generation=generation)
-    c = set_condition(c, "Running", phase is Phase.Running, reason, message, now=now, generation=generation)
-    c = set_condition(c, "Complete", phase is Phase.Succeeded, reason, message, now=now, generation=generation)
-    c = set_condition(c, "Failed", phase in (Phase.Failed, Phase.Rejected), reason, message, now=now, generation=generation)
-    return set_condition(c, "Finished", phase.terminal, reason, message, now=now, generation=generation)
-
-
-def ray_refused(error: str) -> str:
-    """What a task says when Ray refuses the operator's credentials (never the token)."""
-    return f"Ray refused the operator's credentials ({error[:200]}): check the Ray token the operator is given (--ray-token-file)"
-
-
-def _ray_reachable(task: TaskState, status: ArgusTaskStatus, reachable: bool, detail: str, now: str,
-                   since: str | None = None, reason: str = Reason.RayUnreachable) -> ArgusTaskStatus:
-    if reason == Reason.RayAuthFailed:
-        detail = ray_refused(detail)
-    conditions = set_condition(status.conditions, "RayReachable", reachable,
-                               Reason.RayReachable if reachable else reason,
-                               "the Ray dashboard answers" if reachable else detail[:300],
-                               now=since or now, generation=task.generation)
-    return status.model_copy(update={"conditions": conditions, "ray_unreachable_since": None if reachable else since})
-
-
-# --------------------------------------------------------------------------- transitions
-
-def phase_for_ray(ray_status: str, *, cancelled: bool, deadline_exceeded: bool) -> tuple[Phase, str]:
-    """The phase and reason for a Ray job status; a stop we asked for names its cause."""
-    phase = RAY_TO_PHASE.get(ray_status.upper(), Phase.Submitted)
-    if phase is Phase.Stopped or (phase is Phase.Failed and (cancelled or deadline_exceeded)):
-        if deadline_exceeded:
-            return Phase.Failed, Reason.DeadlineExceeded
-        if cancelled:
-            return Phase.Stopped, Reason.Cancelled
-        return Phase.Stopped, Reason.RayJobStopped
-    return phase, {
-        Phase.Submitted: Reason.RayJobPending,
-        Phase.Running: Reason.RayJobRunning,
-        Phase.Succeeded: Reason.RayJobSucceeded,
-        Phase.Failed: Reason.RayJobFailed,
-    }[phase]
-
-
-def _enter(task: TaskState, status: ArgusTaskStatus, phase: Phase, reason: str, message: str, now: str,
-           **changes: object) -> ArgusTaskStatus:
-    """``status`` moved to ``phase`` with its reason, message and conditions."""
-    conditions = conditions_for_phase(status.conditions, phase, reason, message.splitlines()[0] if phase is Phase.Rejected and message else message,
-                                      now=now, generation=task.generation)
-    update = {"phase": phase.value, "reason": reason, "message": message, "conditions": conditions,
-              "observed_generation": task.generation, **changes}
-    if phase is not Phase.Queued:
-        update["queue_position"] = None
-    if phase.terminal:
-        update.setdefault("finished_at", status.finished_at or now)
-    return status.model_copy(update=update)
 
 
 def needs_ray(task: TaskState) -> bool:
@@ -416,141 +149,184 @@ def action_kind(action: Action) -> str:
 
 
 def _decide(task: TaskState, seen: Observation, now: dt.datetime, settings: LifecycleSettings) -> Decision:
-    stamp = format_time(now)
-    status = task.status
-    phase = task.phase
-    keep = Decision(status)
-
+    """The decision for ``seen``, before ``step`` holds it to the transition table: a deleted
+    task's (``_deleting``), else the one of the observation's kind."""
     if task.deleting:
         return _deleting(task, seen, now, settings)
-
     if isinstance(seen, Validated):
-        if phase is not None:
-            return keep
-        status = status.model_copy(update={"user": seen.user, "command": seen.command, "warnings": list(seen.warnings) or None,
-                                           "verl": VerlConfigSource(version=seen.verl[0], source=seen.verl[1]) if seen.verl else None})
-        queued = Decision(_enter(task, status, Phase.Queued, Reason.Validated, "validated; waiting in the queue", stamp),
-                          tuple(PostEvent("Warning", Reason.WeakCheck, w) for w in seen.warnings))
-        if task.cancel:
-            return _merge(queued, step(_with(task, queued.status), Reconcile(), now, settings))
-        return queued
-
+        return _validated(task, seen, now, settings)
     if isinstance(seen, Refused):
-        if phase not in (None, Phase.Queued):
-            return keep
-        message = "\n".join(cap_lines(seen.message.splitlines() or [seen.message]))
-        closed = _enter(task, status.model_copy(update={"user": seen.user or status.user}), Phase.Rejected, seen.reason, message, stamp)
-        # A task that may have been submitted (an earlier operator added the finalizer) is
-        # rejected only with its job stopped.
-        return Decision(closed, (StopJob(task.submission_id),) if task.holds_finalizer else ())
-
+        return _refused(task, seen, now)
     if isinstance(seen, Reconcile):
-        if phase is Phase.Queued and task.cancel and not task.holds_finalizer:
-            return Decision(_enter(task, status, Phase.Stopped, Reason.Cancelled, "cancelled while queued; it never reached Ray", stamp))
-        if phase is not None and phase.terminal:
-            due = timer_due(task, settings)
-            if due is not None and now >= due[0]:
-                if due[1] == "ttl":
-                    return _ttl_ran_out(task, settings)
-                return Decision(status, (RemoveRayJobs(tuple(task.submission_ids())),))
-        return keep
-
+        return _reconcile(task, now, settings)
     if isinstance(seen, Waiting):
-        if phase is not Phase.Queued or task.cancel:
-            return keep
-        reason, message = seen.reason, seen.message
-        if seen.ray_error is not None:  # the queue could not read Ray's capacity: that is why it waits
-            if seen.ray_reason == Reason.RayAuthFailed:
-                reason, message = Reason.RayAuthFailed, f"waiting: {ray_refused(seen.ray_error)}"
-            else:
-                reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({seen.ray_error[:200]})"
-        status = status.model_copy(update={"queue_position": seen.position, "reason": reason, "message": message})
-        reachable = task.condition("RayReachable")
-        if seen.ray_error is not None or reachable is None or reachable.status != "True":
-            status = _ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", stamp, since=None, reason=seen.ray_reason)
-        return Decision(status)
-
+        return _waiting(task, seen, now)
     if isinstance(seen, Admitted):
-        if phase is not Phase.Queued or task.cancel:
-            return keep
-        if seen.plan.submission_id != task.submission_id:  # each attempt has its own id: Ray never reuses one
-            raise ValueError(f"plan for {seen.plan.submission_id} admitted for attempt {task.attempt} ({task.submission_id})")
-        return Decision(status, (Submit(seen.plan),))
-
+        return _admitted(task, seen)
     if isinstance(seen, SubmitResult):
-        if phase is not Phase.Queued:
-            return keep
-        if seen.outcome == "unreachable":
-            return Decision(status.model_copy(update={"reason": Reason.RayUnreachable, "message": f"waiting: Ray is unreachable ({seen.detail[:200]})"}))
-        if seen.outcome == "auth_failed":
-            status = _ray_reachable(task, status, False, seen.detail, stamp, reason=Reason.RayAuthFailed)
-            return Decision(status.model_copy(update={"reason": Reason.RayAuthFailed, "message": f"waiting: {ray_refused(seen.detail)}"}))
-        if seen.outcome == "refused":
-            return Decision(_enter(task, status, Phase.Failed, Reason.RaySubmitFailed, f"Ray refused the job: {seen.detail}", stamp))
-        fresh = seen.outcome == "submitted"
-        reason = Reason.Admitted if fresh else Reason.AdoptedExistingJob
-        message = (f"submitted to Ray as {seen.submission_id}" if fresh else
-                   f"Ray already had job {seen.submission_id} (submitted before a restart); adopted it, no second job")
-        # A job Ray has just accepted is PENDING by Ray's definition; an adopted one's state
-        # is learnt at the next read.
-        ray_job = RayJobStatus(submission_id=seen.submission_id, status="PENDING" if fresh else None,
-                               dashboard_url=settings.dashboard_url)
-        status = _ray_reachable(task, status, True, "", stamp)  # Ray just answered
-        status = status.model_copy(update={"attempt": task.attempt, "attempts": _attempts(task, status),
-                                           "job_dir": seen.job_dir or status.job_dir, "log_file": seen.log_file or status.log_file})
-        return Decision(_enter(task, status, Phase.Submitted, reason, message, stamp,
-                               admitted_at=status.admitted_at or stamp, ray_job=ray_job))
-
+        return _submit_result(task, seen, now, settings)
     if isinstance(seen, JobObserved):
         return _job_observed(task, seen, now, settings)
-
     if isinstance(seen, JobUnknown):
-        sid = task.submission_id
-        if phase is Phase.Queued:
-            if task.cancel:
-                return Decision(_enter(task, status, Phase.Stopped, Reason.Cancelled,
-                                       f"cancelled while queued; it never reached Ray (Ray has no job {sid})", stamp))
-            return keep  # not submitted after all: the queue submits it in its turn
-        status = _ray_reachable(task, status, True, "", stamp)
-        if phase in ACTIVE_PHASES:
-            what = f"Ray no longer knows job {sid}: the Ray head restarted (it keeps no job history) or the job was removed"
-            return _attempt_ended(task, status, Reason.RayJobLost, what, stamp, retry=task.restart_policy != RestartPolicy.Never.value,
-                                  final=f"{what}. Argus does not resubmit on its own (spec.restartPolicy: Never); "
-                                        "create a new task to run it again")
-        return Decision(status)  # a closed task: nothing of it is left in Ray
-
+        return _job_unknown(task, now)
     if isinstance(seen, ProgressObserved):
-        if phase is None or phase is Phase.Rejected:
-            return keep
-        # Also after the end: a job's last lines reach its log stream a moment after Ray
-        # reports it ended.
-        status = status.model_copy(update={"progress": seen.progress})
-        if status.attempts and phase.terminal and seen.progress.step is not None:
-            status = status.model_copy(update={"attempts": _attempts(task, status)})
-        return Decision(status)
-
+        return _progress(task, seen)
     if isinstance(seen, RayJobsRemoved):
-        return Decision(status.model_copy(update={"ray_jobs_removed": True}))
-
+        return Decision(task.status.model_copy(update={"ray_jobs_removed": True}))
     if isinstance(seen, RayUnreachable):
-        if phase not in ACTIVE_PHASES:
-            return keep
-        if seen.reason == Reason.RayAuthFailed:  # Ray answered: no outage, no grace counted (see the docstring)
-            return Decision(_ray_reachable(task, status, False, seen.error, stamp, reason=Reason.RayAuthFailed))
-        since = status.ray_unreachable_since or stamp
-        elapsed = (now - (parse_time(since) or now)).total_seconds()
-        status = _ray_reachable(task, status, False, seen.error, stamp, since=since)
-        if elapsed >= settings.ray_grace_seconds:
-            message = f"Ray was unreachable for {int(elapsed)} s (grace {int(settings.ray_grace_seconds)} s): {seen.error[:200]}"
-            return Decision(_enter(task, status, Phase.Failed, Reason.RayUnreachable, message, stamp, ray_unreachable_since=since))
-        return Decision(status)
-
+        return _ray_unreachable(task, seen, now, settings)
     raise TypeError(f"unknown observation {seen!r}")
+
+
+# --------------------------------------------------------------------------- what the controller saw
+
+def _validated(task: TaskState, seen: Validated, now: dt.datetime, settings: LifecycleSettings) -> Decision:
+    """A new task's spec passed: it is queued (and stopped at once if already cancelled)."""
+    if task.phase is not None:
+        return Decision(task.status)
+    status = task.status.model_copy(update={"user": seen.user, "command": seen.command, "warnings": list(seen.warnings) or None,
+                                            "verl": VerlConfigSource(version=seen.verl[0], source=seen.verl[1]) if seen.verl else None})
+    queued = Decision(enter(task, status, Phase.Queued, Reason.Validated, "validated; waiting in the queue", format_time(now)),
+                      tuple(PostEvent("Warning", Reason.WeakCheck, w) for w in seen.warnings))
+    if task.cancel:
+        return _merge(queued, step(_with(task, queued.status), Reconcile(), now, settings))
+    return queued
+
+
+def _refused(task: TaskState, seen: Refused, now: dt.datetime) -> Decision:
+    status = task.status
+    if task.phase not in (None, Phase.Queued):
+        return Decision(status)
+    message = "\n".join(cap_lines(seen.message.splitlines() or [seen.message]))
+    closed = enter(task, status.model_copy(update={"user": seen.user or status.user}), Phase.Rejected, seen.reason, message, format_time(now))
+    # A task that may have been submitted (an earlier operator added the finalizer) is
+    # rejected only with its job stopped.
+    return Decision(closed, (StopJob(task.submission_id),) if task.holds_finalizer else ())
+
+
+def _reconcile(task: TaskState, now: dt.datetime, settings: LifecycleSettings) -> Decision:
+    """Nothing new: a queued task cancelled before it reached Ray stops; an ended one's
+    timer (time to live, Ray job retention) may have run out."""
+    status, phase = task.status, task.phase
+    if phase is Phase.Queued and task.cancel and not task.holds_finalizer:
+        return Decision(enter(task, status, Phase.Stopped, Reason.Cancelled, "cancelled while queued; it never reached Ray", format_time(now)))
+    if phase is not None and phase.terminal:
+        due = timer_due(task, settings)
+        if due is not None and now >= due[0]:
+            if due[1] == "ttl":
+                return _ttl_ran_out(task, settings)
+            return Decision(status, (RemoveRayJobs(tuple(task.submission_ids())),))
+    return Decision(status)
+
+
+def _waiting(task: TaskState, seen: Waiting, now: dt.datetime) -> Decision:
+    """The queue left the task waiting: its place and why (Ray unreadable, when that is why)."""
+    status = task.status
+    if task.phase is not Phase.Queued or task.cancel:
+        return Decision(status)
+    reason, message = seen.reason, seen.message
+    if seen.ray_error is not None:  # the queue could not read Ray's capacity: that is why it waits
+        if seen.ray_reason == Reason.RayAuthFailed:
+            reason, message = Reason.RayAuthFailed, f"waiting: {ray_refused(seen.ray_error)}"
+        else:
+            reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({seen.ray_error[:200]})"
+    status = status.model_copy(update={"queue_position": seen.position, "reason": reason, "message": message})
+    reachable = task.condition("RayReachable")
+    if seen.ray_error is not None or reachable is None or reachable.status != "True":
+        status = ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", format_time(now), since=None, reason=seen.ray_reason)
+    return Decision(status)
+
+
+def _admitted(task: TaskState, seen: Admitted) -> Decision:
+    if task.phase is not Phase.Queued or task.cancel:
+        return Decision(task.status)
+    if seen.plan.submission_id != task.submission_id:  # each attempt has its own id: Ray never reuses one
+        raise ValueError(f"plan for {seen.plan.submission_id} admitted for attempt {task.attempt} ({task.submission_id})")
+    return Decision(task.status, (Submit(seen.plan),))
+
+
+def _submit_result(task: TaskState, seen: SubmitResult, now: dt.datetime, settings: LifecycleSettings) -> Decision:
+    """What Ray said to the submission: a job (new or adopted), a refusal, or no answer."""
+    stamp = format_time(now)
+    status = task.status
+    if task.phase is not Phase.Queued:
+        return Decision(status)
+    if seen.outcome == "unreachable":
+        return Decision(status.model_copy(update={"reason": Reason.RayUnreachable, "message": f"waiting: Ray is unreachable ({seen.detail[:200]})"}))
+    if seen.outcome == "auth_failed":
+        status = ray_reachable(task, status, False, seen.detail, stamp, reason=Reason.RayAuthFailed)
+        return Decision(status.model_copy(update={"reason": Reason.RayAuthFailed, "message": f"waiting: {ray_refused(seen.detail)}"}))
+    if seen.outcome == "refused":
+        return Decision(enter(task, status, Phase.Failed, Reason.RaySubmitFailed, f"Ray refused the job: {seen.detail}", stamp))
+    fresh = seen.outcome == "submitted"
+    reason = Reason.Admitted if fresh else Reason.AdoptedExistingJob
+    message = (f"submitted to Ray as {seen.submission_id}" if fresh else
+               f"Ray already had job {seen.submission_id} (submitted before a restart); adopted it, no second job")
+    # A job Ray has just accepted is PENDING by Ray's definition; an adopted one's state
+    # is learnt at the next read.
+    ray_job = RayJobStatus(submission_id=seen.submission_id, status="PENDING" if fresh else None,
+                           dashboard_url=settings.dashboard_url)
+    status = ray_reachable(task, status, True, "", stamp)  # Ray just answered
+    status = status.model_copy(update={"attempt": task.attempt, "attempts": current_attempts(task, status),
+                                       "job_dir": seen.job_dir or status.job_dir, "log_file": seen.log_file or status.log_file})
+    return Decision(enter(task, status, Phase.Submitted, reason, message, stamp,
+                          admitted_at=status.admitted_at or stamp, ray_job=ray_job))
+
+
+def _progress(task: TaskState, seen: ProgressObserved) -> Decision:
+    status, phase = task.status, task.phase
+    if phase is None or phase is Phase.Rejected:
+        return Decision(status)
+    # Also after the end: a job's last lines reach its log stream a moment after Ray
+    # reports it ended.
+    status = status.model_copy(update={"progress": seen.progress})
+    if status.attempts and phase.terminal and seen.progress.step is not None:
+        status = status.model_copy(update={"attempts": current_attempts(task, status)})
+    return Decision(status)
+
+
+# --------------------------------------------------------------------------- what Ray said
+
+def _job_unknown(task: TaskState, now: dt.datetime) -> Decision:
+    """Ray answered and has no job with the task's submission id."""
+    stamp = format_time(now)
+    status, phase = task.status, task.phase
+    sid = task.submission_id
+    if phase is Phase.Queued:
+        if task.cancel:
+            return Decision(enter(task, status, Phase.Stopped, Reason.Cancelled,
+                                  f"cancelled while queued; it never reached Ray (Ray has no job {sid})", stamp))
+        return Decision(status)  # not submitted after all: the queue submits it in its turn
+    status = ray_reachable(task, status, True, "", stamp)
+    if phase in ACTIVE_PHASES:
+        what = f"Ray no longer knows job {sid}: the Ray head restarted (it keeps no job history) or the job was removed"
+        return attempt_ended(task, status, Reason.RayJobLost, what, stamp, retry=task.restart_policy != RestartPolicy.Never.value,
+                             final=f"{what}. Argus does not resubmit on its own (spec.restartPolicy: Never); "
+                                   "create a new task to run it again")
+    return Decision(status)  # a closed task: nothing of it is left in Ray
+
+
+def _ray_unreachable(task: TaskState, seen: RayUnreachable, now: dt.datetime, settings: LifecycleSettings) -> Decision:
+    """Ray could not be asked: an active task fails once the grace has passed (never for
+    refused credentials: Ray answered)."""
+    stamp = format_time(now)
+    status = task.status
+    if task.phase not in ACTIVE_PHASES:
+        return Decision(status)
+    if seen.reason == Reason.RayAuthFailed:  # Ray answered: no outage, no grace counted (see the docstring)
+        return Decision(ray_reachable(task, status, False, seen.error, stamp, reason=Reason.RayAuthFailed))
+    since = status.ray_unreachable_since or stamp
+    elapsed = (now - (parse_time(since) or now)).total_seconds()
+    status = ray_reachable(task, status, False, seen.error, stamp, since=since)
+    if elapsed >= settings.ray_grace_seconds:
+        message = f"Ray was unreachable for {int(elapsed)} s (grace {int(settings.ray_grace_seconds)} s): {seen.error[:200]}"
+        return Decision(enter(task, status, Phase.Failed, Reason.RayUnreachable, message, stamp, ray_unreachable_since=since))
+    return Decision(status)
 
 
 def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings: LifecycleSettings) -> Decision:
     stamp = format_time(now)
-    status = _ray_reachable(task, task.status, True, "", stamp)
+    status = ray_reachable(task, task.status, True, "", stamp)
     phase = task.phase
     sid = task.submission_id
     if phase not in (Phase.Queued, *ACTIVE_PHASES):
@@ -561,7 +337,7 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         # The job reached Ray before the status said so (the operator died in between):
         # adopt it, never a second job.
         adopted = f"Ray already had job {sid} (submitted before a restart); adopted it, no second job"
-        status = _enter(task, status, Phase.Submitted, Reason.AdoptedExistingJob, adopted, stamp, admitted_at=status.admitted_at or stamp)
+        status = enter(task, status, Phase.Submitted, Reason.AdoptedExistingJob, adopted, stamp, admitted_at=status.admitted_at or stamp)
         actions.append(PostEvent("Normal", Reason.AdoptedExistingJob, adopted))
     cancelled, late = task.cancel, task.deadline_passed(now)
     if (cancelled or late) and job.active:
@@ -592,11 +368,11 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         return Decision(status, tuple(actions))
     if reason == Reason.RayJobFailed:
         what = f"job {sid} failed: {job.message or 'the command exited with an error'}"
-        decided = _attempt_ended(task, status, Reason.RayJobFailed, what, stamp, retry=task.restart_policy == RestartPolicy.OnFailure.value,
+        decided = attempt_ended(task, status, Reason.RayJobFailed, what, stamp, retry=task.restart_policy == RestartPolicy.OnFailure.value,
                                  final=job.message or reason)
         return Decision(decided.status, tuple(actions) + decided.actions)
-    status = status.model_copy(update={"attempts": _attempts(task, status, outcome=reason if new_phase.terminal else None)})
-    return Decision(_enter(task, status, new_phase, reason, message, stamp), tuple(actions))
+    status = status.model_copy(update={"attempts": current_attempts(task, status, outcome=reason if new_phase.terminal else None)})
+    return Decision(enter(task, status, new_phase, reason, message, stamp), tuple(actions))
 
 
 def _deleting(task: TaskState, seen: Observation, now: dt.datetime, settings: LifecycleSettings) -> Decision:
@@ -620,44 +396,6 @@ def _deleting(task: TaskState, seen: Observation, now: dt.datetime, settings: Li
                 ReleaseFinalizer(),
             ))
     return keep
-
-
-def _attempts(task: TaskState, status: ArgusTaskStatus, *, outcome: str | None = None) -> list[AttemptRecord]:
-    """The attempts with the current one's record made or brought up to date (its job's
-    times as Ray reports them, its last step, and its outcome once it has ended)."""
-    records = list(status.attempts or [])
-    current = next((r for r in records if r.attempt == task.attempt), None)
-    job = status.ray_job
-    fields: dict[str, Any] = {
-        "submission_id": task.submission_id,
-        "start_time": (job.start_time if job else None) or (current.start_time if current else None),
-        "end_time": (job.end_time if job else None) or (current.end_time if current else None),
-        "outcome": outcome or (current.outcome if current else None),
-        "last_step": status.progress.step if status.progress and status.progress.step is not None else (current.last_step if current else None),
-    }
-    record = current.model_copy(update=fields) if current else AttemptRecord(attempt=task.attempt, **fields)
-    return [r for r in records if r.attempt != task.attempt] + [record]
-
-
-def _attempt_ended(task: TaskState, status: ArgusTaskStatus, outcome: str, what: str, stamp: str, *, retry: bool, final: str) -> Decision:
-    """An attempt that ended without success: another one, if spec.restartPolicy asks for it
-    and spec.backoffLimit allows; else the task ends Failed."""
-    if outcome == Reason.RayJobLost:
-        status = status.model_copy(update={"ray_job": (status.ray_job or RayJobStatus()).model_copy(update={"end_time": stamp})})
-    attempts = _attempts(task, status, outcome=outcome)
-    status = status.model_copy(update={"attempts": attempts})
-    if not retry:
-        return Decision(_enter(task, status, Phase.Failed, outcome, final, stamp))
-    restarts = task.attempt - 1
-    if restarts >= task.backoff_limit:
-        message = f"attempt {task.attempt}: {what}; no restart left (spec.backoffLimit {task.backoff_limit})"
-        return Decision(_enter(task, status, Phase.Failed, Reason.BackoffLimitExceeded, message, stamp))
-    step_text = f" at step {status.progress.step}" if status.progress and status.progress.step is not None else ""
-    message = (f"attempt {task.attempt}{step_text}: {what}; attempt {task.attempt + 1} waits in the queue "
-               f"(restart {restarts + 1} of {task.backoff_limit}) and resumes from the newest checkpoint in the job folder")
-    requeued = _enter(task, status, Phase.Queued, Reason.Retrying, message, stamp, attempt=task.attempt + 1, ray_job=None,
-                      ray_unreachable_since=None)
-    return Decision(requeued)
 
 
 def needs_look(task: TaskState, now: dt.datetime, settings: LifecycleSettings) -> bool:

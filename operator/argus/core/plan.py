@@ -285,39 +285,83 @@ def validate_spec(
         verdict.errors = findings.errors
         return verdict
 
+    raw_spec, spec = _read_fields(raw_spec, findings)
+    policy = PathPolicy(config, user)
+    job_dir = job_dir_for(config, user, namespace, name, uid)
+    spec, target = _command_of(raw_spec, spec, user, policy, findings, namespace=namespace, name=name, uid=uid, composer=composer)
+    checked = target.checked
+    if composer is not None:
+        tree = composer.tree
+        verdict.verl = {"version": tree.version, "source": tree.source, "root": tree.root}
+        if checked is not None:
+            if not tree.cluster_own:
+                findings.warn(target.field, tree.describe(), f"checked against this verl config tree, not the cluster's own verl "
+                              f"snapshot ({config.verl_code()}, not readable here)")
+            checked = _compose_and_check(target.field, checked, composer, policy, nnodes=target.nnodes, gpus=target.gpus, job_dir=job_dir,
+                                         argus_env=runtime_env_vars(config, user, job_dir, attempt, target.code_path, checked),
+                                         findings=findings)
+    # What runs is the command generated from the checked program, not the text.
+    command = checked.text if checked else None
+
+    verdict.errors, verdict.warnings, verdict.spec = findings.errors, findings.warnings, spec
+    if spec is not None and command is not None and not findings.errors:
+        verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path,
+                                    attempt=attempt, checked=checked)
+    return verdict
+
+
+def _read_fields(raw_spec: Mapping[str, Any], findings: Findings) -> tuple[dict[str, Any], ArgusTaskSpec | None]:
+    """The spec's fields without the null ones, and the spec read as the API server's schema
+    reads it (None when it does not read); every problem into ``findings``."""
     # A field given as null is neither absent nor a value: the API server's schema refuses
     # it, and so does this check (rather than reading it as "not set").
     nulls = [k for k, v in raw_spec.items() if v is None]
     for key in nulls:
         findings.error(f"spec.{key}", None, "must not be null: leave the field out, or give it a value")
-    raw_spec = {k: v for k, v in raw_spec.items() if v is not None}
+    raw = {k: v for k, v in raw_spec.items() if v is not None}
 
-    _check_kind_fields(raw_spec, findings, nulls)
+    _check_kind_fields(raw, findings, nulls)
     spec: ArgusTaskSpec | None = None
     try:
         # Strict, as the API server's schema is: 'true' or "2" is not an integer, "yes" is not
         # a boolean (pydantic's lax mode would accept them, the CRD would not). JSON mode
         # so that enums still take their string values.
-        spec = ArgusTaskSpec.model_validate_json(json.dumps(dict(raw_spec), default=str), strict=True)
+        spec = ArgusTaskSpec.model_validate_json(json.dumps(dict(raw), default=str), strict=True)
     except ValidationError as exc:
         for p in _pydantic_problems(exc):
             findings.error(p.field, p.value, p.rule)
+    return raw, spec
 
-    policy = PathPolicy(config, user)
+
+@dataclass
+class _CommandOf:
+    """The checked command of a spec (None: none to run), the field its problems are
+    reported under, and the counts and code path it must agree with."""
+
+    checked: CheckedCommand | None
+    field: str
+    nnodes: int | None
+    gpus: int | None
+    code_path: str | None
+
+
+def _command_of(raw_spec: Mapping[str, Any], spec: ArgusTaskSpec | None, user: str, policy: PathPolicy, findings: Findings, *,
+                namespace: str | None, name: str | None, uid: str | None,
+                composer: Composer | None) -> tuple[ArgusTaskSpec | None, _CommandOf]:
+    """The command an advanced spec gives, or the one a basic spec's template makes (with
+    the basic spec as its inputs were checked), read and checked as a program."""
     # Even when other fields are wrong, a command that is a string gets its checks, so the
     # user sees every problem at once.
     raw_command = raw_spec.get("command")
     # The counts the command must agree with, when the spec gives valid ones.
     nnodes = raw_spec.get("nnodes") if type(raw_spec.get("nnodes")) is int and raw_spec["nnodes"] >= 1 else None
     gpus = raw_spec.get("nGpusPerNode") if type(raw_spec.get("nGpusPerNode")) is int and raw_spec["nGpusPerNode"] >= 1 else None
-    command: str | None = None
-    job_dir = job_dir_for(config, user, namespace, name, uid)
     code_path = raw_spec.get("codePath") if isinstance(raw_spec.get("codePath"), str) else None
     checked: CheckedCommand | None = None
     field_ = "spec.command"
     if raw_spec.get("kind") == "advanced" and isinstance(raw_command, str):
         if check_text("spec.command", raw_command, findings):
-            checked = check_command("spec.command", expand(raw_command, user, config), policy=policy, nnodes=nnodes,
+            checked = check_command("spec.command", expand(raw_command, user, policy.config), policy=policy, nnodes=nnodes,
                                     gpus_per_node=gpus, findings=findings, resolved_later=composer is not None)
     elif spec is not None and spec.kind == "basic":
         # The template's inputs are checked even when the manifest has other problems, so
@@ -335,24 +379,7 @@ def validate_spec(
                                                           verl_version=verl_version),
                                     policy=policy, nnodes=spec.nnodes, gpus_per_node=spec.n_gpus_per_node, findings=findings,
                                     resolved_later=composer is not None)
-    if composer is not None:
-        tree = composer.tree
-        verdict.verl = {"version": tree.version, "source": tree.source, "root": tree.root}
-        if checked is not None:
-            if not tree.cluster_own:
-                findings.warn(field_, tree.describe(), f"checked against this verl config tree, not the cluster's own verl "
-                              f"snapshot ({config.verl_code()}, not readable here)")
-            checked = _compose_and_check(field_, checked, composer, policy, nnodes=nnodes, gpus=gpus, job_dir=job_dir,
-                                         argus_env=runtime_env_vars(config, user, job_dir, attempt, code_path, checked),
-                                         findings=findings)
-    # What runs is the command generated from the checked program, not the text.
-    command = checked.text if checked else None
-
-    verdict.errors, verdict.warnings, verdict.spec = findings.errors, findings.warnings, spec
-    if spec is not None and command is not None and not findings.errors:
-        verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path,
-                                    attempt=attempt, checked=checked)
-    return verdict
+    return spec, _CommandOf(checked, field_, nnodes, gpus, code_path)
 
 
 def validate_task(manifest: Any, user: str, config: PlatformConfig, composer: Composer | None = None) -> Verdict:

@@ -17,8 +17,8 @@ argus.core.transitions --markdown`` prints them). tests/unit/test_transitions.py
 they are stale, walks every phase and observation with hypothesis to check that ``step``
 makes only declared transitions, and finds a case for every row (none is dead).
 
-Observation and action kinds are named by their class names in ``core.lifecycle`` (this
-module is imported by it, so it cannot import them); a ``PostEvent`` is named with its
+Observation and action kinds are named by their class names in ``core.observations`` (which
+``core.lifecycle`` imports them from; this module is imported by it, so it does not import them); a ``PostEvent`` is named with its
 reason, ``PostEvent(WeakCheck)``. The tests check every name against the classes.
 """
 

@@ -7,7 +7,7 @@ from it. What was checked is, byte for byte, what runs.
     manifest -> plan.validate_spec
       spec.command -> policy.check_text     size, control and invisible characters
         -> expand                           $HOME macros (argus.core.expand)
-        -> syntax.parse                     text -> Script (default deny: Refusals)
+        -> syntax.parse                     text -> tokens (lexer) -> Script (default deny: Refusals)
         -> resolve                          the script's own variables substituted
         -> launchers.read_launch            python3 / torchrun options, the module
         -> hydra.read_hydra_args            Hydra's own reading of the overrides

@@ -24,6 +24,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..config import Entrypoint
 from .program import Refusal, Word
@@ -133,82 +134,98 @@ def plain_int(value: str) -> int | None:
 def read_launch(argv: list[Word], entries: tuple[Entrypoint, ...], line: int) -> tuple[Launch | None, list[Refusal]]:
     """Read the resolved entrypoint words. ``argv[0]`` is an allowlisted program (the
     parser made sure)."""
-    refusals: list[Refusal] = []
-
-    def refuse(token: str, rule: str, advice: str) -> tuple[None, list[Refusal]]:
-        refusals.append(Refusal(line, token, rule, advice))
-        return None, refusals
-
     program = argv[0].literal or ""
     mine = [e for e in entries if e.program == program]
     kind = kind_of(program)
     globs = ", ".join(e.module_glob for e in mine)
-    k = 1
     options: list[Option] = []
     n = len(argv)
     if kind == "python":
-        while k < n and argv[k].literal in PYTHON_OPTIONS:
-            opt = argv[k].literal
-            assert opt is not None
-            if any(o.spelling == opt for o in options):
-                return refuse(opt, f"{program} option {opt} is given twice", f"give {opt} once")
-            options.append(Option(opt, opt.lstrip("-"), None))
-            k += 1
-        if k >= n or argv[k].literal != "-m":
-            token = argv[k].shown() if k < n else program
-            return refuse(token, f"{program} takes only -u and -B before -m here",
-                          f"run the module: {program} [-u] [-B] -m MODULE (allowed: {globs})")
-        k += 1
+        k = _python_head(argv, program, globs, options)
     elif kind == "torchrun":
-        module_flag = False
-        seen: dict[str, str] = {}
-        while k < n:
-            text = argv[k].literal
-            if text is None or not text.startswith("-") or text == "-":
-                break
-            if text == "--":
-                return refuse("--", "torchrun's '--' is not allowed", "write torchrun OPTIONS -m MODULE ARGS")
-            name, eq, value = text.partition("=") if text.startswith("--") else (text, "", "")
-            torchrun_opt = TORCHRUN_OPTIONS.get(name)
-            if torchrun_opt is None:
-                full = sorted({n_ for n_ in TORCHRUN_OPTIONS if n_.startswith(name) and n_.startswith("--")}) if name.startswith("--") else []
-                hint = f"write the full name ({' or '.join(full[:2])}); abbreviations are not read" if full else \
-                    "give only torchrun's own options (torch/distributed/run.py), each spelled out"
-                return refuse(text, f"{name} is not a torchrun option", hint)
-            if torchrun_opt.refused:
-                return refuse(text, f"torchrun {name} is not allowed", f"{torchrun_opt.refused}; run -m MODULE")
-            if torchrun_opt.dest in seen:
-                return refuse(text, f"torchrun's {torchrun_opt.dest} is given twice ({seen[torchrun_opt.dest]} and {name})",
-                              "give each option once (torchrun would take the last)")
-            seen[torchrun_opt.dest] = name
-            k += 1
-            if not torchrun_opt.takes_value:
-                if eq:
-                    return refuse(text, f"torchrun {name} takes no value", f"write {name} alone")
-                if torchrun_opt.dest == "module":
-                    module_flag = True
-                options.append(Option(_LONG.get(name, name), torchrun_opt.dest, None))
-                continue
-            if not eq:
-                if k >= n or argv[k].literal is None or (argv[k].literal or "-").startswith("-"):
-                    return refuse(name, f"torchrun {name} needs a value", f"write {name}=VALUE")
-                value = argv[k].literal  # type: ignore[assignment]
-                k += 1
-            options.append(Option(_LONG.get(name, name), torchrun_opt.dest, value))
-        if not module_flag:
-            token = argv[k].shown() if k < n else program
-            return refuse(token, "torchrun runs a script here, not a module",
-                          f"write torchrun [options] -m MODULE (allowed: {globs})")
+        k = _torchrun_head(argv, program, globs, options)
+    elif n <= 1 or argv[1].literal != "-m":
+        token = argv[1].shown() if n > 1 else program
+        k = _Refused(token, f"{program} must be followed by -m MODULE", f"write {program} -m MODULE (allowed: {globs})")
     else:
-        if k >= n or argv[k].literal != "-m":
-            token = argv[k].shown() if k < n else program
-            return refuse(token, f"{program} must be followed by -m MODULE", f"write {program} -m MODULE (allowed: {globs})")
-        k += 1
+        k = 2
+    if isinstance(k, _Refused):
+        return None, [Refusal(line, *k)]
     if k >= n:
-        return refuse(program, f"{program} names no module", f"write {program} ... -m MODULE (allowed: {globs})")
+        return None, [Refusal(line, program, f"{program} names no module", f"write {program} ... -m MODULE (allowed: {globs})")]
     module = argv[k].literal or argv[k].shown()
     entry = next((e for e in mine if e.allows(program, module)), None)
     if not _MODULE.fullmatch(module) or entry is None:
-        return refuse(module, f"module {module} is not allowed for {program}", f"run an allowed module ({globs})")
-    return Launch(program, kind, options, module, list(argv[k + 1:]), line, entry), refusals
+        return None, [Refusal(line, module, f"module {module} is not allowed for {program}", f"run an allowed module ({globs})")]
+    return Launch(program, kind, options, module, list(argv[k + 1:]), line, entry), []
 
+
+class _Refused(NamedTuple):
+    """What ends the reading of an entrypoint: the token, the rule, the advice."""
+
+    token: str
+    rule: str
+    advice: str
+
+
+def _python_head(argv: list[Word], program: str, globs: str, options: list[Option]) -> int | _Refused:
+    """``python3 [-u] [-B] -m``: the options into ``options``; where the module is."""
+    k, n = 1, len(argv)
+    while k < n and argv[k].literal in PYTHON_OPTIONS:
+        opt = argv[k].literal
+        assert opt is not None
+        if any(o.spelling == opt for o in options):
+            return _Refused(opt, f"{program} option {opt} is given twice", f"give {opt} once")
+        options.append(Option(opt, opt.lstrip("-"), None))
+        k += 1
+    if k >= n or argv[k].literal != "-m":
+        token = argv[k].shown() if k < n else program
+        return _Refused(token, f"{program} takes only -u and -B before -m here",
+                        f"run the module: {program} [-u] [-B] -m MODULE (allowed: {globs})")
+    return k + 1
+
+
+def _torchrun_head(argv: list[Word], program: str, globs: str, options: list[Option]) -> int | _Refused:
+    """``torchrun OPTIONS -m``, as torchrun's argparse reads them (no abbreviations, each
+    once): the options into ``options``; where the module is."""
+    k, n = 1, len(argv)
+    module_flag = False
+    seen: dict[str, str] = {}
+    while k < n:
+        text = argv[k].literal
+        if text is None or not text.startswith("-") or text == "-":
+            break
+        if text == "--":
+            return _Refused("--", "torchrun's '--' is not allowed", "write torchrun OPTIONS -m MODULE ARGS")
+        name, eq, value = text.partition("=") if text.startswith("--") else (text, "", "")
+        torchrun_opt = TORCHRUN_OPTIONS.get(name)
+        if torchrun_opt is None:
+            full = sorted({n_ for n_ in TORCHRUN_OPTIONS if n_.startswith(name) and n_.startswith("--")}) if name.startswith("--") else []
+            hint = f"write the full name ({' or '.join(full[:2])}); abbreviations are not read" if full else \
+                "give only torchrun's own options (torch/distributed/run.py), each spelled out"
+            return _Refused(text, f"{name} is not a torchrun option", hint)
+        if torchrun_opt.refused:
+            return _Refused(text, f"torchrun {name} is not allowed", f"{torchrun_opt.refused}; run -m MODULE")
+        if torchrun_opt.dest in seen:
+            return _Refused(text, f"torchrun's {torchrun_opt.dest} is given twice ({seen[torchrun_opt.dest]} and {name})",
+                            "give each option once (torchrun would take the last)")
+        seen[torchrun_opt.dest] = name
+        k += 1
+        if not torchrun_opt.takes_value:
+            if eq:
+                return _Refused(text, f"torchrun {name} takes no value", f"write {name} alone")
+            if torchrun_opt.dest == "module":
+                module_flag = True
+            options.append(Option(_LONG.get(name, name), torchrun_opt.dest, None))
+            continue
+        if not eq:
+            if k >= n or argv[k].literal is None or (argv[k].literal or "-").startswith("-"):
+                return _Refused(name, f"torchrun {name} needs a value", f"write {name}=VALUE")
+            value = argv[k].literal  # type: ignore[assignment]
+            k += 1
+        options.append(Option(_LONG.get(name, name), torchrun_opt.dest, value))
+    if not module_flag:
+        token = argv[k].shown() if k < n else program
+        return _Refused(token, "torchrun runs a script here, not a module",
+                        f"write torchrun [options] -m MODULE (allowed: {globs})")
+    return k

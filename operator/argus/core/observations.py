@@ -1,0 +1,176 @@
+"""What the lifecycle's ``step`` (``core.lifecycle``) is told and what it answers: the
+observations the controller gathers (validation, the queue's decision, Ray's answers), the
+actions it carries out, and the ``Decision`` (a task's new status and its actions). Their
+class names are the kinds the transition table (``core.transitions``) names.
+
+    controller observes -> **Observation** -> lifecycle.step -> **Decision** (status, **Actions**) -> controller carries out
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .plan import SubmissionPlan
+from .spec import ArgusTaskStatus, TaskPath, TaskProgress
+from .vocabulary import Reason
+
+RAY_ACTIVE = ("PENDING", "RUNNING")
+
+
+# --------------------------------------------------------------------------- observations
+
+@dataclass(frozen=True)
+class Validated:
+    """The spec passed validation for ``user``; ``command`` is what will run."""
+
+    user: str
+    command: str
+    warnings: tuple[str, ...] = ()
+    verl: tuple[str, str] | None = None  # (version, source) of the verl config tree it was checked with
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The task cannot run: its spec is invalid, or its namespace has no valid user."""
+
+    reason: str
+    message: str
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The queue left the task waiting at ``position`` for ``reason``; ``ray_error`` when Ray
+    could not be read (``ray_reason``: RayUnreachable, or RayAuthFailed when it refused the
+    credentials), which then is the reason the task shows."""
+
+    position: int
+    reason: str
+    message: str
+    ray_error: str | None = None
+    ray_reason: str = Reason.RayUnreachable
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The queue admitted the task: submit ``plan``."""
+
+    plan: SubmissionPlan
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What Ray said to the submission: ``submitted`` (a new job), ``adopted`` (Ray already
+    had this submission id: no second job), ``unreachable``, ``auth_failed`` (Ray refused the
+    operator's credentials) or ``refused``."""
+
+    outcome: Literal["submitted", "adopted", "unreachable", "auth_failed", "refused"]
+    submission_id: str
+    detail: str = ""
+    job_dir: TaskPath | None = None   # where the job runs and writes its log
+    log_file: TaskPath | None = None
+
+
+@dataclass(frozen=True)
+class JobObserved:
+    """Ray knows the task's job. ``driver_on_worker`` is False when the driver runs on a node
+    without the worker resource (None: not known)."""
+
+    status: str
+    message: str = ""
+    driver_node_id: str | None = None
+    start_time_ms: int | None = None
+    end_time_ms: int | None = None
+    driver_on_worker: bool | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.status.upper() in RAY_ACTIVE
+
+
+@dataclass(frozen=True)
+class JobUnknown:
+    """Ray answered, and has no job with the task's submission id."""
+
+
+@dataclass(frozen=True)
+class RayUnreachable:
+    """Ray could not be asked: it did not answer (reason RayUnreachable), or it refused the
+    operator's credentials (RayAuthFailed)."""
+
+    error: str
+    reason: str = Reason.RayUnreachable
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """Nothing new from outside: re-evaluate the task as it is (cancel, deletion, time)."""
+
+
+@dataclass(frozen=True)
+class ProgressObserved:
+    """verl's progress lines, read from the running job's log."""
+
+    progress: TaskProgress
+
+
+@dataclass(frozen=True)
+class RayJobsRemoved:
+    """The task's Ray jobs were removed from Ray's job history."""
+
+
+Observation = (Validated | Refused | Waiting | Admitted | SubmitResult | JobObserved | JobUnknown | RayUnreachable | Reconcile
+               | ProgressObserved | RayJobsRemoved)
+
+
+# --------------------------------------------------------------------------- actions
+
+@dataclass(frozen=True)
+class Submit:
+    """Add the finalizer (if missing), then submit ``plan`` to Ray; report a SubmitResult."""
+
+    plan: SubmissionPlan
+
+
+@dataclass(frozen=True)
+class StopJob:
+    """Ask Ray to stop the job (an unknown or already ended job is fine)."""
+
+    submission_id: str
+
+
+@dataclass(frozen=True)
+class ReleaseFinalizer:
+    """Remove the finalizer: the object may go."""
+
+
+@dataclass(frozen=True)
+class RemoveRayJobs:
+    """Remove these jobs from Ray's job history (their logs stay in the job folder);
+    report RayJobsRemoved."""
+
+    submission_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeleteTask:
+    """Delete the ArgusTask (its time to live after it ended is over)."""
+
+
+@dataclass(frozen=True)
+class PostEvent:
+    """An Event that is not a phase change (phase changes get theirs from the writer)."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+Action = Submit | StopJob | ReleaseFinalizer | RemoveRayJobs | DeleteTask | PostEvent
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: ArgusTaskStatus
+    actions: tuple[Action, ...] = field(default_factory=tuple)
