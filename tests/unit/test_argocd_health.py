@@ -128,7 +128,7 @@ def test_a_task_whose_token_ray_refuses_is_degraded(phase: str, reason: str) -> 
     # Only a person fixes the token; until then nothing is submitted or followed.
     from argus.core.lifecycle import RayUnreachable, Waiting  # noqa: PLC0415
     error = "HTTP 401: the Ray cluster requires a token and none was sent"
-    seen = (Waiting(1, "Queued", "first in the queue", ray_error=error, ray_reason="RayAuthFailed") if phase == "Queued"
+    seen = (Waiting("Queued", "first in the queue", ray_error=error, ray_reason="RayAuthFailed") if phase == "Queued"
             else RayUnreachable(error, reason="RayAuthFailed"))
     result = health(lifecycle_task(phase, reason, seen))
     assert result["status"] == "Degraded"

@@ -236,8 +236,8 @@ def test_the_queue_admits_by_priority_then_age_and_says_where_each_waits() -> No
     mid = world.cluster.create("mid", spec(priority=5))
     world.tick()
     assert [world.phase(k) for k in (high, mid, low)] == ["Submitted", "Queued", "Queued"]
-    assert world.cluster.status(mid)["queuePosition"] == 1 and world.cluster.status(low)["queuePosition"] == 2
     assert world.cluster.status(mid)["message"] == "waiting for a free slot (1 tasks may run at once)"
+    assert world.cluster.status(low)["message"] == "waiting behind tasks ahead in the queue"
     assert len(status_patches(world, mid)) == 1  # validated and placed in one write
     world.ray.finish(world.sid(high))
     world.tick(0.5)
@@ -255,21 +255,24 @@ def test_a_task_bigger_than_the_cluster_is_unschedulable_and_blocks_nobody(world
     assert world.phase(small) == "Submitted"
 
 
-def test_a_place_that_merely_moved_is_written_by_the_periodic_refresh() -> None:
+def test_a_waiting_task_costs_no_write_while_only_its_place_moves() -> None:
+    """Places are served on demand (issue 26): a waiting task is written when it is queued and
+    when its reason or message changes, never because a task ahead of it started."""
     world = World(max_running=1)
     first = world.cluster.create("first", spec())
-    keys = [world.cluster.create(f"t{i}", spec()) for i in range(3)]
+    keys = [world.cluster.create(f"t{i}", spec()) for i in range(4)]
     world.tick()
-    assert [world.cluster.status(k)["queuePosition"] for k in keys] == [1, 2, 3]
-    world.ray.finish(world.sid(first))
-    world.tick(0.5)
-    assert world.phase(keys[0]) == "Submitted"
-    # The new head of the queue has a new message (it waits for a slot now): written at once.
-    assert world.cluster.status(keys[1])["queuePosition"] == 1
-    assert world.cluster.status(keys[1])["message"] == "waiting for a free slot (1 tasks may run at once)"
-    assert world.cluster.status(keys[2])["queuePosition"] == 3  # only its place moved: not rewritten at once
-    world.tick(31)
-    assert world.cluster.status(keys[2])["queuePosition"] == 2
+    assert all("queuePosition" not in world.cluster.status(k) for k in keys)
+    for head in keys[:2]:
+        world.ray.finish(world.sid(first))
+        world.tick(0.5)
+        assert world.phase(head) == "Submitted"
+        first = head
+    world.settle(ticks=20, every=2.0)
+    # the head of the queue changed its message once (behind tasks -> waiting for a slot)
+    assert world.cluster.status(keys[2])["message"] == "waiting for a free slot (1 tasks may run at once)"
+    assert len(status_patches(world, keys[2])) == 2
+    assert len(status_patches(world, keys[3])) == 1  # queued, then only its place moved: no write
 
 
 def test_cancel_while_queued_never_reaches_ray() -> None:
@@ -291,7 +294,7 @@ def crash_after_submit(world: World, key: tuple[str, str]) -> str:
     in Ray, the status still says Queued (what a real crash at that line leaves)."""
     obj = world.cluster.objects[key]
     obj["metadata"]["finalizers"] = ["argus.io/stop-ray-job"]
-    obj["status"] = {"phase": "Queued", "reason": "Validated", "user": "alice", "queuePosition": 1}
+    obj["status"] = {"phase": "Queued", "reason": "Validated", "user": "alice"}
     plan = world.plan_of(key)
     world.ray.put(plan, "RUNNING")
     return plan.submission_id

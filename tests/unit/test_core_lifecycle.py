@@ -131,15 +131,16 @@ def test_refusing_a_task_that_may_have_reached_ray_stops_its_job() -> None:
 
 # --------------------------------------------------------------------------- the queue
 
-def test_waiting_sets_the_place_and_the_reason() -> None:
-    d = step(task("Queued", reason="Validated"), Waiting(3, "Queued", "waiting for 4 free GPUs (2 free)"), T0, SETTINGS)
-    assert (d.status.queue_position, d.status.reason, d.status.message) == (3, "Queued", "waiting for 4 free GPUs (2 free)")
+def test_waiting_sets_the_reason_and_message_and_no_place() -> None:
+    d = step(task("Queued", reason="Validated"), Waiting("Queued", "waiting for 4 free GPUs"), T0, SETTINGS)
+    assert (d.status.reason, d.status.message) == ("Queued", "waiting for 4 free GPUs")
+    assert "queuePosition" not in d.status.model_dump(by_alias=True)  # places are served on demand
     assert conditions(d.status)["RayReachable"] == "True"
     assert d.actions == ()
 
 
 def test_waiting_while_ray_is_unreachable_says_so() -> None:
-    d = step(task("Queued"), Waiting(1, "Queued", "waiting behind tasks ahead in the queue", "connection refused"), T0, SETTINGS)
+    d = step(task("Queued"), Waiting("Queued", "waiting behind tasks ahead in the queue", "connection refused"), T0, SETTINGS)
     reach = next(c for c in d.status.conditions if c.type == "RayReachable")
     assert (reach.status, reach.reason, reach.message) == ("False", "RayUnreachable", "connection refused")
     # Why it waits is Ray, whatever the queue said (it decided without Ray's capacity).
@@ -147,7 +148,7 @@ def test_waiting_while_ray_is_unreachable_says_so() -> None:
 
 
 def test_waiting_while_ray_refuses_the_credentials_says_to_check_the_token() -> None:
-    d = step(task("Queued"), Waiting(1, "Queued", "waiting behind tasks ahead in the queue", "HTTP 401: the Ray cluster requires a token and none was sent",
+    d = step(task("Queued"), Waiting("Queued", "waiting behind tasks ahead in the queue", "HTTP 401: the Ray cluster requires a token and none was sent",
                                      ray_reason="RayAuthFailed"), T0, SETTINGS)
     reach = next(c for c in d.status.conditions if c.type == "RayReachable")
     assert (reach.status, reach.reason) == ("False", "RayAuthFailed")
@@ -169,7 +170,7 @@ def test_a_look_is_needed_for_a_cancelled_queued_task_that_never_reached_ray_and
 
 def test_a_queued_task_shows_ray_reachable_again_once_ray_answers() -> None:
     refused = [Condition(type="RayReachable", status="False", reason="RayAuthFailed", message="x", last_transition_time="2026-12-03T07:50:00Z")]
-    d = step(task("Queued", conditions=refused), Waiting(2, "Queued", "waiting behind tasks ahead in the queue"), T0, SETTINGS)
+    d = step(task("Queued", conditions=refused), Waiting("Queued", "waiting behind tasks ahead in the queue"), T0, SETTINGS)
     reach = next(c for c in d.status.conditions if c.type == "RayReachable")
     assert (reach.status, reach.reason, reach.last_transition_time) == ("True", "RayReachable", "2026-12-03T08:00:00Z")
 
@@ -187,9 +188,9 @@ def test_admission_of_a_task_cancelled_meanwhile_submits_nothing() -> None:
     ("adopted", "AdoptedExistingJob", "Ray already had job argus-ns-t-0a1b2c3d (submitted before a restart); adopted it, no second job"),
 ])
 def test_a_submission_makes_the_task_submitted(outcome: str, reason: str, message: str) -> None:
-    d = step(task("Queued", queue_position=1), SubmitResult(outcome, SID), T0, SETTINGS)
+    d = step(task("Queued"), SubmitResult(outcome, SID), T0, SETTINGS)
     s = d.status
-    assert (s.phase, s.reason, s.message, s.admitted_at, s.queue_position) == ("Submitted", reason, message, "2026-12-03T08:00:00Z", None)
+    assert (s.phase, s.reason, s.message, s.admitted_at) == ("Submitted", reason, message, "2026-12-03T08:00:00Z")
     assert s.ray_job.submission_id == SID and s.ray_job.dashboard_url == "http://ray:8265"
     assert s.ray_job.status == ("PENDING" if outcome == "submitted" else None)
     assert conditions(s)["Admitted"] == "True"
@@ -252,8 +253,8 @@ def test_a_queued_task_found_running_in_ray_is_adopted_not_resubmitted() -> None
 
 
 def test_a_queued_task_unknown_to_ray_stays_queued() -> None:
-    d = step(task("Queued", finalizer=True, queue_position=2), JobUnknown(), T0, SETTINGS)
-    assert d.status.phase == "Queued" and d.status.queue_position == 2 and d.actions == ()
+    d = step(task("Queued", finalizer=True, reason="Queued"), JobUnknown(), T0, SETTINGS)
+    assert d.status.phase == "Queued" and d.status.reason == "Queued" and d.actions == ()
 
 
 # --------------------------------------------------------------------------- following Ray

@@ -140,7 +140,7 @@ def test_spec_fields(spec_schema: dict[str, Any]) -> None:
 
 def test_status_fields(status_schema: dict[str, Any]) -> None:
     props = status_schema["properties"]
-    assert {"phase", "reason", "message", "user", "warnings", "command", "queuePosition", "rayJob", "conditions",
+    assert {"phase", "reason", "message", "user", "warnings", "command", "rayJob", "conditions",
             "observedGeneration", "kopf"} <= set(props)
     assert props["phase"]["enum"] == ["Queued", "Submitted", "Running", "Succeeded", "Failed", "Stopped", "Rejected"]
     assert set(props["rayJob"]["properties"]) == {"submissionId", "status", "driverNodeId", "startTime", "endTime", "dashboardUrl"}

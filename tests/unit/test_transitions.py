@@ -111,7 +111,6 @@ def tasks(draw: st.DrawFn, phase: Phase | None, deleting: bool) -> lc.TaskState:
         finished_at=draw(st.none() | SECONDS.map(ago)) if phase is not None and phase.terminal else None,
         ray_jobs_removed=draw(st.none() | st.booleans()), kept_by=draw(st.none() | st.just("Argo CD application a")),
         progress=draw(st.none() | st.builds(TaskProgress, step=st.none() | st.integers(0, 500))),
-        queue_position=draw(st.none() | st.integers(1, 9)) if phase is Phase.Queued else None,
     )
     marks = draw(st.sampled_from(["none", "annotation", "label", "helm"]))
     labels = {DEFAULT_TRACKING_LABEL: "app"} if marks in ("label", "helm") else {}
@@ -144,7 +143,7 @@ def observations(kind: str, task: lc.TaskState) -> st.SearchStrategy[lc.Observat
                                verl=st.none() | st.just(("0.9.1", "release"))),
         "Refused": st.builds(lc.Refused, reason=st.sampled_from(REASONS_BY_PHASE[Phase.Rejected]), message=st.sampled_from(["a\nb", "", "x"]),
                              user=st.none() | st.just("alice")),
-        "Waiting": st.builds(lc.Waiting, position=st.integers(1, 9), reason=st.sampled_from(tr._WAITING), message=st.just("waiting"),
+        "Waiting": st.builds(lc.Waiting, reason=st.sampled_from(tr._WAITING), message=st.just("waiting"),
                              ray_error=st.none() | ERRORS, ray_reason=reason),
         "Admitted": st.just(lc.Admitted(plan)),
         "SubmitResult": st.builds(lc.SubmitResult, outcome=st.sampled_from(["submitted", "adopted", "unreachable", "auth_failed", "refused"]),

@@ -102,7 +102,6 @@ class Reconciler:
 
     async def idle(self) -> None:
         """Wait for the background work started so far (tests, and a clean stop)."""
-        await self.queue.idle()
         await self.writer.drain()
 
     def views(self) -> list[TaskView]:

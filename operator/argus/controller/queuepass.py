@@ -3,20 +3,20 @@
 ``admission.AdmissionInputs`` gathers what the decision needs (Ray's worker nodes and free
 GPUs, claims, quotas, usage); ``core.queue.decide`` decides; the lifecycle turns each
 answer into a status: ``Admitted`` (-> Submitted, with the ``Submit`` action that
-``carryout`` carries out) or ``Waiting`` (its place, reason and message).
+``carryout`` carries out) or ``Waiting`` (its reason and message).
 
 At admission the spec is validated a second time, on purpose (``_start``): the plan that
 runs is made from the platform configuration in force when the task starts, with this
 attempt's submission id (docs/lifecycle.md).
 
-A place that merely moved up is written in the background at most every
-POSITION_REFRESH_SECONDS: every admission moves every task behind it, and writing each move
-at once cost one patch per queued task per admission.
+A waiting task's place is not written: every admission moves every task behind it, and
+writing each move cost one patch per queued task per admission. Its status holds the reason
+and message, written when they change; the places are served on demand
+(servers/logapi/queueview.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -37,10 +37,6 @@ from .view import TaskView
 from .writer import status_document
 
 log = logging.getLogger(__name__)
-# A queued task whose place merely moved up is rewritten at most this often (bench/run.py:
-# ~100 patches a second that slowed Ray on a small machine when every move was written).
-# A task's first place, and any change of its reason or message, are written at once.
-POSITION_REFRESH_SECONDS = 30.0
 
 
 class QueuePass:
@@ -56,36 +52,23 @@ class QueuePass:
         self.every_task = every_task  # every task in the cache (the fair policy's usage)
         self.clock = clock
         self.metrics = metrics
-        self._positions_at = clock.monotonic()
-        self._position_writer: asyncio.Task[None] | None = None
         self.last_seconds = 0.0
 
     async def run(self, queued: list[TaskView], active: list[TaskView], not_ready: list[TaskView], drafts: dict[Key, Draft]) -> None:
-        """Admit from the head of the queue and start those admitted; give the others their place."""
+        """Admit from the head of the queue and start those admitted; tell the others why they wait."""
         started = self.clock.monotonic()
         decision, ray_error = await self.inputs.decide(queued, active, not_ready, self.every_task(), self.clock.now())
         self.last_seconds = self.clock.monotonic() - started
         self.metrics.admission_pass.observe(self.last_seconds)
         by_key = {v.key: v for v in queued}
         await self.carrier.each(self._start(drafts, by_key[t.key]) for t in decision.admit)
-        moved: dict[Key, int] = {}
-        for key, position in decision.positions.items():
+        for key, (reason, message) in decision.waiting.items():
             if key not in by_key:
                 continue
             view = by_key[key]
-            reason, message = decision.waiting[key]
-            result = self.carrier.step(view, lifecycle.Waiting(position, reason, message, ray_error, self.nodes.error_reason))
-            if key not in drafts and view.status.get("queuePosition") is not None and \
-                    merge_patch(view.status, status_document(result.status)).keys() <= {"queuePosition"}:
-                moved[key] = position  # only the place moved: written by the periodic refresh
-                continue
-            drafts.setdefault(key, Draft.of(view)).take(result)
-        self._refresh_positions(moved)
-
-    async def idle(self) -> None:
-        """Wait for the position refresh in flight (tests, and a clean stop)."""
-        if self._position_writer is not None:
-            await asyncio.gather(self._position_writer, return_exceptions=True)
+            result = self.carrier.step(view, lifecycle.Waiting(reason, message, ray_error, self.nodes.error_reason))
+            if key in drafts or merge_patch(view.status, status_document(result.status)):
+                drafts.setdefault(key, Draft.of(view)).take(result)
 
     async def _start(self, drafts: dict[Key, Draft], view: TaskView) -> None:
         """Submit an admitted task (under its lock: a cancel or delete may race it)."""
@@ -109,25 +92,3 @@ class QueuePass:
             else:
                 seen = lifecycle.Admitted(verdict.plan)
             await self.carrier.decide_and_write(draft, seen)  # under the lock: a position refresh must not overtake it
-
-    def _refresh_positions(self, moved: dict[Key, int]) -> None:
-        """Write the places that merely moved, at most every POSITION_REFRESH_SECONDS, in
-        the background (an admission never waits for them)."""
-        if not moved or self.clock.monotonic() - self._positions_at < POSITION_REFRESH_SECONDS:
-            return
-        if self._position_writer is not None and not self._position_writer.done():
-            return
-        self._positions_at = self.clock.monotonic()
-        self._position_writer = asyncio.create_task(self._write_positions(moved), name="argus queue positions")
-
-    async def _write_positions(self, moved: dict[Key, int]) -> None:
-        async def one(key: Key, position: int) -> None:
-            async with self.carrier.lock(key):  # never races a submission of the same task
-                view = self.current(key)  # read under the lock: it may have been admitted meanwhile
-                if view is None or view.phase != Phase.Queued.value or view.deleting:
-                    return
-                await self.carrier.writer.write(view, view.state.status.model_copy(update={"queue_position": position}))
-        try:
-            await self.carrier.each(one(k, p) for k, p in moved.items())
-        except Exception:  # noqa: BLE001 - the next refresh writes them again
-            log.exception("writing queue positions failed; retrying at the next refresh")

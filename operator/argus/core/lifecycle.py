@@ -230,7 +230,7 @@ def _waiting(task: TaskState, seen: Waiting, now: dt.datetime) -> Decision:
             reason, message = Reason.RayAuthFailed, f"waiting: {ray_refused(seen.ray_error)}"
         else:
             reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({seen.ray_error[:200]})"
-    status = status.model_copy(update={"queue_position": seen.position, "reason": reason, "message": message})
+    status = status.model_copy(update={"reason": reason, "message": message})
     reachable = task.condition("RayReachable")
     if seen.ray_error is not None or reachable is None or reachable.status != "True":
         status = ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", format_time(now), since=None, reason=seen.ray_reason)

@@ -41,11 +41,11 @@ class Refused:
 
 @dataclass(frozen=True)
 class Waiting:
-    """The queue left the task waiting at ``position`` for ``reason``; ``ray_error`` when Ray
-    could not be read (``ray_reason``: RayUnreachable, or RayAuthFailed when it refused the
-    credentials), which then is the reason the task shows."""
+    """The queue left the task waiting for ``reason``; ``ray_error`` when Ray could not be
+    read (``ray_reason``: RayUnreachable, or RayAuthFailed when it refused the credentials),
+    which then is the reason the task shows. Its place is not part of it: places are served
+    on demand (servers/logapi/queueview.py), never kept in the status."""
 
-    position: int
     reason: str
     message: str
     ray_error: str | None = None

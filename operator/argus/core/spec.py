@@ -203,7 +203,6 @@ class ArgusTaskStatus(_StatusModel):
     warnings: list[str] | None = Field(None, description="Weak-check warnings: the task runs, but these are likely mistakes.")
     command: str | None = Field(None, description="The expanded command that runs.")
     verl: VerlConfigSource | None = Field(None, description="The verl config tree the configuration was composed and checked with; a warning says so when it is not the cluster's own.")
-    queue_position: int | None = Field(None, ge=0, description="1-based place in the global queue while Queued.")
     admitted_at: str | None = Field(None, description="When the queue admitted the task (RFC 3339); the active deadline counts from here.")
     ray_job: RayJobStatus | None = Field(None, description="The Ray job that runs the task.")
     conditions: list[Condition] | None = Field(None, description="Admitted, Running, Complete, Failed, Finished (true at every end) and RayReachable conditions.")

@@ -175,8 +175,6 @@ def enter(task: TaskState, status: ArgusTaskStatus, phase: Phase, reason: str, m
                                       now=now, generation=task.generation)
     update = {"phase": phase.value, "reason": reason, "message": message, "conditions": conditions,
               "observed_generation": task.generation, **changes}
-    if phase is not Phase.Queued:
-        update["queue_position"] = None
     if phase.terminal:
         update.setdefault("finished_at", status.finished_at or now)
     return status.model_copy(update=update)

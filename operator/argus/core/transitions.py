@@ -112,7 +112,7 @@ RULES: tuple[Rule, ...] = (
     Rule((None, Phase.Queued), "Refused", Phase.Rejected, _REJECTED, ("StopJob",),
          "the spec is invalid, or the namespace has no valid user; StopJob if it holds the finalizer (it may have reached Ray)"),
     # the queue
-    Rule((Phase.Queued,), "Waiting", SAME, _WAITING, (), "the queue leaves it waiting (the reason says why; queuePosition)"),
+    Rule((Phase.Queued,), "Waiting", SAME, _WAITING, (), "the queue leaves it waiting (the reason and message say why; its place is served on demand)"),
     Rule((Phase.Queued,), "Admitted", SAME, (), ("Submit",), "the queue admits it: add the finalizer, submit to Ray"),
     Rule((Phase.Queued,), "Reconcile", Phase.Stopped, (Reason.Cancelled,), (),
          "spec.cancel, and no finalizer: it never reached Ray"),
@@ -214,7 +214,7 @@ def require(move: Move) -> None:
 
 PHASE_MEANINGS: dict[Phase | None, str] = {
     None: "Just created; the operator has not looked yet.",
-    Phase.Queued: "Valid, waiting for a slot and GPUs (`queuePosition`, and why in `message`). `QuotaExceeded`: its user's GPU quota "
+    Phase.Queued: "Valid, waiting for a slot and GPUs (why in `message`; its place: `argus queue`). `QuotaExceeded`: its user's GPU quota "
                   "is full. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
                   "the next waits.",
     Phase.Submitted: "Ray has the job (PENDING). A task admitted at once goes from nothing to `Submitted` in one write. "
