@@ -172,3 +172,15 @@ def test_the_testbed_is_not_part_of_the_product() -> None:
     assert not [p for p in shipped if "testbed" in p], shipped
     assert not (REPO / "operator" / "argus" / "testbed").exists()
     assert (REPO / "tests" / "testbed" / "argus_testbed" / "controlplane.py").is_file()
+
+
+def test_the_operators_entry_point_imports_no_kubernetes_client_before_it_runs() -> None:
+    """The kubernetes client reads KUBECONFIG once, when it is imported; ``argus-operator
+    --kubeconfig`` sets it first, so nothing the entry point imports at module level may
+    import the client (or kopf, which imports it). A module-level import of it in a settings
+    module made kopf's login look for ~/.kube/config instead of the flag's file."""
+    code = ("import sys, argus.host.main, argus.controller.settings, argus.servers.webhook.settings, argus.servers.logapi.settings; "
+            "print(sorted(m for m in ('kubernetes', 'kopf') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -35,6 +35,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from ..core.polling import read_slack
 from ..core.spec import GROUP, PLURAL, VERSION
 from ..core.vocabulary import Key
 from .kube import api_error
@@ -42,12 +43,6 @@ from .kube import api_error
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
 LIST_TIMEOUT = 60.0   # seconds for one LIST page to arrive
-
-
-def read_slack(watch_seconds: float) -> float:
-    """How much longer than asked a task watch may stay silent before its socket read fails:
-    half the watch's time, between 5 and 30 s (30 s for the default 120 s watch)."""
-    return max(5.0, min(30.0, watch_seconds / 2))
 
 
 class Keyed(Protocol):

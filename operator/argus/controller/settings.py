@@ -6,9 +6,9 @@ import argparse
 import os
 from dataclasses import dataclass
 
-from ..adapters.taskcache import read_slack
 from ..core.config import PlatformConfig
 from ..core.gitops import DEFAULT_TRACKING_LABEL
+from ..core.polling import read_slack
 
 DEFAULT_PROGRESS_METRICS = ("critic/score/mean",)
 

@@ -1,6 +1,7 @@
 """When the operator reads a Ray job's status: a young job often, an old one every poll
 interval, and all fast reads together within a budget per second. Pure: the controller's
-job sync asks ``poll_delay`` for each task it follows."""
+job sync asks ``poll_delay`` for each task it follows. Also how long a watch of the tasks
+may stay silent (``read_slack``)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,11 @@ def poll_delay(age_seconds: float | None, poll_interval: float, active: int = 1)
         return poll_interval
     floor = max(FASTEST_POLL_SECONDS, active / YOUNG_READS_PER_SECOND)
     return min(poll_interval, max(floor, age_seconds / POLL_AGE_DIVISOR))
+
+
+def read_slack(watch_seconds: float) -> float:
+    """How much longer than asked a task watch may stay silent before its socket read fails
+    (adapters/taskcache.py): half the watch's time, between 5 and 30 s (30 s for the default
+    120 s watch). Here, not in the cache, because the flags' check (controller.settings)
+    uses it too, and the flags are read before the kubernetes client may be imported."""
+    return max(5.0, min(30.0, watch_seconds / 2))
