@@ -75,7 +75,7 @@ def test_logs_is_still_there(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_onboard_with_a_gpu_quota_annotates_the_namespace() -> None:
-    from argus.clusterctl import onboard_objects
+    from argus.onboardctl import onboard_objects
     ns, _ = onboard_objects("alice", "team-a", gpu_quota=8)
     assert ns["metadata"] == {"name": "team-a", "labels": {"argus.io/user": "alice"}, "annotations": {"argus.io/gpu-quota": "8"}}
     plain, _ = onboard_objects("alice", "team-a")
