@@ -17,20 +17,50 @@ EDIT_ROLE = "argus-edit"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-def onboard_objects(user: str, namespace: str, gpu_quota: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The namespace (labelled with its user, annotated with the user's GPU quota if given)
-    and the RoleBinding of ``argus-edit`` to the user."""
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+
+class OnboardUsage(ValueError):
+    """A mistake in the command line: one line, exit 2."""
+
+
+def subject_name(flag: str, name: str) -> str:
+    """A Kubernetes user or group name as the authenticator gives it (an SSO e-mail, an OIDC
+    group, ``oidc:alice``): any text but empty, padded or with control characters."""
+    if not name or name != name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise OnboardUsage(f"{flag} {name!r}: must be the name as the API server's authenticator gives it: not empty, "
+                           "no spaces around it, no control characters")
+    return name
+
+
+def onboard_subjects(user: str, k8s_users: list[str] | None = None, groups: list[str] | None = None) -> list[dict[str, str]]:
+    """Whom the RoleBinding names: each ``--k8s-user`` as a User and each ``--group`` as a
+    Group; with neither, the Argus user id as the Kubernetes user name (as before)."""
+    subjects = [{"apiGroup": RBAC_GROUP, "kind": "User", "name": subject_name("--k8s-user", n)} for n in k8s_users or ()]
+    subjects += [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": subject_name("--group", n)} for n in groups or ()]
+    return subjects or [{"apiGroup": RBAC_GROUP, "kind": "User", "name": user}]
+
+
+def onboard_objects(user: str, namespace: str, gpu_quota: int | None = None,
+                    subjects: list[dict[str, str]] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The namespace (labelled with its Argus user id, annotated with the user's GPU quota if
+    given) and the RoleBinding of ``argus-edit`` to the Kubernetes subjects (default: the User
+    named like the user id)."""
     from .core.user import GPU_QUOTA_ANNOTATION, USER_LABEL
     ns: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {USER_LABEL: user}}}
     if gpu_quota is not None:
         ns["metadata"]["annotations"] = {GPU_QUOTA_ANNOTATION: str(gpu_quota)}
     binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "apiVersion": f"{RBAC_GROUP}/v1", "kind": "RoleBinding",
         "metadata": {"name": f"{EDIT_ROLE}-{user}", "namespace": namespace, "labels": {USER_LABEL: user}},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": EDIT_ROLE},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": EDIT_ROLE},
+        "subjects": subjects or onboard_subjects(user),
     }
     return ns, binding
+
+
+def describe_subjects(subjects: list[dict[str, str]]) -> str:
+    return ", ".join(f"{s['kind']} {s['name']}" for s in subjects)
 
 
 def _onboard_namespace(core: Any, want: dict[str, Any], user: str) -> str:
@@ -71,36 +101,45 @@ def _onboard_binding(rbac: Any, want: dict[str, Any]) -> str:
         if exc.status != 404:
             raise
         rbac.create_namespaced_role_binding(namespace, want)
-        return f"rolebinding/{name} created in {namespace} (ClusterRole {EDIT_ROLE} for User {want['subjects'][0]['name']})"
+        return f"rolebinding/{name} created in {namespace} (ClusterRole {EDIT_ROLE} for {describe_subjects(want['subjects'])})"
     subjects = [{"apiGroup": s.api_group, "kind": s.kind, "name": s.name} for s in current.subjects or []]
     ref = current.role_ref
     if (ref.api_group, ref.kind, ref.name) == ("rbac.authorization.k8s.io", "ClusterRole", EDIT_ROLE):
         if subjects == want["subjects"]:
             return f"rolebinding/{name} unchanged"
         rbac.patch_namespaced_role_binding(name, namespace, {"subjects": want["subjects"]})
-        return f"rolebinding/{name} updated in {namespace}"
+        return f"rolebinding/{name} updated in {namespace} (now for {describe_subjects(want['subjects'])})"
     # roleRef is immutable: replace the binding.
     rbac.delete_namespaced_role_binding(name, namespace)
     rbac.create_namespaced_role_binding(namespace, want)
     return f"rolebinding/{name} replaced in {namespace} (it referred to {ref.kind} {ref.name})"
 
 
-def cmd_onboard(args: argparse.Namespace) -> int:
+def onboard_request(args: argparse.Namespace) -> tuple[str, str, list[dict[str, str]]]:
+    """(Argus user id, namespace, RoleBinding subjects) from the command line; OnboardUsage
+    names the first mistake."""
     from .core.user import InvalidUserId, check_user_id
     try:
         user = check_user_id(args.user)
     except InvalidUserId as exc:
-        print(f"{getattr(args, 'prog', 'argus')} onboard: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise OnboardUsage(f"{exc} (the Argus user id names the home on the shared tree; the Kubernetes name is --k8s-user)") from None
     namespace = args.namespace or user
     if not _DNS_LABEL.fullmatch(namespace):
         hint = "" if args.namespace else " (the default is the user id): pass --namespace"
-        print(f"{getattr(args, 'prog', 'argus')} onboard: namespace {namespace!r} is not a valid namespace name{hint}", file=sys.stderr)
-        return EXIT_USAGE
+        raise OnboardUsage(f"namespace {namespace!r} is not a valid namespace name{hint}")
     if args.gpu_quota is not None and args.gpu_quota < 0:
-        print(f"argus onboard: --gpu-quota {args.gpu_quota}: must be 0 or more GPUs", file=sys.stderr)
+        raise OnboardUsage(f"--gpu-quota {args.gpu_quota}: must be 0 or more GPUs")
+    return user, namespace, onboard_subjects(user, args.k8s_users, args.groups)
+
+
+def cmd_onboard(args: argparse.Namespace) -> int:
+    prog = f"{getattr(args, 'prog', 'argus')} onboard"
+    try:
+        user, namespace, subjects = onboard_request(args)
+    except OnboardUsage as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    ns, binding = onboard_objects(user, namespace, args.gpu_quota)
+    ns, binding = onboard_objects(user, namespace, args.gpu_quota, subjects)
     if args.dry_run:
         yaml.safe_dump_all([ns, binding], sys.stdout, sort_keys=False)
         return EXIT_OK
@@ -117,12 +156,12 @@ def cmd_onboard(args: argparse.Namespace) -> int:
             raise ClusterError(f"the API server refused: {api_error(exc)}") from None
         lines += _edit_role_warning(client)
     except ClusterError as exc:
-        print(f"{getattr(args, 'prog', 'argus')} onboard: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_FAIL
     for line in lines:
         print(line)
     changed = any(not line.endswith("unchanged") for line in lines if not line.startswith("warning:"))
-    print(f"{user} is onboarded in namespace {namespace}" + ("" if changed else ": nothing changed"))
+    print(f"{user} is onboarded in namespace {namespace} for {describe_subjects(subjects)}" + ("" if changed else ": nothing changed"))
     return EXIT_OK
 
 
@@ -138,9 +177,21 @@ def _edit_role_warning(client: Any) -> list[str]:
 
 
 def register_onboard_command(sub: Any) -> None:
-    p = sub.add_parser("onboard", help="let a user run tasks: label a namespace argus.io/user=USER and bind argus-edit there")
-    p.add_argument("user", metavar="USER", help="user id (also the Kubernetes user name the RoleBinding names)")
+    p = sub.add_parser(
+        "onboard", help="let a user run tasks: label a namespace argus.io/user=USER and bind argus-edit there",
+        description="USER is the Argus user id: tasks in the namespace run as USER and use the home "
+                    "<root>/users/USER on the shared tree. The RoleBinding argus-edit-USER names whom Kubernetes "
+                    "lets in: by default the Kubernetes user named USER; with SSO, name the identity the API server "
+                    "sees with --k8s-user (alice@corp.example) and/or --group (every member then runs tasks as USER).")
+    p.add_argument("user", metavar="USER", help="Argus user id (^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$): whom tasks run as, "
+                                                "and the home on the shared tree")
     p.add_argument("-n", "--namespace", help="namespace to onboard (default: USER); created if missing")
+    p.add_argument("--k8s-user", action="append", dest="k8s_users", metavar="NAME",
+                   help="the Kubernetes user name the RoleBinding names, as the API server's authenticator gives it "
+                        "(e.g. alice@corp.example); repeatable; default: USER unless --group is given")
+    p.add_argument("--group", action="append", dest="groups", metavar="NAME",
+                   help="a Kubernetes group the RoleBinding names (e.g. an SSO group): all its members may run tasks here, "
+                        "as USER; repeatable")
     p.add_argument("--gpu-quota", type=int, default=None,
                    help="GPUs the user's running tasks may hold in all (namespace annotation argus.io/gpu-quota; "
                         "with several namespaces, the smallest counts)")

@@ -1094,6 +1094,33 @@ def test_onboarded_user_can_use_her_namespace_only(installed: list[dict[str, Any
     cp.kubectl("delete", "argustask", "mine", "-n", "alice", "--wait=false", kubeconfig=alice)
 
 
+def test_sso_identities_are_onboarded_by_their_kubernetes_names(installed: list[dict[str, Any]], control_plane: KubeCluster) -> None:
+    """An SSO user (alice@corp.example is no POSIX name) and an SSO group: the namespace carries
+    the Argus user id, the RoleBinding the names the API server authenticates."""
+    cp = control_plane
+    out = onboard(cp, "frank", "--k8s-user", "frank@corp.example")
+    assert out.returncode == 0, out.stderr
+    assert "rolebinding/argus-edit-frank created in frank (ClusterRole argus-edit for User frank@corp.example)" in out.stdout, out.stdout
+    out = onboard(cp, "nlp", "--namespace", "team-nlp", "--group", "ml-nlp@corp.example")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(cp.kubectl("get", "namespace", "team-nlp", "-o", "json").stdout)["metadata"]["labels"]["argus.io/user"] == "nlp"
+    binding = json.loads(cp.kubectl("get", "rolebinding", "argus-edit-nlp", "-n", "team-nlp", "-o", "json").stdout)
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "ml-nlp@corp.example"}]
+
+    frank = cp.mint_user("frank@corp.example")
+    gina = cp.mint_user("gina@corp.example", groups=["ml-nlp@corp.example"])
+    outsider = cp.mint_user("hank@corp.example", groups=["sales@corp.example"])
+    for who, ns_, allowed in [(frank, "frank", "yes"), (frank, "team-nlp", "no"), (gina, "team-nlp", "yes"), (gina, "frank", "no"),
+                              (outsider, "team-nlp", "no")]:
+        got = cp.kubectl("auth", "can-i", "create", "argustasks.argus.io", "-n", ns_, kubeconfig=who, check=False).stdout.strip()
+        assert got == allowed, (who.name, ns_, got)
+    assert apply_text_as(cp, gina, "team-nlp", advanced_task("team-run", ppo_command())).returncode == 0
+    cp.kubectl("delete", "argustask", "team-run", "-n", "team-nlp", "--wait=false", kubeconfig=gina)
+    # Onboarding again with another subject replaces the binding's subjects, and says so.
+    again = onboard(cp, "frank", "--k8s-user", "frank.l@corp.example")
+    assert again.returncode == 0 and "rolebinding/argus-edit-frank updated in frank (now for User frank.l@corp.example)" in again.stdout
+
+
 def apply_text_as(cp: KubeCluster, kubeconfig: Path, ns: str, text: str) -> subprocess.CompletedProcess[str]:
     return cp.kubectl("apply", "-n", ns, "-f", "-", input=text, kubeconfig=kubeconfig, check=False)
 
