@@ -7,7 +7,8 @@ Packages:
 - ``argus.adapters``: the Kubernetes and Ray clients, used by the operator and the CLI.
 - ``argus.controller``: the operator (kopf hosts it): task cache, reconcile loop, status
   writer, admission webhook, leader election, metrics.
-- ``argus.cli`` / ``argus.clusterctl``: the ``argus`` / ``kubectl argus`` command line;
+- ``argus.cli`` / ``argus.clusterctl``, ``argus.logsctl``, ``argus.onboardctl``: the ``argus`` /
+  ``kubectl argus`` command line;
   ``argus.platform``: the platform flags both share with the operator.
 """
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 import os
 import subprocess
@@ -91,6 +92,14 @@ MATRIX: dict[str, list[str]] = {
                        "--set", "operator.watchNamespaces={team-a}"],
     "logs-api": ["--set", "logsApi.enabled=true", "--set", "logsApi.maxFollowersPerUser=3", "--set", "networkPolicy.enabled=true",
                  "--set-json", 'logsApi.sharedTree.volume={"persistentVolumeClaim":{"claimName":"private","readOnly":true}}'],
+    "logs-api-secret": ["--set", "logsApi.enabled=true", "--set", "logsApi.certificate.source=secret",
+                        "--set", "logsApi.certificate.secretName=my-logs-api-tls", "--set", f"logsApi.certificate.caBundle={CA_BUNDLE}"],
+    # Both servers from cert-manager's self-signed Issuer: one Issuer, a Certificate each.
+    "logs-api-cert-manager": ["--set", "logsApi.enabled=true", "--set", "logsApi.certificate.source=cert-manager",
+                              "--set", "webhook.enabled=true", "--set", "webhook.certificate.source=cert-manager"],
+    "logs-api-cert-manager-issuer": ["--set", "logsApi.enabled=true", "--set", "logsApi.certificate.source=cert-manager",
+                                     "--set", "logsApi.certificate.certManager.issuerRef.kind=ClusterIssuer",
+                                     "--set", "logsApi.certificate.certManager.issuerRef.name=corp-ca"],
     "everything": ["--set", "operator.verlCodePath=/private/common/code/verl/v1", "--set-json", 'operator.hfHome=""', "--set", "operator.maxRunning=16",
                    "--set", "operator.pollInterval=0.5", "--set-json", 'operator.entrypointAllowlist=["python3 -m verl.trainer.*","torchrun -m verl.*"]',
                    "--set", "operator.verbose=true", "--set-json", 'nodeSelector={"node-role.kubernetes.io/control-plane":""}',
@@ -146,7 +155,9 @@ LOGS_API_BINDINGS = {
     ("RoleBinding", f"{SA}-logs-api-auth-reader", "kube-system"): ("Role", "extension-apiserver-authentication-reader"),
 }
 EXPECTED_BUILTIN_BINDINGS: dict[str, dict[tuple[str, str, str | None], tuple[str, str]]] = {case: {} for case in MATRIX}
-EXPECTED_BUILTIN_BINDINGS["logs-api"] = LOGS_API_BINDINGS
+for _case in MATRIX:
+    if _case.startswith("logs-api"):
+        EXPECTED_BUILTIN_BINDINGS[_case] = LOGS_API_BINDINGS
 LOG_RULE = {"apiGroups": ["logs.argus.io"], "resources": ["argustasks/log"], "verbs": ["get"]}
 
 
@@ -399,20 +410,16 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
     assert args.watch_stale_seconds == (600 if case == "everything" else 300)
     if case == "logs-api":
         assert (args.logs_api, args.logs_api_port, args.logs_api_max_followers, args.logs_api_shared_tree) == (True, 8443, 3, True)
-        assert (args.logs_api_cert_file, args.logs_api_key_file) == ("/etc/argus/logs-api-tls/tls.crt", "/etc/argus/logs-api-tls/tls.key")
-        api = one(objs, "APIService", "v1alpha1.logs.argus.io")["spec"]
-        assert api["service"] == {"name": f"{RELEASE}-logs-api", "namespace": RELEASE_NS, "port": 443} and api["caBundle"]
-        assert one(objs, "Service", f"{RELEASE}-logs-api")["spec"]["ports"][0]["targetPort"] == "logs-api"
-        assert {"name": "logs-api", "containerPort": 8443, "protocol": "TCP"} in container["ports"]
         mounts = {m["name"]: m for m in container["volumeMounts"]}
         assert mounts["shared-tree"] == {"name": "shared-tree", "mountPath": values["operator"]["root"], "readOnly": True}
         assert {"name": "shared-tree", "persistentVolumeClaim": {"claimName": "private", "readOnly": True}} in pod["volumes"]
-        _verify_chain(one(objs, "Secret", f"{RELEASE}-logs-api-tls")["data"], f"{RELEASE}-logs-api.{RELEASE_NS}.svc")
+    if case.startswith("logs-api"):
+        _check_logs_api(case, objs, args, deployment, container)
     else:
         assert not args.logs_api and not [o for o in objs if o["kind"] == "APIService"] and "argustasks/log" not in json.dumps(
             [o for o in objs if o["kind"] not in ("ClusterRole",) or o["metadata"]["name"] not in ("argus-view", "argus-edit")])
     webhook_objs = [o for o in objs if o["kind"] == "ValidatingWebhookConfiguration"]
-    if "webhook" in case or case in ("single-namespace", "network-policy"):
+    if "webhook" in case or case in ("single-namespace", "network-policy", "logs-api-cert-manager"):
         _check_webhook(case, objs, args, pod, container)
     else:
         assert not args.webhook and not webhook_objs and "validatingwebhookconfigurations" not in json.dumps(objs)
@@ -506,7 +513,7 @@ def _check_webhook(case: str, objs: list[dict[str, Any]], args: Any, pod: dict[s
         assert hook["namespaceSelector"] == {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a"]}]}
     else:
         assert hook["namespaceSelector"] == {}
-    if case.startswith("webhook-cert-manager"):
+    if case.startswith("webhook-cert-manager") or case == "logs-api-cert-manager":
         assert config["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": f"{RELEASE_NS}/{RELEASE}-webhook"}
         assert "caBundle" not in hook["clientConfig"]
         cert = one(objs, "Certificate", f"{RELEASE}-webhook")
@@ -525,6 +532,43 @@ def _check_webhook(case: str, objs: list[dict[str, Any]], args: Any, pod: dict[s
         secret = one(objs, "Secret", f"{RELEASE}-webhook-tls")
         assert secret["type"] == "kubernetes.io/tls" and hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
         _verify_chain(secret["data"], f"{RELEASE}-webhook.{RELEASE_NS}.svc")
+
+
+def _check_logs_api(case: str, objs: list[dict[str, Any]], args: Any, deployment: dict[str, Any], container: dict[str, Any]) -> None:
+    """The APIService, its Service, and the serving certificate from each source; a chart-made
+    one is named by a checksum on the pod template, so that a new one rolls the pods."""
+    assert args.logs_api and (args.logs_api_cert_file, args.logs_api_key_file) == ("/etc/argus/logs-api-tls/tls.crt", "/etc/argus/logs-api-tls/tls.key")
+    api_service = one(objs, "APIService", "v1alpha1.logs.argus.io")
+    api = api_service["spec"]
+    assert api["service"] == {"name": f"{RELEASE}-logs-api", "namespace": RELEASE_NS, "port": 443}
+    assert one(objs, "Service", f"{RELEASE}-logs-api")["spec"]["ports"][0]["targetPort"] == "logs-api"
+    assert {"name": "logs-api", "containerPort": 8443, "protocol": "TCP"} in container["ports"]
+    assert {"name": "logs-api-tls", "mountPath": "/etc/argus/logs-api-tls", "readOnly": True} in container["volumeMounts"]
+    secret_name = "my-logs-api-tls" if case == "logs-api-secret" else f"{RELEASE}-logs-api-tls"
+    assert {"name": "logs-api-tls", "secret": {"secretName": secret_name}} in deployment["spec"]["template"]["spec"]["volumes"]
+    annotations = deployment["spec"]["template"]["metadata"].get("annotations") or {}
+    if case.startswith("logs-api-cert-manager"):
+        assert api_service["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": f"{RELEASE_NS}/{RELEASE}-logs-api"}
+        assert "caBundle" not in api
+        cert = one(objs, "Certificate", f"{RELEASE}-logs-api")
+        assert cert["spec"]["secretName"] == f"{RELEASE}-logs-api-tls"
+        assert f"{RELEASE}-logs-api.{RELEASE_NS}.svc" in cert["spec"]["dnsNames"]
+        if case == "logs-api-cert-manager-issuer":
+            assert cert["spec"]["issuerRef"] == {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+            assert not [o for o in objs if o["kind"] == "Issuer"]
+        else:  # the webhook's Certificate too, from the one self-signed Issuer
+            assert one(objs, "Issuer")["spec"] == {"selfSigned": {}}
+            assert cert["spec"]["issuerRef"] == one(objs, "Certificate", f"{RELEASE}-webhook")["spec"]["issuerRef"] == {
+                "name": f"{RELEASE}-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}
+        assert not [o for o in objs if o["kind"] == "Secret"] and "checksum/logs-api-certificate" not in annotations
+    elif case == "logs-api-secret":
+        assert api["caBundle"] == CA_BUNDLE
+        assert not [o for o in objs if o["kind"] in ("Secret", "Certificate")] and "checksum/logs-api-certificate" not in annotations
+    else:  # the chart's own CA: the caBundle verifies the Secret's certificate, which the checksum names
+        secret = one(objs, "Secret", f"{RELEASE}-logs-api-tls")
+        assert secret["type"] == "kubernetes.io/tls" and api["caBundle"] == secret["data"]["ca.crt"]
+        _verify_chain(secret["data"], f"{RELEASE}-logs-api.{RELEASE_NS}.svc")
+        assert annotations["checksum/logs-api-certificate"] == hashlib.sha256(secret["data"]["tls.crt"].encode()).hexdigest()
 
 
 def _verify_chain(data: dict[str, str], dns_name: str) -> None:
@@ -612,6 +656,9 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     (["--set", "webhook.enabled=true", "--set", "webhook.certificate.source=secret"], "secretName"),
     (["--set", "webhook.enabled=true", "--set", "webhook.certificate.source=secret", "--set", "webhook.certificate.secretName=x"], "caBundle"),
     (["--set", "webhook.certificate.source=self-signed"], "source"),
+    (["--set", "logsApi.enabled=true", "--set", "logsApi.certificate.source=secret"], "secretName"),
+    (["--set", "logsApi.enabled=true", "--set", "logsApi.certificate.source=secret", "--set", "logsApi.certificate.secretName=x"], "caBundle"),
+    (["--set", "logsApi.certificateValidityDays=365"], "additional properties 'certificateValidityDays' not allowed"),
     (["--set", "probes.watchStaleSeconds=60"], "watchStaleSeconds"),
     (["--set", "image.digest=latest"], "digest"),
     (["--set", "operator.hfHome=hf"], "hfHome"),  # HF_HOME must be absolute (or empty: none)
@@ -1045,6 +1092,33 @@ def test_onboarded_user_can_use_her_namespace_only(installed: list[dict[str, Any
         got = cp.kubectl(*argv, kubeconfig=alice, check=False).stdout.strip()
         assert got == allowed, (verb, resource, ns_, got)
     cp.kubectl("delete", "argustask", "mine", "-n", "alice", "--wait=false", kubeconfig=alice)
+
+
+def test_sso_identities_are_onboarded_by_their_kubernetes_names(installed: list[dict[str, Any]], control_plane: KubeCluster) -> None:
+    """An SSO user (alice@corp.example is no POSIX name) and an SSO group: the namespace carries
+    the Argus user id, the RoleBinding the names the API server authenticates."""
+    cp = control_plane
+    out = onboard(cp, "frank", "--k8s-user", "frank@corp.example")
+    assert out.returncode == 0, out.stderr
+    assert "rolebinding/argus-edit-frank created in frank (ClusterRole argus-edit for User frank@corp.example)" in out.stdout, out.stdout
+    out = onboard(cp, "nlp", "--namespace", "team-nlp", "--group", "ml-nlp@corp.example")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(cp.kubectl("get", "namespace", "team-nlp", "-o", "json").stdout)["metadata"]["labels"]["argus.io/user"] == "nlp"
+    binding = json.loads(cp.kubectl("get", "rolebinding", "argus-edit-nlp", "-n", "team-nlp", "-o", "json").stdout)
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "ml-nlp@corp.example"}]
+
+    frank = cp.mint_user("frank@corp.example")
+    gina = cp.mint_user("gina@corp.example", groups=["ml-nlp@corp.example"])
+    outsider = cp.mint_user("hank@corp.example", groups=["sales@corp.example"])
+    for who, ns_, allowed in [(frank, "frank", "yes"), (frank, "team-nlp", "no"), (gina, "team-nlp", "yes"), (gina, "frank", "no"),
+                              (outsider, "team-nlp", "no")]:
+        got = cp.kubectl("auth", "can-i", "create", "argustasks.argus.io", "-n", ns_, kubeconfig=who, check=False).stdout.strip()
+        assert got == allowed, (who.name, ns_, got)
+    assert apply_text_as(cp, gina, "team-nlp", advanced_task("team-run", ppo_command())).returncode == 0
+    cp.kubectl("delete", "argustask", "team-run", "-n", "team-nlp", "--wait=false", kubeconfig=gina)
+    # Onboarding again with another subject replaces the binding's subjects, and says so.
+    again = onboard(cp, "frank", "--k8s-user", "frank.l@corp.example")
+    assert again.returncode == 0 and "rolebinding/argus-edit-frank updated in frank (now for User frank.l@corp.example)" in again.stdout
 
 
 def apply_text_as(cp: KubeCluster, kubeconfig: Path, ns: str, text: str) -> subprocess.CompletedProcess[str]:

@@ -75,7 +75,7 @@ def test_logs_is_still_there(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_onboard_with_a_gpu_quota_annotates_the_namespace() -> None:
-    from argus.clusterctl import onboard_objects
+    from argus.onboardctl import onboard_objects
     ns, _ = onboard_objects("alice", "team-a", gpu_quota=8)
     assert ns["metadata"] == {"name": "team-a", "labels": {"argus.io/user": "alice"}, "annotations": {"argus.io/gpu-quota": "8"}}
     plain, _ = onboard_objects("alice", "team-a")
@@ -99,3 +99,46 @@ def test_queue_rows_in_order_with_users_in_use_and_quota() -> None:
     assert users == [{"user": "alice", "gpusInUse": 4, "queued": 1, "quota": 8}, {"user": "bob", "gpusInUse": 0, "queued": 1, "quota": None}]
     _, unknown = queue_rows(tasks, None)
     assert {u["quota"] for u in unknown} == {"?"}
+
+
+def test_sso_user_is_bound_by_its_kubernetes_name_and_runs_as_the_argus_id(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "onboard", "alice", "--k8s-user", "alice@corp.example", "--dry-run")
+    assert code == 0, err
+    ns, binding = list(yaml.safe_load_all(out))
+    assert ns["metadata"] == {"name": "alice", "labels": {"argus.io/user": "alice"}}
+    assert binding["metadata"] == {"name": "argus-edit-alice", "namespace": "alice", "labels": {"argus.io/user": "alice"}}
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice@corp.example"}]
+
+
+def test_a_group_is_bound_as_a_group_alone_or_beside_users(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "onboard", "nlp", "--group", "ml-nlp@corp.example", "--dry-run")
+    assert code == 0
+    _, binding = list(yaml.safe_load_all(out))
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "ml-nlp@corp.example"}]
+    code, out, _ = run(capsys, "onboard", "nlp", "--namespace", "team-nlp", "--k8s-user", "oidc:bob", "--group", "ml-nlp", "--dry-run")
+    assert code == 0
+    ns, binding = list(yaml.safe_load_all(out))
+    assert ns["metadata"]["labels"] == {"argus.io/user": "nlp"}
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "oidc:bob"},
+                                   {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "ml-nlp"}]
+
+
+@pytest.mark.parametrize("flag,name", [("--k8s-user", ""), ("--group", " ml"), ("--k8s-user", "alice\n")])
+def test_a_bad_kubernetes_name_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], flag: str, name: str) -> None:
+    code, out, err = run(capsys, "onboard", "alice", flag, name, "--dry-run")
+    assert code == 2 and out == ""
+    assert err == (f"argus onboard: {flag} {name!r}: must be the name as the API server's authenticator gives it: not empty, "
+                   "no spaces around it, no control characters\n")
+
+
+def test_an_sso_name_as_the_user_id_points_at_k8s_user(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "onboard", "alice@corp.example", "--dry-run")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "must match" in err and "the Kubernetes name is --k8s-user" in err
+
+
+def test_help_explains_the_mapping(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["onboard", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--k8s-user NAME" in text and "--group NAME" in text and "Argus user id" in text and "alice@corp.example" in text

@@ -33,7 +33,7 @@ def test_the_records_and_errors_are_the_cores() -> None:
         assert getattr(adapter, name) is getattr(rayjobs, name), f"the adapter raises the core's {name}"
 
 
-@pytest.mark.parametrize("path", sorted([*(PACKAGE / "controller").glob("*.py"), PACKAGE / "clusterctl.py", PACKAGE / "cli.py"]),
+@pytest.mark.parametrize("path", sorted([*(PACKAGE / "controller").glob("*.py"), PACKAGE / "clusterctl.py", PACKAGE / "logsctl.py", PACKAGE / "onboardctl.py", PACKAGE / "cli.py"]),
                          ids=lambda p: p.name)
 def test_no_module_takes_ray_records_or_errors_from_the_adapter(path: Path) -> None:
     taken = _names_from_adapter(path)

@@ -21,6 +21,9 @@ proxy client certificate (``--proxy-client-cert-file``) and the user in ``X-Remo
    (``core.fanout``): bounded per reader (a slow reader skips with a marker), and at most
    ``--logs-api-max-followers`` followers per user (429).
 
+The serving certificate (``--logs-api-cert-file``/``--logs-api-key-file``, a mounted Secret)
+is re-read when its files change, on the next connection, without a restart (``tls``).
+
 Discovery (``/apis``, ``/apis/logs.argus.io``, ``/apis/logs.argus.io/v1alpha1``) is served to
 the front proxy without a user check: the aggregator's availability check reads it.
 """
@@ -29,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -55,6 +57,7 @@ from ...core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ...core.times import parse_time
 from ...core.vocabulary import Key, is_active
 from .settings import LogApiSettings
+from .tls import ReloadingServerContext
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +174,38 @@ class LogHubs:
         return len(self.hubs)
 
 
+class LogSnapshots:
+    """The log so far of a followed job, one Ray read shared by the followers that join
+    within SNAPSHOT_REUSE_SECONDS (Ray's Jobs API returns a whole log: 50 followers arriving
+    at once must not hold 50 copies)."""
+
+    def __init__(self, ray: LogRay, monotonic: Callable[[], float]) -> None:
+        self.ray = ray
+        self.monotonic = monotonic
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._texts: dict[str, tuple[float, str | None]] = {}
+
+    async def get(self, sid: str) -> str | None:
+        """The log so far (None: Ray cannot say now)."""
+        lock = self._locks.setdefault(sid, asyncio.Lock())
+        async with lock:
+            now = self.monotonic()
+            for key, (at, _) in list(self._texts.items()):
+                if now - at >= SNAPSHOT_REUSE_SECONDS:
+                    del self._texts[key]
+                    other = self._locks.get(key)
+                    if key != sid and other is not None and not other.locked():
+                        del self._locks[key]  # kept only for jobs joined lately
+            if sid in self._texts:
+                return self._texts[sid][1]
+            try:
+                text: str | None = await self.ray.logs(sid)
+            except (RayJobUnknown, RayUnreachable, RayRefused):
+                text = None
+            self._texts[sid] = (self.monotonic(), text)
+        return text
+
+
 class LogApi:
     def __init__(self, settings: LogApiSettings, ray: LogRay, get_task: Callable[[Key], TaskView | None],
                  authorize: Authorize, front_proxy: Callable[[], Awaitable[FrontProxy | None]],
@@ -182,14 +217,13 @@ class LogApi:
         self.front_proxy = front_proxy
         self.read_file = read_file or _read_text
         self.now = clock.now
-        self.monotonic = clock.monotonic
         self.proxy: FrontProxy | None = None
         self.hubs = LogHubs(ray, settings.reader_buffer)
         self.limit = FollowerLimit(settings.max_followers_per_user)
         self._runner: web.AppRunner | None = None
+        self.tls: ReloadingServerContext | None = None
         self.listening = False
-        self._snapshot_locks: dict[str, asyncio.Lock] = {}
-        self._snapshots: dict[str, tuple[float, str | None]] = {}
+        self.snapshots = LogSnapshots(ray, clock.monotonic)
 
     # ---- the server
 
@@ -215,17 +249,6 @@ class LogApi:
                 return proxy
             await asyncio.sleep(5)
 
-    def ssl_context(self, proxy: FrontProxy) -> ssl.SSLContext:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        assert self.settings.cert_file and self.settings.key_file
-        ctx.load_cert_chain(self.settings.cert_file, self.settings.key_file)
-        # Optional at the handshake, so that a caller without a certificate gets a clear 401
-        # instead of a broken connection; checked on every request (``_caller``).
-        ctx.verify_mode = ssl.CERT_OPTIONAL
-        ctx.load_verify_locations(cadata=proxy.ca_pem)
-        return ctx
-
     def app(self) -> web.Application:
         app = web.Application()
         app.add_routes([
@@ -239,7 +262,9 @@ class LogApi:
         self.proxy = await self.load_front_proxy()
         self._runner = web.AppRunner(self.app(), handle_signals=False, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.settings.host, self.settings.port, ssl_context=self.ssl_context(self.proxy))
+        assert self.settings.cert_file and self.settings.key_file
+        self.tls = ReloadingServerContext(self.settings.cert_file, self.settings.key_file, self.proxy.ca_pem)
+        site = web.TCPSite(self._runner, self.settings.host, self.settings.port, ssl_context=self.tls.context)
         await site.start()
         self.listening = True
         log.info("log API (%s) on https://%s:%s, front proxy names %s", GROUP_VERSION, self.settings.host, self.settings.port,
@@ -371,31 +396,10 @@ class LogApi:
         finally:
             self.limit.release(access.user)
 
-    async def _snapshot(self, sid: str) -> str | None:
-        """The log so far, one read shared by the followers that join within
-        SNAPSHOT_REUSE_SECONDS (None: Ray cannot say now)."""
-        lock = self._snapshot_locks.setdefault(sid, asyncio.Lock())
-        async with lock:
-            now = self.monotonic()
-            for key, (at, _) in list(self._snapshots.items()):
-                if now - at >= SNAPSHOT_REUSE_SECONDS:
-                    del self._snapshots[key]
-                    other = self._snapshot_locks.get(key)
-                    if key != sid and other is not None and not other.locked():
-                        del self._snapshot_locks[key]  # kept only for jobs joined lately
-            if sid in self._snapshots:
-                return self._snapshots[sid][1]
-            try:
-                text: str | None = await self.ray.logs(sid)
-            except (RayJobUnknown, RayUnreachable, RayRefused):
-                text = None
-            self._snapshots[sid] = (self.monotonic(), text)
-        return text
-
     async def _stream(self, request: web.Request, sid: str, query: LogQuery) -> web.StreamResponse:
         # The log so far first, then the shared stream from where that snapshot ends
         # (offsets from the log's start: nothing lost, nothing twice).
-        snapshot = await self._snapshot(sid)
+        snapshot = await self.snapshots.get(sid)
         past = tail_text(snapshot or "", query.tail_lines)
         if query.since_seconds is not None:
             past = ""  # no arrival times for the past: only what arrives from now on
