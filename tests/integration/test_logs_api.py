@@ -343,3 +343,39 @@ def test_latency_through_the_api_server(setup: dict[str, Any], control_plane: Co
               f"follow first byte p50 {follows[2] * 1000:.0f} ms, max {follows[-1] * 1000:.0f} ms ({len(follows)})")
     assert tails[10] < 5 and follows[2] < 10
     cp.kubectl("patch", "argustask", "timed", "-n", ns_a, "--type=merge", "-p", '{"spec":{"cancel":true}}')
+
+
+def test_the_queue_is_served_on_demand_to_whoever_may_list_it(setup: dict[str, Any], control_plane: ControlPlane) -> None:
+    """Issue 26: the waiting tasks and their places through the aggregator (pendingtasks),
+    never in the tasks' status; alice lists her namespace's (argus-view), not the whole
+    queue; an admin lists the whole queue; ``argus queue`` shows the places."""
+    cp, ns_a, ns_b, op = control_plane, setup["ns_a"], setup["ns_b"], setup["op"]
+    too_big = ppo_command(nnodes=2, gpus=4)  # 8 GPUs on a 4-GPU cluster: Unschedulable, it waits
+    names = [(ns_a, "wait-a1"), (ns_b, "wait-b1"), (ns_a, "wait-a2")]
+    for ns, name in names:
+        apply_text(cp, ns, advanced_task(name, too_big, nnodes=2, gpus=4))
+        time.sleep(1.1)  # distinct creation seconds: fifo order is creation order
+    try:
+        for ns, name in names:
+            wait_for(lambda ns=ns, name=name: (get_task(cp, ns, name).get("status") or {}).get("reason") == "Unschedulable", 60,
+                     f"{name} to wait", on_timeout=op.log_tail)
+            assert "queuePosition" not in get_task(cp, ns, name)["status"]
+        whole = json.loads(cp.kubectl("get", "--raw", "/apis/logs.argus.io/v1alpha1/pendingtasks").stdout)
+        mine = [(i["metadata"]["namespace"], i["metadata"]["name"], i["position"]) for i in whole["items"] if i["metadata"]["name"].startswith("wait-")]
+        assert [(ns, name) for ns, name, _ in mine] == names and [p for *_, p in mine] == sorted(p for *_, p in mine), whole
+        places = {(ns, name): p for ns, name, p in mine}
+        alice = json.loads(cp.kubectl("get", "--raw", f"/apis/logs.argus.io/v1alpha1/namespaces/{ns_a}/pendingtasks",
+                                      kubeconfig=setup["alice"]).stdout)
+        assert [(i["metadata"]["name"], i["position"], i["reason"]) for i in alice["items"]] == [
+            ("wait-a1", places[(ns_a, "wait-a1")], "Unschedulable"), ("wait-a2", places[(ns_a, "wait-a2")], "Unschedulable")]
+        refused = cp.kubectl("get", "--raw", "/apis/logs.argus.io/v1alpha1/pendingtasks", kubeconfig=setup["alice"], check=False)
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        out = subprocess.run([sys.executable, "-m", "argus.cli", "queue", "-n", ns_a, "-o", "json", "--kubeconfig", str(setup["alice"])],
+                             capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode == 0, out.stderr
+        rows = [(r["name"], r["position"]) for r in json.loads(out.stdout)["queue"] if r["name"].startswith("wait-")]
+        assert rows == [("wait-a1", places[(ns_a, "wait-a1")]), ("wait-a2", places[(ns_a, "wait-a2")])], out.stdout
+    finally:
+        for ns, name in names:
+            cp.kubectl("delete", "argustask", name, "-n", ns, "--wait=false", check=False)

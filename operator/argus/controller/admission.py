@@ -33,6 +33,12 @@ def in_use(active: list[TaskView]) -> dict[str, int]:
     return held
 
 
+def queue_settings(c: OperatorConfig) -> QueueSettings:
+    """The queue's settings from the operator's flags (the admission pass and the queue view)."""
+    return QueueSettings(max_running=c.max_running, policy="fair" if c.queue_policy == "fair" else "fifo",
+                         half_life=c.fair_share_half_life, max_wait=c.fair_share_max_wait, default_quota=c.default_gpu_quota)
+
+
 class AdmissionInputs:
     def __init__(self, config: OperatorConfig, nodes: NodeCache, jobs: JobSync, store: TaskStore, monotonic: Callable[[], float]):
         self.config = config
@@ -45,9 +51,7 @@ class AdmissionInputs:
 
     @property
     def settings(self) -> QueueSettings:
-        c = self.config
-        return QueueSettings(max_running=c.max_running, policy="fair" if c.queue_policy == "fair" else "fifo",
-                             half_life=c.fair_share_half_life, max_wait=c.fair_share_max_wait, default_quota=c.default_gpu_quota)
+        return queue_settings(self.config)
 
     async def decide(self, queued: list[TaskView], active: list[TaskView], unvalidated: list[TaskView],
                      every_task: list[TaskView], now: dt.datetime) -> tuple[Admission, str | None]:

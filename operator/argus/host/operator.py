@@ -76,8 +76,10 @@ class Operator:
         api = None
         if logs_api is not None:
             from ..adapters.kubeauth import read_front_proxy, subject_access_review  # noqa: PLC0415
+            from ..controller.admission import queue_settings  # noqa: PLC0415
             from ..servers.logapi.server import LogApi  # noqa: PLC0415
-            api = LogApi(logs_api, ray, cache.get, subject_access_review, read_front_proxy, clock=clock)
+            api = LogApi(logs_api, ray, cache.get, subject_access_review, read_front_proxy, clock=clock,
+                         queue=(cache.views, queue_settings(config)))
         return cls(config=config, clock=clock, metrics=metrics, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook,
                    logs_api=api, composer=composer)
 

@@ -21,6 +21,9 @@ proxy client certificate (``--proxy-client-cert-file``) and the user in ``X-Remo
    (``core.fanout``): bounded per reader (a slow reader skips with a marker), and at most
    ``--logs-api-max-followers`` followers per user (429).
 
+It also serves the queue on demand (``queueview``: ``pendingtasks``, the waiting tasks
+with their places), with the same front-proxy check and its own SubjectAccessReview.
+
 The serving certificate (``--logs-api-cert-file``/``--logs-api-key-file``, a mounted Secret)
 is re-read when its files change, on the next connection, without a restart (``tls``).
 
@@ -53,9 +56,11 @@ from ...core.logquery import (
     tail_text,
     where_the_file_is,
 )
+from ...core.queue import QueueSettings
 from ...core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ...core.times import parse_time
 from ...core.vocabulary import Key, is_active
+from .queueview import QueueView
 from .settings import LogApiSettings
 from .tls import ReloadingServerContext
 
@@ -86,7 +91,8 @@ def status_doc(code: int, reason: str, message: str) -> web.Response:
                               "message": message, "reason": reason, "code": code}, status=code)
 
 
-def discovery() -> dict[str, dict[str, Any]]:
+def discovery(*more: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The discovery documents; ``more``: resources served besides the log (the queue view)."""
     version = {"groupVersion": GROUP_VERSION, "version": VERSION}
     group = {"name": GROUP, "versions": [version], "preferredVersion": version}
     return {
@@ -94,6 +100,7 @@ def discovery() -> dict[str, dict[str, Any]]:
         f"/apis/{GROUP}": {"kind": "APIGroup", "apiVersion": "v1", **group},
         f"/apis/{GROUP_VERSION}": {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION, "resources": [
             {"name": f"{RESOURCE}/{SUBRESOURCE}", "singularName": "", "namespaced": True, "kind": "ArgusTaskLog", "verbs": ["get"]},
+            *more,
         ]},
     }
 
@@ -209,7 +216,8 @@ class LogSnapshots:
 class LogApi:
     def __init__(self, settings: LogApiSettings, ray: LogRay, get_task: Callable[[Key], TaskView | None],
                  authorize: Authorize, front_proxy: Callable[[], Awaitable[FrontProxy | None]],
-                 read_file: Callable[[str], str] | None = None, *, clock: Clock) -> None:
+                 read_file: Callable[[str], str] | None = None, *, clock: Clock,
+                 queue: tuple[Callable[[], list[TaskView]], QueueSettings] | None = None) -> None:
         self.settings = settings
         self.ray = ray
         self.get_task = get_task
@@ -218,6 +226,8 @@ class LogApi:
         self.read_file = read_file or _read_text
         self.now = clock.now
         self.proxy: FrontProxy | None = None
+        # The queue on demand (queueview.py): every task in the cache, and the queue's settings.
+        self.queue = QueueView(queue[0], queue[1], self._caller, authorize, status_doc, GROUP_VERSION, clock=clock) if queue else None
         self.hubs = LogHubs(ray, settings.reader_buffer)
         self.limit = FollowerLimit(settings.max_followers_per_user)
         self._runner: web.AppRunner | None = None
@@ -255,6 +265,7 @@ class LogApi:
             web.get("/apis", self._discovery), web.get(f"/apis/{GROUP}", self._discovery),
             web.get(f"/apis/{GROUP_VERSION}", self._discovery),
             web.get(f"/apis/{GROUP_VERSION}/namespaces/{{namespace}}/{RESOURCE}/{{name}}/{SUBRESOURCE}", self._log),
+            *(self.queue.routes() if self.queue is not None else ()),
         ])
         return app
 
@@ -307,7 +318,18 @@ class LogApi:
         why = self._front_proxy_ok(request)
         if why:
             return status_doc(401, "Unauthorized", why)
-        return web.json_response(discovery()[request.path.rstrip("/")])
+        more = (QueueView.discovery(),) if self.queue is not None else ()
+        return web.json_response(discovery(*more)[request.path.rstrip("/")])
+
+    def _caller(self, request: web.Request) -> tuple[Access | None, web.Response | None]:
+        """The user behind the front proxy, or the refusal (401) to answer with."""
+        why = self._front_proxy_ok(request)
+        if why:
+            return None, status_doc(401, "Unauthorized", why)
+        access = self._access(request)
+        if access is None:
+            return None, status_doc(401, "Unauthorized", "no user in the front proxy's headers")
+        return access, None
 
     # ---- the log
 
