@@ -29,6 +29,7 @@ from typing import Any
 from argus.core.spec import GROUP, PLURAL, VERSION
 from argus_testbed import ControlPlane, RayCluster
 from argus_testbed.harness import OperatorProcess
+from argus_testbed.harness import ppo_command as harness_ppo_command
 from argus_testbed.ports import free_port
 from argus_testbed.private_tree import STANDIN, login_home, make_private_tree
 
@@ -129,12 +130,9 @@ def summary(values: list[float]) -> dict[str, float]:
 # --------------------------------------------------------------------------- commands
 
 def ppo_command(steps: int | None = None, extra: str = "") -> str:
-    cmd = ("python3 -m verl.trainer.main_ppo data.train_files=$HOME/common/datasets/gsm8k/train.parquet "
-           "data.val_files=$HOME/datasets/gsm8k/test.parquet +ray_kwargs.ray_init.address=auto "
-           "trainer.nnodes=1 trainer.n_gpus_per_node=1")
-    if steps is not None:
-        cmd += f" trainer.total_training_steps={steps}"
-    return cmd + (" " + extra if extra else "")
+    """The tests' PPO command (argus_testbed.harness): it sets what verl requires before
+    training, which the operator checks on the composed configuration."""
+    return harness_ppo_command(steps=steps, extra=extra)
 
 
 def task_body(name: str, command: str, *, priority: int | None = None, gpus: int = 1, labels: dict[str, str] | None = None,

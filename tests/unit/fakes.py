@@ -59,6 +59,7 @@ class FakeJob:
     start_time_ms: int | None = None
     end_time_ms: int | None = None
     log: list[str] = field(default_factory=list)
+    shown_at: list[float] = field(default_factory=list)  # when each log line reaches the stream (clock.monotonic)
 
 
 class FakeRay:
@@ -73,6 +74,10 @@ class FakeRay:
         ]
         self.groups: list[PlacementGroup] = []  # placement groups holding GPUs (verl's workers)
         self.reachable = True
+        # Seconds (of the fake clock) before a line the driver prints reaches the log stream:
+        # Ray reads the driver's log file about once a second, so a job's last lines arrive
+        # after its end.
+        self.log_lag = 0.0
         self.refuse_credentials: int | None = None  # 401 or 403: every call is refused so
         self.refuse_submissions: str | None = None
         self.calls: list[tuple[str, str]] = []
@@ -188,10 +193,10 @@ class FakeRay:
         while True:
             if not self.reachable:
                 raise RayUnreachable("the log stream broke")
-            while sent < len(job.log):
+            while sent < len(job.log) and (sent >= len(job.shown_at) or job.shown_at[sent] <= self.clock.monotonic()):
                 sent += 1
                 yield job.log[sent - 1]
-            if job.status not in ("PENDING", "RUNNING"):
+            if job.status not in ("PENDING", "RUNNING") and sent == len(job.log):
                 return
             await asyncio.sleep(0.001)
 
@@ -222,7 +227,9 @@ class FakeRay:
 
     def say(self, submission_id: str, text: str) -> None:
         """The driver prints ``text``."""
-        self.jobs[submission_id].log.append(text)
+        job = self.jobs[submission_id]
+        job.log.append(text)
+        job.shown_at.extend([0.0] * (len(job.log) - 1 - len(job.shown_at)) + [self.clock.monotonic() + self.log_lag])
 
     def restart_head(self) -> None:
         """A stateless head forgets every job."""

@@ -576,6 +576,30 @@ def test_progress_comes_from_the_jobs_log_and_its_writes_are_bounded() -> None:
     world.close()
 
 
+def test_a_short_run_ends_with_its_progress_in_one_status_patch() -> None:
+    """Issue 26: the end waits (at most END_HOLD_SECONDS) for the job's log stream to end, so
+    a run shorter than the progress interval is written three times in all: Submitted,
+    Running, and its end with its last progress."""
+    world = World()
+    world.ray.log_lag = 1.0  # the lines reach the stream a second after the driver prints them
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.run(sid)
+    world.tick(0.2)
+    world.ray.say(sid, "Total training steps: 3\nstep:1 - a:1\nstep:2 - a:1\nstep:3 - a:1\nFinal validation metrics: {}\n")
+    world.ray.finish(sid)
+    for _ in range(15):
+        world.tick(0.2)  # the loop looks every 0.2 s; the lines arrive 1 s after the end
+    world.settle()
+    status = world.cluster.status(key)
+    assert status["phase"] == "Succeeded" and status["progress"]["step"] == 3 and status["attempts"][0]["lastStep"] == 3, status
+    patches = status_patches(world, key)
+    assert len(patches) == 3, patches
+    assert patches[-1]["phase"] == "Succeeded" and patches[-1]["progress"]["step"] == 3
+    world.close()
+
+
 def test_the_last_progress_survives_a_failed_status_write() -> None:
     """The job's last lines are taken from its log once; an API error on that write must
     not lose them (the next tick writes them)."""

@@ -44,8 +44,9 @@ class _Follower:
 
 class LogFollowers:
     def __init__(self, ray: RayJobs, metrics: tuple[str, ...], interval: float,
-                 now: Callable[[], dt.datetime], monotonic: Callable[[], float]):
+                 now: Callable[[], dt.datetime], monotonic: Callable[[], float], on_end: Callable[[], None] | None = None):
         self.ray = ray
+        self.on_end = on_end  # a job's stream ended: its last lines are in (the loop wakes to write its end)
         self.metrics = metrics
         self.interval = interval
         self.now = now
@@ -81,6 +82,12 @@ class LogFollowers:
         return [key for key, f in self._followers.items() if f.finishing_since is not None
                 and ((f.task is not None and f.task.done()) or now - f.finishing_since >= FINISHING_SECONDS)]
 
+    def still_reading(self, key: Key) -> bool:
+        """Whether the task's log stream is still open (an ended job's last lines may be on
+        their way: Ray reads the driver's log about once a second)."""
+        follower = self._followers.get(key)
+        return follower is not None and follower.task is not None and not follower.task.done()
+
     def drop(self, key: Key) -> None:
         self._stop(key)
 
@@ -99,6 +106,8 @@ class LogFollowers:
                 async for chunk in self.ray.tail_logs(follower.submission_id):
                     follower.chunks += 1
                     follower.reader.feed(chunk, self.now())
+                if self.on_end is not None:
+                    self.on_end()
                 return  # the job ended: Ray closed the stream
             except asyncio.CancelledError:
                 raise
