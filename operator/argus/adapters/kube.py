@@ -1,6 +1,7 @@
 """The Kubernetes API, through the official ``kubernetes`` client: loading credentials, the
 API server's own error text, and the writes the controller makes (status merge-patches,
-the finalizer, Events) plus the one live read it needs (a namespace's user label).
+the finalizer, Events) plus the live reads it needs (a namespace's user label, the served
+ArgusTask CRD's schema hash).
 
 Calls run in a thread pool of their own (see ``adapters.ray``: Ray calls must not queue
 behind a burst of writes here).
@@ -71,6 +72,7 @@ class KubeTaskStore:
         self._client = client
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
+        self.extensions = client.ApiextensionsV1Api(api)
         self.component = component
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="argus-kube")
 
@@ -152,6 +154,23 @@ class KubeTaskStore:
                 return None
             raise
         return dict(ns.metadata.labels or {})
+
+    async def crd_annotations(self, name: str) -> dict[str, str] | None:
+        """The CustomResourceDefinition's annotations; None when there is none. Raises
+        CrdUnreadable (the API server's message) otherwise."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        from ..core.crd import CrdUnreadable
+        try:
+            crd = await self._run(self.extensions.read_custom_resource_definition, name, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as exc:
+            if self._gone(exc):
+                return None
+            raise CrdUnreadable(api_error(exc)) from None
+        except HTTPError as exc:
+            raise CrdUnreadable(str(exc)) from None
+        return dict(crd.metadata.annotations or {})
 
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         """Post an Event on the task (kubectl describe shows it). Best effort."""
