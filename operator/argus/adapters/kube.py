@@ -20,6 +20,7 @@ from typing import Any
 
 from ..core.lifecycle import FINALIZER
 from ..core.spec import GROUP, KIND, PLURAL, VERSION
+from ..core.vocabulary import task_log
 
 log = logging.getLogger(__name__)
 JSON_PATCH = "application/json-patch+json"
@@ -120,7 +121,7 @@ class KubeTaskStore:
             if self._gone(exc):
                 return False
             if exc.status in (409, 422):
-                log.info("finalizers of %s/%s changed meanwhile; retrying with a fresh view", namespace, name)
+                log.info("finalizers of %s/%s changed meanwhile; retrying with a fresh view", namespace, name, extra=task_log(namespace, name))
                 return False
             raise
 
@@ -192,4 +193,5 @@ class KubeTaskStore:
         try:
             await self._run(self.core.create_namespaced_event, namespace, body, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as exc:
-            log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, api_error(exc))
+            log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, api_error(exc),
+                        extra=task_log(namespace, name) if kind == KIND else None)
