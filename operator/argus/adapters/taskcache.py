@@ -32,9 +32,6 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
-from kubernetes import client, watch
-from kubernetes.client.exceptions import ApiException
-
 from ..core.spec import GROUP, PLURAL, VERSION
 from ..core.vocabulary import Key
 from .kube import api_error
@@ -75,6 +72,10 @@ class TaskCache(Generic[V]):
         self.synced = asyncio.Event()
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The kubernetes client is imported here, not at the top: argus-operator's flags import
+        # this module (read_slack) before main sets KUBECONFIG from --kubeconfig, and the client
+        # reads KUBECONFIG once, when imported (kopf's login then found no configuration).
+        from kubernetes import client  # noqa: PLC0415
         self._api = client.CustomObjectsApi()
 
     # -- reads (event loop) -------------------------------------------------------------
@@ -111,6 +112,8 @@ class TaskCache(Generic[V]):
         return self._api.list_cluster_custom_object, (GROUP, VERSION, PLURAL)
 
     def _follow(self, scope: str | None) -> None:
+        from kubernetes import watch  # noqa: PLC0415 - see __init__
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
         fn, args = self._list_fn(scope)
         while not self._stop.is_set():
             try:
