@@ -10,13 +10,17 @@ PYTHON="${PYTHON:-python3}"
 venv="${1:-$(mktemp -d)/venv}"
 t0=$SECONDS
 "$PYTHON" -m venv "$venv"
+# The build backend first, from its lock, and no build isolation after it (it would fetch an
+# unpinned backend), as the Dockerfile builds.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary :all: --no-deps \
+  -r requirements/build.txt
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --prefer-binary --no-deps \
-  -r requirements/operator.txt
+  --no-build-isolation -r requirements/operator.txt
 wheels=$(mktemp -d)
 # Built from a copy, so that setuptools' build/ and egg-info stay out of the work tree.
 src=$(mktemp -d)
 cp -r pyproject.toml README.md operator "$src/"
-"$venv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$wheels" "$src"
+"$venv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation --wheel-dir "$wheels" "$src"
 rm -rf "$src"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$wheels"/argus_operator-*.whl
 rm -rf "$wheels"

@@ -88,14 +88,18 @@ for name, old, new in (("values.yaml", r"^  repository: localhost/argus-operator
         sys.exit(f"release: {path.name} does not hold exactly one line matching {old!r} to point at {repository}")
     path.write_text(text)
 PY
-"$HELM" lint --quiet "$work/argus" >/dev/null
+# --kube-version: without it helm renders for v1.20.0, which the chart refuses (so lint would
+# check no template).
+"$HELM" lint --quiet --kube-version 1.34.4 "$work/argus" >/dev/null
 "$HELM" package "$work/argus" --app-version "$version" --destination "$out" >/dev/null
 chart="$out/argus-$chart_version.tgz"
 tar -xzOf "$chart" argus/README.md | grep -q '^# Argus chart' || die "$chart holds no README.md"
 log "chart $(basename "$chart") (image $image_repository:$version)"
 
-# 2. The sdist, and the wheel built from it (so the sdist is known to build).
-UV_CACHE_DIR="$CACHE/uv" "$UV" build --quiet --out-dir "$work/python" >/dev/null
+# 2. The sdist, and the wheel built from it (so the sdist is known to build), with the build
+# backend from its hashed lock (requirements/build.txt): nothing unpinned is fetched.
+UV_CACHE_DIR="$CACHE/uv" "$UV" build --quiet --build-constraints requirements/build.txt --require-hashes \
+  --out-dir "$work/python" >/dev/null
 for f in "argus_operator-$version.tar.gz" "argus_operator-$version-py3-none-any.whl"; do
   [[ -f "$work/python/$f" ]] || die "uv build made no $f: $(ls "$work/python")"
   mv "$work/python/$f" "$out/"

@@ -77,9 +77,14 @@ MATRIX: dict[str, list[str]] = {
     "no-crd-watch": ["--set", "rbac.watchCRDs=false"],
     "single-namespace": ["--set", "operator.watchNamespaces={team-a}", "--set", "webhook.enabled=true"],
     "two-namespaces": ["--set", "operator.watchNamespaces={team-a,team-b}"],
-    "monitoring": ["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.interval=30s",
-                   "--set", "metrics.serviceMonitor.labels.release=kube-prometheus", "--set", "metrics.podMonitor.enabled=true",
-                   "--set", "metrics.podMonitor.scrapeTimeout=10s"],
+    "service-monitor": ["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.interval=30s",
+                        "--set", "metrics.serviceMonitor.labels.release=kube-prometheus"],
+    "pod-monitor": ["--set", "metrics.podMonitor.enabled=true", "--set", "metrics.podMonitor.scrapeTimeout=10s"],
+    "queue-and-tasks": ["--set", "operator.queuePolicy=fair", "--set", "operator.fairShare.halfLifeSeconds=1800",
+                        "--set", "operator.fairShare.maxWaitSeconds=0.5", "--set", "operator.defaultGpuQuota=8",
+                        "--set", "operator.ttlSecondsAfterFinished=86400", "--set", "operator.rayJobRetentionSeconds=3600",
+                        "--set", "operator.progress.intervalSeconds=30", "--set-json", 'operator.progress.metrics=["critic/score/mean","actor/entropy"]',
+                        "--set", "operator.crdCheckIntervalSeconds=0", "--set", "operator.logFormat=json", "--set", "operator.logLevel=warning"],
     "network-policy": ["--set", "networkPolicy.enabled=true", "--set", "webhook.enabled=true",
                        "--set-json", 'networkPolicy.webhookFrom=[{"ipBlock":{"cidr":"192.0.2.0/24"}}]',
                        "--set", "networkPolicy.metricsNamespaces={monitoring,observability}"],
@@ -102,7 +107,7 @@ MATRIX: dict[str, list[str]] = {
                                      "--set", "logsApi.certificate.certManager.issuerRef.name=corp-ca"],
     "everything": ["--set", "operator.verlCodePath=/private/common/code/verl/v1", "--set-json", 'operator.hfHome=""', "--set", "operator.maxRunning=16",
                    "--set", "operator.pollInterval=0.5", "--set-json", 'operator.entrypointAllowlist=["python3 -m verl.trainer.*","torchrun -m verl.*"]',
-                   "--set", "operator.verbose=true", "--set-json", 'nodeSelector={"node-role.kubernetes.io/control-plane":""}',
+                   "--set", "operator.logLevel=debug", "--set-json", 'nodeSelector={"node-role.kubernetes.io/control-plane":""}',
                    "--set-json", 'tolerations=[{"key":"dedicated","operator":"Equal","value":"argus","effect":"NoSchedule"}]',
                    "--set", "image.digest=sha256:" + "ab" * 32, "--set", "probes.watchStaleSeconds=600",
                    "--set", "leaderElection.leaseSeconds=30", "--set", "networkPolicy.enabled=true",
@@ -117,6 +122,8 @@ NOT_ON_TESTBED = {"cert-manager.io/v1"}
 # the operator's ServiceAccount.
 NAMESPACES_GET = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]}
 CRDS_WATCH = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]}
+CRD_GET = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["argustasks.argus.io"],
+           "verbs": ["get"]}  # the CRD check (docs/deploy.md, "Upgrading")
 TASK_RULES = [
     {"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["list", "watch", "patch", "delete"]},
     {"apiGroups": ["argus.io"], "resources": ["argustasks/status"], "verbs": ["patch"]},
@@ -126,13 +133,13 @@ LEASE_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["argus-leader"], "verbs": ["get", "update"]},
 ]
-CLUSTERWIDE = {("ClusterRole", SA, None): [NAMESPACES_GET, CRDS_WATCH, *TASK_RULES],
+CLUSTERWIDE = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *TASK_RULES],
                ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
 
 
 def namespaced(*namespaces: str) -> dict[tuple[str, str, str | None], list[dict[str, Any]]]:
     rules: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {
-        ("ClusterRole", SA, None): [NAMESPACES_GET, CRDS_WATCH], ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
+        ("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH], ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
     rules.update({("Role", SA, ns): TASK_RULES for ns in namespaces})
     return rules
 
@@ -140,8 +147,8 @@ def namespaced(*namespaces: str) -> dict[tuple[str, str, str | None], list[dict[
 EXPECTED_RULES: dict[str, dict[tuple[str, str, str | None], list[dict[str, Any]]]] = {
     case: CLUSTERWIDE for case in MATRIX
 }
-EXPECTED_RULES["leader-election-off"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRDS_WATCH, *TASK_RULES]}
-EXPECTED_RULES["no-crd-watch"] = {("ClusterRole", SA, None): [NAMESPACES_GET, *TASK_RULES],
+EXPECTED_RULES["leader-election-off"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *TASK_RULES]}
+EXPECTED_RULES["no-crd-watch"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, *TASK_RULES],
                                   ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
 EXPECTED_RULES["single-namespace"] = namespaced("team-a")
 EXPECTED_RULES["uninstall-hook"] = namespaced("team-a")
@@ -313,7 +320,7 @@ def secret_files(cp: KubeCluster, namespace: str, name: str, folder: Path) -> Pa
 # --------------------------------------------------------------------------- lint, template
 
 def test_helm_lint_is_clean(helm: Any) -> None:
-    out = helm("lint", "--strict", str(CHART))
+    out = helm("lint", "--strict", "--kube-version", KUBE_VERSION, str(CHART))
     assert "0 chart(s) failed" in out.stdout
     assert "[WARNING]" not in out.stdout and "[ERROR]" not in out.stdout, out.stdout
 
@@ -327,8 +334,16 @@ def test_chart_crd_is_the_generated_one() -> None:
 
 def test_chart_needs_kubernetes_1_28(helm: Any) -> None:
     old = helm("template", RELEASE, str(CHART), "--kube-version", "1.27.9", check=False)
-    assert old.returncode != 0 and "chart requires kubeVersion: >=1.28.0-0" in old.stderr, old.stderr
+    assert old.returncode != 0 and "Kubernetes v1.27.9 is older than this chart needs (1.28 or newer" in old.stderr, old.stderr
+    assert helm("template", RELEASE, str(CHART), "--kube-version", "1.28.0").returncode == 0
     assert render(helm)  # and KUBE_VERSION passes
+
+
+def test_helm_template_without_kube_version_says_to_pass_it(helm: Any) -> None:
+    """helm template asks no cluster and assumes v1.20.0: the refusal says what to do."""
+    out = helm("template", RELEASE, str(CHART), check=False)
+    assert out.returncode != 0 and "Kubernetes v1.20.0 is older than this chart needs" in out.stderr, out.stderr
+    assert "pass the cluster's version with --kube-version" in out.stderr, out.stderr
 
 
 def _operator_argv(deployment: dict[str, Any]) -> list[str]:
@@ -423,16 +438,31 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
         _check_webhook(case, objs, args, pod, container)
     else:
         assert not args.webhook and not webhook_objs and "validatingwebhookconfigurations" not in json.dumps(objs)
-    if case == "monitoring":
-        sm, pm = one(objs, "ServiceMonitor"), one(objs, "PodMonitor")
+    if case == "service-monitor":
+        sm = one(objs, "ServiceMonitor")
         assert sm["metadata"]["labels"]["release"] == "kube-prometheus"
         assert sm["spec"]["endpoints"] == [{"port": "http-metrics", "path": "/metrics", "interval": "30s"}]
         metrics_svc = one(objs, "Service", f"{RELEASE}-metrics")
         assert sm["spec"]["selector"]["matchLabels"].items() <= metrics_svc["metadata"]["labels"].items()
+        assert not [o for o in objs if o["kind"] == "PodMonitor"]
+    elif case == "pod-monitor":
+        pm = one(objs, "PodMonitor")
         assert pm["spec"]["podMetricsEndpoints"] == [{"port": "http-metrics", "path": "/metrics", "scrapeTimeout": "10s"}]
         assert pm["spec"]["selector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+        assert not [o for o in objs if o["kind"] == "ServiceMonitor"]
     else:
         assert not [o for o in objs if o["kind"] in ("ServiceMonitor", "PodMonitor")]
+    if case == "queue-and-tasks":
+        assert (args.queue_policy, args.fair_share_half_life, args.fair_share_max_wait) == ("fair", 1800, 0.5)
+        assert (args.default_gpu_quota, args.ttl_seconds_after_finished, args.ray_job_retention) == (8, 86400, 3600)
+        assert (args.progress_interval, args.progress_metrics) == (30, "critic/score/mean,actor/entropy")
+        assert (args.crd_check_interval, args.log_format, args.log_level) == (0, "json", "warning")
+    else:  # the defaults, the operator's own
+        from argus.host.main import build_parser
+        defaults = build_parser().parse_args([])
+        for name in ("queue_policy", "fair_share_half_life", "fair_share_max_wait", "default_gpu_quota", "ttl_seconds_after_finished",
+                     "ray_job_retention", "progress_interval", "progress_metrics", "crd_check_interval", "log_format"):
+            assert getattr(args, name) == getattr(defaults, name), name
     if case == "network-policy":
         policy = one(objs, "NetworkPolicy")
         assert policy["spec"]["policyTypes"] == ["Ingress"]
@@ -480,7 +510,7 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
         assert not hooks
     if case == "everything":
         assert args.verl_code_path == "/private/common/code/verl/v1" and args.max_running == 16 and args.poll_interval == 0.5
-        assert args.allowlist == ["python3 -m verl.trainer.*", "torchrun -m verl.*"] and args.verbose
+        assert args.allowlist == ["python3 -m verl.trainer.*", "torchrun -m verl.*"] and args.log_level == "debug"
         assert args.hf_home == ""  # the shared Hugging Face cache turned off: jobs get no HF_HOME
         assert pod["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""} and pod["tolerations"][0]["key"] == "dedicated"
         assert container["image"] == "localhost/argus-operator@sha256:" + "ab" * 32
@@ -662,6 +692,15 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     (["--set", "probes.watchStaleSeconds=60"], "watchStaleSeconds"),
     (["--set", "image.digest=latest"], "digest"),
     (["--set", "operator.hfHome=hf"], "hfHome"),  # HF_HOME must be absolute (or empty: none)
+    (["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.podMonitor.enabled=true"],
+     "metrics.serviceMonitor.enabled and metrics.podMonitor.enabled exclude each other"),
+    (["--set", "operator.queuePolicy=lottery"], "queuePolicy"),
+    (["--set", "operator.fairShare.halfLifeSeconds=0"], "halfLifeSeconds"),
+    (["--set", "operator.defaultGpuQuota=-1"], "defaultGpuQuota"),
+    (["--set", "operator.ttlSecondsAfterFinished=1.5"], "ttlSecondsAfterFinished"),
+    (["--set-json", 'operator.progress.metrics=["a,b"]'], "metrics"),
+    (["--set", "operator.logFormat=yaml"], "logFormat"),
+    (["--set", "operator.verbose=true"], "additional properties 'verbose' not allowed"),
 ])
 def test_values_mistake_fails_helm_install(values: list[str], message: str, helm: Any, control_plane: KubeCluster) -> None:
     out = helm("install", "typo", str(CHART), "--namespace", "typo-system", "--create-namespace", *values, check=False, cluster=True)
@@ -683,6 +722,24 @@ def test_short_image_names_are_refused(repository: str, helm: Any) -> None:
 def test_qualified_image_names_are_used_as_given(repository: str, helm: Any) -> None:
     objs = render(helm, "--set", f"image.repository={repository}", "--set", "image.tag=1.2.3")
     assert one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"] == f"{repository}:1.2.3"
+
+
+def test_no_selector_of_the_chart_takes_the_uninstall_hook_for_an_operator(helm: Any) -> None:
+    """The hook's pod runs beside the operator's at uninstall: a Service that sent it webhook
+    or log API requests, a PDB or NetworkPolicy that counted it, would be wrong."""
+    objs = render(helm, "--set", "uninstall.releaseFinalizers=true", "--set", "networkPolicy.enabled=true", "--set", "webhook.enabled=true",
+                  "--set", "logsApi.enabled=true", "--set", "metrics.podMonitor.enabled=true")
+    hook = one(objs, "Job")["spec"]["template"]["metadata"]["labels"]
+    operator = one(objs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert hook["app.kubernetes.io/instance"] == RELEASE and hook["app.kubernetes.io/component"] == "uninstall"
+    selectors = [(o["kind"], o["metadata"]["name"], o["spec"]["selector"]) for o in objs if o["kind"] == "Service"]
+    selectors += [(o["kind"], o["metadata"]["name"], o["spec"]["selector"]["matchLabels"]) for o in objs
+                  if o["kind"] in ("PodDisruptionBudget", "PodMonitor")]
+    selectors += [(o["kind"], o["metadata"]["name"], o["spec"]["podSelector"]["matchLabels"]) for o in objs if o["kind"] == "NetworkPolicy"]
+    assert {kind for kind, _, _ in selectors} == {"Service", "PodDisruptionBudget", "PodMonitor", "NetworkPolicy"}
+    for kind, name, selector in selectors:
+        assert selector.items() <= operator.items(), (kind, name)  # each still selects the operator
+        assert not selector.items() <= hook.items(), (kind, name, hook)
 
 
 def test_two_replicas_without_leader_election_are_refused(helm: Any) -> None:
@@ -943,7 +1000,8 @@ def _lease_exists(cp: KubeCluster, namespace: str) -> None:
 # "queued": it is validated and queued but never submitted (no finalizer, so no Ray job);
 # "no-events": it runs, but kubectl describe shows nothing (the lifecycle test above asserts
 # events, so it would catch that); "runs": it works without it, loudly: kopf cannot follow CRD
-# changes (it warns), without `watch` the task cache lists every second instead of watching
+# changes (it warns), without `get` on the ArgusTask CRD the CRD check cannot compare (it
+# warns), without `watch` the task cache lists every second instead of watching
 # (a warning each time), without `list` on namespaces the GPU quotas cannot be read (a warning
 # each poll interval); "kept": it runs, but is not deleted when its
 # ttlSecondsAfterFinished (0 here) runs out. The last field prepares the cluster first.
@@ -962,8 +1020,10 @@ TRIMMED = {
     "leases get/update": (_rule_for("leases", "get"), None, "stuck", 'cannot get resource "leases"', None),
     "leases update (verb, the Lease exists)": (_rule_for("leases", "update"), "update", "stuck", 'cannot update resource "leases"',
                                                _lease_exists),
-    "customresourcedefinitions list/watch": (_rule_for("customresourcedefinitions"), None, "runs",
+    "customresourcedefinitions list/watch": (_rule_for("customresourcedefinitions", "list"), None, "runs",
                                              'cannot list resource "customresourcedefinitions"', None),
+    "customresourcedefinitions get (the CRD check)": (lambda rule: rule.get("resourceNames") == ["argustasks.argus.io"], None, "runs",
+                                                      'cannot get resource "customresourcedefinitions"', None),
 }
 
 

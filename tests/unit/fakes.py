@@ -5,8 +5,9 @@ that drive the real reconciler in milliseconds, without processes:
   client's adapter gives (adopt on an existing id, RayJobUnknown, RayUnreachable, and
   RayAuthFailed when told to refuse the operator's credentials).
 - ``FakeCluster``: the API server's side: ArgusTask objects with merge-patched status,
-  finalizers and deletion as Kubernetes does them, Events, namespaces; it is also the
-  task source (a watch that shows every write at once, or lags when told to).
+  finalizers and deletion as Kubernetes does them, Events, namespaces, the served CRDs'
+  annotations; it is also the task source (a watch that shows every write at once, or lags
+  when told to).
 - ``FakeClock``: wall and monotonic time that move only when a test says so.
 - ``FakeComposer``: the core's ``Composer`` (argus.core.verlconfig) over an in-memory base
   config: overrides set dotted keys (values read as YAML), a key that is not there is
@@ -280,6 +281,8 @@ class FakeCluster:
         self._uids = itertools.count(1)
         self.lagging: dict[tuple[str, str], dict[str, Any]] | None = None  # a stale watch, when set
         self.failing_status_patches = 0  # the next this many status patches fail as a 500 would
+        self.crds: dict[str, dict[str, str]] = {}  # served CustomResourceDefinitions: name -> annotations
+        self.crd_error: Exception | None = None   # raised by the next CRD reads while set (a 403, say)
 
     # -- test helpers -------------------------------------------------------------------
     def onboard(self, namespace: str, user: str = "alice") -> str:
@@ -384,6 +387,11 @@ class FakeCluster:
 
     async def user_namespaces(self) -> dict[str, tuple[str, int | None]]:
         return {ns: (labels["argus.io/user"], self.quotas.get(ns)) for ns, labels in self.namespaces.items() if "argus.io/user" in labels}
+
+    async def crd_annotations(self, name: str) -> dict[str, str] | None:
+        if self.crd_error is not None:
+            raise self.crd_error
+        return dict(self.crds[name]) if name in self.crds else None
 
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         self.namespace_reads += 1

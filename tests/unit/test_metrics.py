@@ -41,6 +41,7 @@ EXPECTED = {
     "argus_task_watch_age_seconds": ("gauge", ()),
     "argus_cluster_ready": ("gauge", ("node", "check")),
     "argus_cluster_checked_timestamp_seconds": ("gauge", ()),
+    "argus_crd_stale": ("gauge", ()),
     "argus_user_gpus_in_use": ("gauge", ("user",)),
     "argus_user_tasks_queued": ("gauge", ("user",)),
     "argus_user_gpu_quota": ("gauge", ("user",)),
@@ -59,8 +60,15 @@ def family_name(name: str) -> str:
     return name[: -len("_total")] if name.endswith("_total") else name
 
 
+def leading_metrics() -> Metrics:
+    """A ``Metrics`` whose replica has ticked as the leader (the task gauges are served)."""
+    metrics = Metrics(FakeClock())
+    metrics.observe_phases([])
+    return metrics
+
+
 def test_names_types_and_labels() -> None:
-    families = scrape(Metrics(FakeClock()))
+    families = scrape(leading_metrics())
     assert set(families) == {family_name(n) for n in EXPECTED}
     for name, (kind, labels) in EXPECTED.items():
         family = families[family_name(name)]
@@ -70,6 +78,40 @@ def test_names_types_and_labels() -> None:
             assert set(sample.labels) - extra <= set(labels), (name, sample)
         if labels and family.samples:
             assert any(set(s.labels) - {"le"} == set(labels) for s in family.samples), name
+
+
+LEADER_ONLY = {"argus_tasks", "argus_queue_length", "argus_user_gpus_in_use", "argus_user_tasks_queued", "argus_user_gpu_quota"}
+
+
+class Task:
+    def __init__(self, phase: str, user: str = "alice") -> None:
+        self.phase = phase
+        self.status = {"user": user}
+
+
+def test_only_the_leader_exports_task_and_queue_gauges() -> None:
+    clock = FakeClock()
+    metrics = Metrics(clock)
+    follower = scrape(metrics)
+    assert not LEADER_ONLY & set(follower), "a replica that has not led exports no task or queue gauge"
+    assert {"argus_leader", "argus_build_info", "argus_ray_api_calls"} <= set(follower)
+
+    metrics.observe_phases([Task("Queued"), Task("Running")])
+    metrics.observe_users({"alice": 4}, [Task("Queued")], {"alice": 8})
+    leader = scrape(metrics)
+    assert LEADER_ONLY <= set(leader)
+    assert value(metrics, "argus_queue_length") == 1
+    assert value(metrics, "argus_tasks", phase="Running") == 1
+    assert value(metrics, "argus_user_gpus_in_use", user="alice") == 4
+
+    metrics.step_down()  # another replica leads now
+    assert not LEADER_ONLY & set(scrape(metrics))
+    clock.advance(3600)  # the other leader's hour: not this replica's to count
+    metrics.observe_phases([Task("Running")])
+    metrics.observe_users({"alice": 4}, [], {})
+    assert value(metrics, "argus_user_gpu_seconds_total", user="alice") == 0
+    assert value(metrics, "argus_queue_length") == 0 and value(metrics, "argus_tasks", phase="Queued") == 0
+    assert metrics.registry.get_sample_value("argus_user_gpu_quota", {"user": "alice"}) is None  # gone with the step down
 
 
 def test_series_that_exist_before_anything_happens() -> None:

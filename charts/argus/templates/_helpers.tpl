@@ -1,3 +1,12 @@
+{{/* Kubernetes 1.28 or newer (Chart.yaml says why it is checked here). `helm template`
+(Argo CD passes the cluster's version; CI often does not) assumes v1.20.0 unless told. */}}
+{{- define "argus.kubeVersion" -}}
+{{- $version := .Capabilities.KubeVersion.Version -}}
+{{- if semverCompare "<1.28.0-0" $version -}}
+{{- fail (printf "Kubernetes %s is older than this chart needs (1.28 or newer: the webhook configuration's matchConditions). helm template does not ask a cluster and assumes v1.20.0: pass the cluster's version with --kube-version (e.g. --kube-version 1.30)" $version) -}}
+{{- end -}}
+{{- end }}
+
 {{/* Names and labels. */}}
 {{- define "argus.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
@@ -27,6 +36,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: argus
+{{- end }}
+
+{{/* The uninstall hook's labels: the release's, but another app.kubernetes.io/name, so that
+no selector of the chart's (the Services, the PodDisruptionBudget, the NetworkPolicy, the
+monitors, the topology spread: argus.selectorLabels) takes the hook's pod for an operator. */}}
+{{- define "argus.uninstallLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ printf "%s-uninstall" (include "argus.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: argus
+app.kubernetes.io/component: uninstall
 {{- end }}
 
 {{- define "argus.serviceAccountName" -}}
@@ -122,6 +144,23 @@ app.kubernetes.io/part-of: argus
 - {{ printf "--delete-grace=%v" $o.deleteGraceSeconds | quote }}
 - {{ printf "--doctor-interval=%v" $o.doctorIntervalSeconds | quote }}
 - {{ printf "--gitops-tracking-label=%v" $o.gitopsTrackingLabel | quote }}
+- {{ printf "--crd-check-interval=%v" $o.crdCheckIntervalSeconds | quote }}
+- {{ printf "--queue-policy=%v" $o.queuePolicy | quote }}
+- {{ printf "--fair-share-half-life=%v" $o.fairShare.halfLifeSeconds | quote }}
+- {{ printf "--fair-share-max-wait=%v" $o.fairShare.maxWaitSeconds | quote }}
+{{- if not (kindIs "invalid" $o.defaultGpuQuota) }}
+- {{ printf "--default-gpu-quota=%v" $o.defaultGpuQuota | quote }}
+{{- end }}
+{{- if not (kindIs "invalid" $o.ttlSecondsAfterFinished) }}
+- {{ printf "--ttl-seconds-after-finished=%v" $o.ttlSecondsAfterFinished | quote }}
+{{- end }}
+{{- if not (kindIs "invalid" $o.rayJobRetentionSeconds) }}
+- {{ printf "--ray-job-retention=%v" $o.rayJobRetentionSeconds | quote }}
+{{- end }}
+- {{ printf "--progress-interval=%v" $o.progress.intervalSeconds | quote }}
+- {{ printf "--progress-metrics=%v" (join "," $o.progress.metrics) | quote }}
+- {{ printf "--log-format=%v" $o.logFormat | quote }}
+- {{ printf "--log-level=%v" $o.logLevel | quote }}
 {{- range $o.entrypointAllowlist }}
 - {{ printf "--allow-entrypoint=%v" . | quote }}
 {{- end }}
@@ -155,9 +194,6 @@ app.kubernetes.io/part-of: argus
 {{- if .Values.logsApi.sharedTree.volume }}
 - --logs-api-shared-tree
 {{- end }}
-{{- end }}
-{{- if $o.verbose }}
-- --verbose
 {{- end }}
 {{- range $o.extraArgs }}
 - {{ . | quote }}

@@ -23,6 +23,13 @@
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [get, list]
+# The ArgusTask CRD, read at start and every --crd-check-interval: is the served schema the
+# one this operator was built with (its argus.io/schema-hash annotation)? Helm never
+# upgrades crds/ (docs/deploy.md, "Upgrading").
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  resourceNames: [argustasks.argus.io]
+  verbs: [get]
 {{- if .Values.rbac.watchCRDs }}
 # kopf re-scans the served resources when a CRD appears or changes (read-only), so the
 # webhook knows the ArgusTask CRD even when it came after the operator.

@@ -1,6 +1,7 @@
 """The Kubernetes API, through the official ``kubernetes`` client: loading credentials, the
 API server's own error text, and the writes the controller makes (status merge-patches,
-the finalizer, Events) plus the one live read it needs (a namespace's user label).
+the finalizer, Events) plus the live reads it needs (a namespace's user label, the served
+ArgusTask CRD's schema hash).
 
 Calls run in a thread pool of their own (see ``adapters.ray``: Ray calls must not queue
 behind a burst of writes here).
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..core.lifecycle import FINALIZER
 from ..core.spec import GROUP, KIND, PLURAL, VERSION
+from ..core.vocabulary import task_log
 
 log = logging.getLogger(__name__)
 JSON_PATCH = "application/json-patch+json"
@@ -71,6 +73,7 @@ class KubeTaskStore:
         self._client = client
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
+        self.extensions = client.ApiextensionsV1Api(api)
         self.component = component
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="argus-kube")
 
@@ -118,7 +121,7 @@ class KubeTaskStore:
             if self._gone(exc):
                 return False
             if exc.status in (409, 422):
-                log.info("finalizers of %s/%s changed meanwhile; retrying with a fresh view", namespace, name)
+                log.info("finalizers of %s/%s changed meanwhile; retrying with a fresh view", namespace, name, extra=task_log(namespace, name))
                 return False
             raise
 
@@ -153,6 +156,23 @@ class KubeTaskStore:
             raise
         return dict(ns.metadata.labels or {})
 
+    async def crd_annotations(self, name: str) -> dict[str, str] | None:
+        """The CustomResourceDefinition's annotations; None when there is none. Raises
+        CrdUnreadable (the API server's message) otherwise."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        from ..core.crd import CrdUnreadable
+        try:
+            crd = await self._run(self.extensions.read_custom_resource_definition, name, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as exc:
+            if self._gone(exc):
+                return None
+            raise CrdUnreadable(api_error(exc)) from None
+        except HTTPError as exc:
+            raise CrdUnreadable(str(exc)) from None
+        return dict(crd.metadata.annotations or {})
+
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         """Post an Event on the task (kubectl describe shows it). Best effort."""
         await self.event_on(f"{GROUP}/{VERSION}", KIND, namespace, name, uid, type_, reason, message)
@@ -173,4 +193,5 @@ class KubeTaskStore:
         try:
             await self._run(self.core.create_namespaced_event, namespace, body, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as exc:
-            log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, api_error(exc))
+            log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, api_error(exc),
+                        extra=task_log(namespace, name) if kind == KIND else None)

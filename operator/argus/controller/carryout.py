@@ -29,7 +29,7 @@ from ..core.clock import Clock
 from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import ArgusTaskStatus, TaskPath
-from ..core.vocabulary import Key
+from ..core.vocabulary import Key, task_log
 from .jobsync import HistoryRemovals, JobSync
 from .metrics import Metrics
 from .ports import RayJobs, TaskStore
@@ -143,13 +143,14 @@ class Carrier:
                 await self._stop(action.submission_id)
             elif isinstance(action, lifecycle.ReleaseFinalizer):
                 if await self.writer.remove_finalizer(draft.view):
-                    log.info("released %s/%s", draft.view.namespace, draft.view.name)
+                    log.info("released %s/%s", draft.view.namespace, draft.view.name, extra=task_log(draft.view.namespace, draft.view.name))
             elif isinstance(action, lifecycle.RemoveRayJobs):
                 if await self.removals.remove(action.submission_ids) and not draft.view.deleting:
                     pending += draft.take(self.step(draft.view, lifecycle.RayJobsRemoved()))
             elif isinstance(action, lifecycle.DeleteTask):
                 if await self.store.delete_task(draft.view.namespace, draft.view.name):
-                    log.info("deleted %s/%s: its ttlSecondsAfterFinished ran out", draft.view.namespace, draft.view.name)
+                    log.info("deleted %s/%s: its ttlSecondsAfterFinished ran out", draft.view.namespace, draft.view.name,
+                             extra=task_log(draft.view.namespace, draft.view.name))
 
     async def write(self, draft: Draft) -> None:
         """Write what was decided for the task (the caller holds its lock)."""
@@ -186,7 +187,7 @@ class Carrier:
             return lifecycle.SubmitResult("refused", plan.submission_id, str(exc))
         self.jobs.submitted(draft.view.key)
         log.info("%s %s/%s as Ray job %s (%.0f ms)", "submitted" if fresh else "adopted", draft.view.namespace, draft.view.name,
-                 plan.submission_id, 1000 * (self.clock.monotonic() - started))
+                 plan.submission_id, 1000 * (self.clock.monotonic() - started), extra=task_log(draft.view.namespace, draft.view.name))
         self.metrics.observe_submit_latency(draft.view.created)
         return lifecycle.SubmitResult("submitted" if fresh else "adopted", plan.submission_id,
                                       job_dir=TaskPath(user_path=plan.for_user(plan.job_dir), job_path=plan.job_dir),

@@ -99,6 +99,7 @@ class Reconciler:
             else:
                 self.jobs.forget_all()
                 self.logs.close()
+                self.metrics.step_down()
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
             except TimeoutError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import platform
 from collections import Counter as _Count
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import (
     CollectorRegistry,
@@ -17,6 +17,7 @@ from prometheus_client import (
     Gauge,
     GCCollector,
     Histogram,
+    Metric,
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
@@ -36,6 +37,21 @@ CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 # series before the first call or error.
 RAY_OPERATIONS = ("submit", "status", "stop", "delete", "logs", "nodes")
 
+class LeaderOnly:
+    """A collector that serves its metrics only while this replica leads: the task and queue
+    gauges describe what the leader's loop saw, so a follower (which runs no loop) exports
+    none of them, and dashboards that sum over the replicas count each task once."""
+
+    def __init__(self, metrics: list[Gauge], leading: Callable[[], bool]) -> None:
+        self.metrics = metrics
+        self.leading = leading
+
+    def collect(self) -> Iterator[Metric]:
+        if self.leading():
+            for metric in self.metrics:
+                yield from metric.collect()
+
+
 class Metrics:
     def __init__(self, clock: Clock) -> None:
         # No *_created series next to every counter and histogram: nothing here reads them.
@@ -49,8 +65,10 @@ class Metrics:
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         GCCollector(registry=r)
-        self.tasks = Gauge("argus_tasks", "ArgusTasks by phase", ["phase"], registry=r)
-        self.queue_length = Gauge("argus_queue_length", "ArgusTasks waiting in the queue", registry=r)
+        # The task and queue gauges: registered through LeaderOnly below, not on their own.
+        self.leading = False  # set by the leader's tick (observe_phases), cleared by step_down
+        self.tasks = Gauge("argus_tasks", "ArgusTasks by phase (the leader only)", ["phase"], registry=None)
+        self.queue_length = Gauge("argus_queue_length", "ArgusTasks waiting in the queue (the leader only)", registry=None)
         self.submit_latency = Histogram("argus_submit_latency_seconds", "Time from task creation to its Ray submission",
                                         buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400), registry=r)
         self.ray_calls = Counter("argus_ray_api_calls_total", "Ray API calls made, by operation", ["operation"], registry=r)
@@ -80,9 +98,13 @@ class Metrics:
                                    registry=r)
         self.cluster_checked = Gauge("argus_cluster_checked_timestamp_seconds", "When argus doctor last checked the Ray cluster (Unix time)",
                                      registry=r)
-        self.user_gpus = Gauge("argus_user_gpus_in_use", "GPUs held by a user's running tasks (Submitted or Running)", ["user"], registry=r)
-        self.user_queued = Gauge("argus_user_tasks_queued", "A user's tasks waiting in the queue", ["user"], registry=r)
-        self.user_quota = Gauge("argus_user_gpu_quota", "A user's GPU quota (absent: none)", ["user"], registry=r)
+        self.crd_stale = Gauge("argus_crd_stale", "1 while the served ArgusTask CRD is not the one this operator was built with "
+                               "(its argus.io/schema-hash differs or is missing, or there is no CRD), 0 when it is", registry=r)
+        self.user_gpus = Gauge("argus_user_gpus_in_use", "GPUs held by a user's running tasks (Submitted or Running; the leader only)",
+                               ["user"], registry=None)
+        self.user_queued = Gauge("argus_user_tasks_queued", "A user's tasks waiting in the queue (the leader only)", ["user"], registry=None)
+        self.user_quota = Gauge("argus_user_gpu_quota", "A user's GPU quota (absent: none; the leader only)", ["user"], registry=None)
+        r.register(LeaderOnly([self.tasks, self.queue_length, self.user_gpus, self.user_queued, self.user_quota], lambda: self.leading))
         self.user_gpu_seconds = Counter("argus_user_gpu_seconds_total", "GPU-seconds a user's tasks have held (summed at each admission pass)",
                                         ["user"], registry=r)
         self._last_usage: dict[str, float] = {}  # monotonic time of the last GPU-seconds count, per user
@@ -114,7 +136,22 @@ class Metrics:
                 self.cluster_ready.labels(row.node, row.check.value).set(0 if row.status is Status.fail else 1)
         self.cluster_checked.set(self.clock.now().timestamp())
 
+    def step_down(self) -> None:
+        """This replica does not lead (any more): the task and queue gauges go away, and the
+        GPU-seconds count starts afresh when it leads again (the time between was counted by
+        the other leader)."""
+        if not self.leading:
+            return
+        self.leading = False
+        for gauge in (self.tasks, self.user_gpus, self.user_queued, self.user_quota):
+            gauge.clear()
+        self.queue_length.set(0)
+        self._last_usage.clear()
+        self._known_users.clear()
+
     def observe_phases(self, views: Iterable[object]) -> None:
+        """The leader's tick: the task gauges (and, from now on, served)."""
+        self.leading = True
         counts = _Count(getattr(v, "phase", None) or "New" for v in views)
         for phase in [p.value for p in Phase] + ["New"]:
             self.tasks.labels(phase).set(counts.get(phase, 0))

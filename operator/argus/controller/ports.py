@@ -43,6 +43,13 @@ class TaskStore(Protocol):
     async def user_namespaces(self) -> dict[str, tuple[str, int | None]]: ...  # namespace -> (user, GPU quota)
 
 
+class CrdReader(Protocol):
+    """The served CustomResourceDefinition's annotations (None: no such CRD). Raises
+    ``core.crd.CrdUnreadable`` when the API server refuses or cannot be reached."""
+
+    async def crd_annotations(self, name: str) -> dict[str, str] | None: ...
+
+
 class TaskSource(Protocol):
     """Every ArgusTask in scope, as the watch last showed it."""
 

@@ -44,6 +44,7 @@ class OperatorConfig:
     fair_share_max_wait: float = 24 * 3600.0
     default_gpu_quota: int | None = None            # GPUs per user unless a namespace says (argus.io/gpu-quota)
     doctor_interval: float = 3600.0                 # argus doctor at start and this often (0: never)
+    crd_check_interval: float = 600.0               # the served CRD against this build's, at start and this often (0: at start only)
 
 
 def add_operator_flags(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +95,11 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
                         help="run argus doctor's checks of the Ray cluster at start and every this many seconds, as the leader "
                              "(metric argus_cluster_ready, an Event on the leader Lease, the log); 0: never (default 3600; "
                              "env ARGUS_DOCTOR_INTERVAL)")
+    parser.add_argument("--crd-check-interval", type=float, default=float(env("ARGUS_CRD_CHECK_INTERVAL", "600")),
+                        help="compare the served ArgusTask CRD with the one this operator was built with (its argus.io/schema-hash "
+                             "annotation) at start and every this many seconds; a stale CRD is an error in the log naming both "
+                             "hashes and the command that applies the new one, and metric argus_crd_stale; 0: at start only "
+                             "(default 600; env ARGUS_CRD_CHECK_INTERVAL)")
     parser.add_argument("--namespace", "-n", action="append", dest="namespaces", default=[n for n in env("ARGUS_NAMESPACES", "").split(",") if n], help="namespace to watch, repeatable (default all; env ARGUS_NAMESPACES comma-separated)")
 
 
@@ -122,12 +128,14 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         raise ValueError("--fair-share-half-life and --fair-share-max-wait must be positive")
     if args.doctor_interval < 0:
         raise ValueError(f"--doctor-interval: {args.doctor_interval:g}: must not be negative (0: never)")
+    if args.crd_check_interval < 0:
+        raise ValueError(f"--crd-check-interval: {args.crd_check_interval:g}: must not be negative (0: at start only)")
     if args.default_gpu_quota is not None and (args.default_gpu_quota < 0 or args.default_gpu_quota != int(args.default_gpu_quota)):
         raise ValueError(f"--default-gpu-quota: {args.default_gpu_quota:g}: must be a whole number of GPUs, 0 or more")
     return OperatorConfig(
         queue_policy=args.queue_policy, fair_share_half_life=args.fair_share_half_life, fair_share_max_wait=args.fair_share_max_wait,
         default_gpu_quota=int(args.default_gpu_quota) if args.default_gpu_quota is not None else None,
-        progress_interval=args.progress_interval, doctor_interval=args.doctor_interval,
+        progress_interval=args.progress_interval, doctor_interval=args.doctor_interval, crd_check_interval=args.crd_check_interval,
         progress_metrics=tuple(m.strip() for m in args.progress_metrics.split(",") if m.strip()),
         ray_job_retention_seconds=args.ray_job_retention,
         default_ttl_seconds=int(args.ttl_seconds_after_finished) if args.ttl_seconds_after_finished is not None else None,

@@ -2,10 +2,20 @@
 controller-gen does from Go types), so the schema kubectl and the API server enforce can
 never drift from what the operator parses. ``hack/update-crds.sh`` writes it to crds/ and
 the chart; a test fails when the committed files are stale.
+
+The generated CRD carries the hash of its own ``spec`` (``SCHEMA_HASH_ANNOTATION``). Helm
+never upgrades a chart's ``crds/``, so a cluster can serve an older schema than the
+operator was built with, and the API server then drops the status fields the old schema
+lacks without a word: the operator compares the served CRD's annotation with its own at
+start (``compare_served``; ``controller.crdcheck`` reads and reports). The CRD also keeps
+Helm's keep policy, so that no Helm operation deletes it, and with it every user's task.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from .rules import KIND_RULES, change_rules_cel
@@ -21,6 +31,62 @@ from .spec import (
     ArgusTaskSpec,
     ArgusTaskStatus,
 )
+
+CRD_NAME = f"{PLURAL}.{GROUP}"
+SCHEMA_HASH_ANNOTATION = f"{GROUP}/schema-hash"
+KEEP_POLICY = {"helm.sh/resource-policy": "keep"}
+APPLY_HINT = ("apply this release's CRD with `kubectl apply --server-side -f crds/` (the chart's crds/ folder, or "
+              "`helm show crds <chart> --version <version> | kubectl apply --server-side -f -`), or with `argus crd | "
+              "kubectl apply --server-side -f -` from the CLI of the operator's version (docs/deploy.md, \"Upgrading\")")
+
+
+def schema_hash(crd_spec: dict[str, Any]) -> str:
+    """The hash of a CRD's ``spec`` as generated (keys sorted, no whitespace), cut to 16 hex
+    digits: enough to tell two schemas apart, short enough for a log line."""
+    canonical = json.dumps(crd_spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class CrdUnreadable(Exception):
+    """The served CRD could not be read (the API server's refusal, in one line)."""
+
+
+@dataclass(frozen=True)
+class CrdVerdict:
+    """The served ArgusTask CRD against the one this operator was built with."""
+
+    built: str                 # this operator's schema hash
+    served: str | None         # the served CRD's annotation; None when it has none
+    found: bool = True         # False: the API server serves no ArgusTask CRD at all
+
+    @property
+    def current(self) -> bool:
+        return self.found and self.served == self.built
+
+    def message(self) -> str:
+        if self.current:
+            return f"the served ArgusTask CRD ({CRD_NAME}) is the one this operator was built with (schema hash {self.built})"
+        if not self.found:
+            return (f"the API server serves no ArgusTask CRD ({CRD_NAME}); this operator was built with schema hash "
+                    f"{self.built}: {APPLY_HINT}")
+        if self.served is None:
+            what = f"it has no {SCHEMA_HASH_ANNOTATION} annotation (it predates the check)"
+        else:
+            what = f"its schema hash is {self.served}"
+        return (f"the served ArgusTask CRD ({CRD_NAME}) is stale: {what}, this operator was built with {self.built}; "
+                f"the API server drops the status fields the old schema lacks. Helm never upgrades crds/: {APPLY_HINT}")
+
+
+def compare_served(annotations: dict[str, str] | None, built: str) -> CrdVerdict:
+    """``annotations``: the served CRD's metadata.annotations, None when there is no CRD."""
+    if annotations is None:
+        return CrdVerdict(built=built, served=None, found=False)
+    return CrdVerdict(built=built, served=annotations.get(SCHEMA_HASH_ANNOTATION) or None)
+
+
+def built_schema_hash() -> str:
+    """The schema hash of the CRD this code generates (what the operator was built with)."""
+    return schema_hash(_crd_spec())
 
 
 def _openapi(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
@@ -77,6 +143,16 @@ def _model_schema(model: type) -> dict[str, Any]:
 
 
 def argustask_crd() -> dict[str, Any]:
+    spec = _crd_spec()
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME, "annotations": {SCHEMA_HASH_ANNOTATION: schema_hash(spec), **KEEP_POLICY}},
+        "spec": spec,
+    }
+
+
+def _crd_spec() -> dict[str, Any]:
     spec = _model_schema(ArgusTaskSpec)
     spec["description"] = "What to train. Immutable after creation, except spec.cancel (false -> true)."
     spec["x-kubernetes-validations"] = [r.cel() for r in KIND_RULES] + change_rules_cel(spec["properties"], spec.get("required", []))
@@ -119,23 +195,18 @@ def argustask_crd() -> dict[str, Any]:
         {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt", "priority": 1},
     ]
     return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
-        "spec": {
-            "group": GROUP,
-            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": SINGULAR,
-                      "shortNames": SHORT_NAMES, "categories": CATEGORIES},
-            "scope": "Namespaced",
-            "versions": [{
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": schema},
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": columns,
-            }],
-        },
+        "group": GROUP,
+        "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": SINGULAR,
+                  "shortNames": SHORT_NAMES, "categories": CATEGORIES},
+        "scope": "Namespaced",
+        "versions": [{
+            "name": VERSION,
+            "served": True,
+            "storage": True,
+            "schema": {"openAPIV3Schema": schema},
+            "subresources": {"status": {}},
+            "additionalPrinterColumns": columns,
+        }],
     }
 
 

@@ -146,3 +146,12 @@ def task_gpus(nnodes: int, gpus_per_node: int) -> int:
 def spec_gpus(spec: Mapping[str, Any]) -> int:
     """The GPUs of a task whose spec is as the API stores it."""
     return task_gpus(*task_shape(spec))
+
+
+LOG_TASK_FIELD = "task"
+
+
+def task_log(namespace: str, name: str) -> dict[str, str]:
+    """``extra=`` for a log call about one task: a JSON log line (``--log-format json``)
+    carries it as its ``task`` field, ``namespace/name``."""
+    return {LOG_TASK_FIELD: f"{namespace}/{name}"}

@@ -16,6 +16,7 @@ from ..controller.settings import add_operator_flags, operator_config
 from ..platform import UsageError, add_platform_flags, platform_config, verl_composer
 from ..servers.logapi.settings import add_logapi_flags, logapi_settings
 from ..servers.webhook.settings import add_webhook_flags, webhook_settings
+from .logs import FORMATS, LEVELS, configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (plain HTTP, no authentication)")
     parser.add_argument("--metrics-host", default=os.environ.get("ARGUS_METRICS_HOST", "0.0.0.0"),
                         help="address of the metrics server (default 0.0.0.0; 127.0.0.1 behind an authenticating proxy such as kube-rbac-proxy)")
-    parser.add_argument("--verbose", "-v", action="store_true")
+    parser.add_argument("--log-format", choices=FORMATS, default=os.environ.get("ARGUS_LOG_FORMAT", "text"),
+                        help="text lines, or one JSON object per line with time, level, logger, message and the task "
+                             "(namespace/name) where the line is about one (default text; env ARGUS_LOG_FORMAT)")
+    parser.add_argument("--log-level", choices=LEVELS, default=os.environ.get("ARGUS_LOG_LEVEL", "info"),
+                        help="the least severe level logged (default info; env ARGUS_LOG_LEVEL)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="the same as --log-level debug")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     cleanup = parser.add_argument_group("uninstalling (docs/deploy.md)")
     cleanup.add_argument("--release-finalizers", action="store_true",
@@ -42,8 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for flag, value, allowed in (("--log-format", args.log_format, FORMATS), ("--log-level", args.log_level, LEVELS)):
+        if value not in allowed:  # an ARGUS_* default escapes argparse's choices
+            parser.error(f"{flag}: {value!r}: must be one of {', '.join(allowed)} (env ARGUS_{flag[2:].upper().replace('-', '_')})")
+    configure_logging("debug" if args.verbose else args.log_level, args.log_format)
     try:
         config = operator_config(args, platform_config(args))
         webhook = webhook_settings(args)

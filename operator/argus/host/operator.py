@@ -16,12 +16,14 @@ from typing import Any
 from ..adapters.kube import KubeTaskStore, load_kube_config
 from ..adapters.ray import RayJobsClient, client_version, version_note
 from ..adapters.taskcache import TaskCache
+from ..controller.crdcheck import CrdCheck
 from ..controller.doctor import Doctor, DoctorLoop
 from ..controller.loop import Reconciler
 from ..controller.metrics import Metrics
 from ..controller.settings import OperatorConfig
 from ..controller.view import TaskView, worth_a_look
 from ..core.clock import Clock
+from ..core.crd import built_schema_hash
 from ..core.doctor import DoctorSettings
 from ..core.rayjobs import RayRefused, RayUnreachable
 from ..core.user import USER_LABEL, user_from_label
@@ -108,6 +110,9 @@ class Operator:
             # task (a webhook request, say) waits for it.
             await asyncio.to_thread(self.composer.compose, ComposeRequest("verl.trainer.main_ppo", (), {}, "/"))
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
+        # Every replica, leader or not: a stale CRD is the cluster's state, not the leader's.
+        crd_check = CrdCheck(self.store, await asyncio.to_thread(built_schema_hash), self.metrics)
+        self.background.append(asyncio.create_task(crd_check.run(self.config.crd_check_interval), name="argus CRD check"))
         self.background.append(asyncio.create_task(self.say_ray_version(), name="argus Ray version"))
         if self.config.doctor_interval > 0:
             self.background.append(asyncio.create_task(self.doctor_loop().run(), name="argus doctor"))

@@ -43,6 +43,7 @@ from ...core.plan import validate_task
 from ...core.problems import cap_lines
 from ...core.rules import change_problems
 from ...core.spec import GROUP, PLURAL, VERSION
+from ...core.vocabulary import task_log
 from . import tls
 from .settings import WebhookSettings
 
@@ -96,7 +97,7 @@ async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None,
     if operation == "UPDATE":
         problems = change_problems(old.get("spec") if old is not None else None, new.get("spec") if new is not None else None)
         if problems:
-            log.info("denied %s: %s", what, problems[0])
+            log.info("denied %s: %s", what, problems[0], extra=task_log(namespace or "", name or ""))
             raise kopf.AdmissionError("\n".join(problems), code=INVALID)
         return  # metadata/finalizers, or cancel: nothing to re-validate
     operator = memo.operator
@@ -105,12 +106,12 @@ async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None,
     except ApiException as exc:
         raise kopf.AdmissionError(f"cannot read namespace {namespace} to find its user: {api_error(exc)}", code=500) from exc
     if user is None:
-        log.info("denied %s: %s", what, message)
+        log.info("denied %s: %s", what, message, extra=task_log(namespace or "", name or ""))
         raise kopf.AdmissionError(message, code=FORBIDDEN)
     verdict = validate_task(body, user, operator.config.platform, operator.composer)
     if not verdict.valid:
         lines = verdict.error_lines()
-        log.info("denied %s for user %s: %d problem(s), first: %s", what, user, len(lines), lines[0])
+        log.info("denied %s for user %s: %d problem(s), first: %s", what, user, len(lines), lines[0], extra=task_log(namespace or "", name or ""))
         raise kopf.AdmissionError("\n".join(cap_lines(lines)), code=INVALID)
     warnings.extend(verdict.warning_lines())
 
