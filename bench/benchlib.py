@@ -355,6 +355,11 @@ class Testbed:
         args = list(extra_args)
         if metrics_port is not None:
             args += ["--metrics-port", str(metrics_port)]
+        # Another checkout's operator against the same testbed and benchmark code: the before
+        # and after figures of a change (git worktree add /tmp/before <commit>).
+        other = os.environ.get("ARGUS_BENCH_OPERATOR_PYTHONPATH")
+        if other:
+            extra_env = {"PYTHONPATH": other, **(extra_env or {})}
         assert ray_address or self.ray
         op = OperatorProcess.start(self.work / "operator", kubeconfig=self.cp.kubeconfig, ray_address=ray_address or self.ray.dashboard_url,
                                    root=self.root, namespaces=list(namespaces), max_running=max_running, poll_interval=poll_interval,

@@ -3,6 +3,8 @@
 
     .venv/bin/python bench/run.py            # defaults: see --help; writes docs/benchmarks.md
     .venv/bin/python bench/run.py --full     # the sizes for every figure
+    ARGUS_BENCH_OPERATOR_PYTHONPATH=/tmp/before/operator .venv/bin/python bench/run.py --out /tmp/before.md
+                                             # another checkout's operator (before/after a change)
 
 Starts its own kube-apiserver + etcd and Ray head + worker on loopback (argus_testbed) and
 the operator as a subprocess (``python -m argus``), then measures, side by side:
