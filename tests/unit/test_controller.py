@@ -600,6 +600,29 @@ def test_a_short_run_ends_with_its_progress_in_one_status_patch() -> None:
     world.close()
 
 
+def test_a_held_end_frees_its_slot_at_once() -> None:
+    """While an ended job's end waits for its last log lines, the next task starts: the slot
+    and the GPUs are Ray's to give again, whatever the status says for another second."""
+    world = World(max_running=1)
+    world.ray.log_lag = 1.0
+    first = world.cluster.create("first", spec())
+    world.tick()
+    second = world.cluster.create("second", spec())
+    world.tick(0.2)
+    sid = world.sid(first)
+    world.ray.run(sid)
+    world.tick(0.2)
+    world.ray.say(sid, "step:1 - a:1\n")
+    world.ray.finish(sid)
+    world.tick(0.2)
+    assert world.phase(first) == "Running"  # its end waits for the log line
+    assert world.phase(second) == "Submitted"  # but its slot is free
+    for _ in range(10):
+        world.tick(0.2)
+    assert world.phase(first) == "Succeeded" and world.cluster.status(first)["progress"]["step"] == 1
+    world.close()
+
+
 def test_the_last_progress_survives_a_failed_status_write() -> None:
     """The job's last lines are taken from its log once; an API error on that write must
     not lose them (the next tick writes them)."""

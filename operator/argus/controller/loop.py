@@ -163,7 +163,9 @@ class Reconciler:
         # 4. The queue.
         queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel]
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.deleting]
-        active = [v for v in views if v.active]
+        # A task whose job has ended but whose end waits for its last log lines holds no slot
+        # and no GPUs (Ray has freed them): the next task starts now, not when the end is written.
+        active = [v for v in views if v.active and v.key not in self._held]
         if queued:
             await self.queue.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
         self.metrics.observe_users(in_use(active), queued, self.queue.inputs.quotas)
