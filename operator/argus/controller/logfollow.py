@@ -30,6 +30,9 @@ RECONNECT_SECONDS = 5.0
 # A job that has ended still sends its last lines for a moment (Ray reads the driver's log
 # about once a second): its follower stays this long at most to read them.
 FINISHING_SECONDS = 10.0
+# An ended job's log is read whole once for its last lines (``read_the_rest``) only while it
+# is shorter than this (characters); a longer one waits for its stream's end.
+WHOLE_LOG_LIMIT = 8 * 1024 * 1024
 
 
 @dataclass
@@ -40,13 +43,13 @@ class _Follower:
     written_at: float | None = None  # monotonic time of the last progress write
     finishing_since: float | None = None  # monotonic time the task stopped running
     chunks: int = field(default=0)
+    consumed: int = 0  # characters of the log read so far (the stream starts at the log's beginning)
 
 
 class LogFollowers:
     def __init__(self, ray: RayJobs, metrics: tuple[str, ...], interval: float,
-                 now: Callable[[], dt.datetime], monotonic: Callable[[], float], on_end: Callable[[], None] | None = None):
+                 now: Callable[[], dt.datetime], monotonic: Callable[[], float]):
         self.ray = ray
-        self.on_end = on_end  # a job's stream ended: its last lines are in (the loop wakes to write its end)
         self.metrics = metrics
         self.interval = interval
         self.now = now
@@ -82,11 +85,26 @@ class LogFollowers:
         return [key for key, f in self._followers.items() if f.finishing_since is not None
                 and ((f.task is not None and f.task.done()) or now - f.finishing_since >= FINISHING_SECONDS)]
 
-    def still_reading(self, key: Key) -> bool:
-        """Whether the task's log stream is still open (an ended job's last lines may be on
-        their way: Ray reads the driver's log about once a second)."""
+    async def read_the_rest(self, key: Key) -> None:
+        """An ended job: read what its stream has not brought yet from the whole log (one
+        read; the stream lags the log file by about a second) and stop the stream, so that
+        ``progress_due(final=True)`` has the job's last lines now. Skipped for a log already
+        longer than WHOLE_LOG_LIMIT (the stream's end brings the rest, one write later) and
+        when Ray cannot say (the same)."""
         follower = self._followers.get(key)
-        return follower is not None and follower.task is not None and not follower.task.done()
+        if follower is None or follower.task is None or follower.task.done() or follower.consumed > WHOLE_LOG_LIMIT:
+            return
+        try:
+            text = await self.ray.logs(follower.submission_id)
+        except (RayUnreachable, RayRefused, RayJobUnknown, OSError) as exc:
+            log.debug("reading the end of %s's log failed (%s); its stream brings it", follower.submission_id, exc)
+            return
+        if follower.task.done() or self._followers.get(key) is not follower:
+            return  # the stream ended (or the follower changed) meanwhile: it has the lines
+        if len(text) > follower.consumed:
+            follower.reader.feed(text[follower.consumed:], self.now())
+            follower.consumed = len(text)
+        follower.task.cancel()  # the stream would bring the same lines again
 
     def drop(self, key: Key) -> None:
         self._stop(key)
@@ -105,9 +123,8 @@ class LogFollowers:
             try:
                 async for chunk in self.ray.tail_logs(follower.submission_id):
                     follower.chunks += 1
+                    follower.consumed += len(chunk)
                     follower.reader.feed(chunk, self.now())
-                if self.on_end is not None:
-                    self.on_end()
                 return  # the job ended: Ray closed the stream
             except asyncio.CancelledError:
                 raise
@@ -117,6 +134,7 @@ class LogFollowers:
                 log.exception("following the log of %s failed; opening it again", follower.submission_id)
             await asyncio.sleep(RECONNECT_SECONDS)
             follower.reader = ProgressReader(self.metrics)  # the stream starts from the beginning again
+            follower.consumed = 0
 
     def not_written(self, key: Key) -> None:
         """The progress ``progress_due`` gave was not written (an API error): give it again."""

@@ -49,10 +49,6 @@ from .view import TaskView
 from .writer import StatusWriter
 
 log = logging.getLogger(__name__)
-# An ended job whose log stream is still open has its end written at most this much later,
-# with its last progress in the same status patch (one write fewer per task; issue 26): Ray
-# closes the stream within about a second of the end.
-END_HOLD_SECONDS = 2.0
 
 
 class Reconciler:
@@ -74,8 +70,7 @@ class Reconciler:
                                           ray_job_retention_seconds=config.ray_job_retention_seconds,
                                           default_ttl_seconds=config.default_ttl_seconds,
                                           gitops_tracking_label=config.gitops_tracking_label)
-        self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, clock.now, monotonic, on_end=self.wake.set)
-        self._held: dict[Key, float] = {}  # ended jobs whose end waits for their last log lines: since when
+        self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, clock.now, monotonic)
         self.carrier = Carrier(ray, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
         self.intake = Intake(config.platform, composer, store, self.carrier, monotonic)
         self.queue = QueuePass(config.platform, composer, AdmissionInputs(config, self.nodes, self.jobs, store, monotonic),
@@ -129,7 +124,6 @@ class Reconciler:
         removal = self.removals.due_in()
         if removal is not None:
             waits.append(removal)
-        waits += [since + END_HOLD_SECONDS - self.clock.monotonic() for since in self._held.values()]
         return max(0.05, min([self.config.poll_interval, *waits]))
 
     async def tick(self) -> None:
@@ -140,7 +134,7 @@ class Reconciler:
         each = self.carrier.each
         # 1. Ray reads that are due.
         following = [v for v in views if lifecycle.needs_ray(v.state)]
-        due = [v for v in following if v.key in self._held or self.jobs.due_in(v, now, len(following)) <= 0.01]
+        due = [v for v in following if self.jobs.due_in(v, now, len(following)) <= 0.01]
         await each(self._follow(v.key) for v in due)
         # 2. New tasks are validated.
         views = self.views()
@@ -163,9 +157,7 @@ class Reconciler:
         # 4. The queue.
         queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel]
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.deleting]
-        # A task whose job has ended but whose end waits for its last log lines holds no slot
-        # and no GPUs (Ray has freed them): the next task starts now, not when the end is written.
-        active = [v for v in views if v.active and v.key not in self._held]
+        active = [v for v in views if v.active]
         if queued:
             await self.queue.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
         self.metrics.observe_users(in_use(active), queued, self.queue.inputs.quotas)
@@ -177,8 +169,6 @@ class Reconciler:
         present = {v.key for v in views}
         self.carrier.forget(present)
         self.intake.forget(present)
-        for key in [k for k in self._held if k not in present]:
-            del self._held[key]
         for key in self.jobs.followed():
             if key not in present:
                 self.jobs.forget(key)
@@ -194,9 +184,10 @@ class Reconciler:
             seen = await self.jobs.observe(view.state)
             draft = Draft.of(view)
             ended = isinstance(seen, (lifecycle.JobUnknown,)) or (isinstance(seen, lifecycle.JobObserved) and not seen.active)
-            # A job Ray has ended sends its last log lines a moment later; a lost one sends none.
-            if isinstance(seen, lifecycle.JobObserved) and not seen.active and self._hold_end(key):
-                return
+            if isinstance(seen, lifecycle.JobObserved) and not seen.active:
+                # Its stream brings the job's last lines a second or so after the end: read
+                # them now, so that the end and the last progress go in one status patch.
+                await self.logs.read_the_rest(key)
             progress = self.logs.progress_due(key, view.state.status.progress, final=ended)
             if progress is not None:
                 draft.take(self.carrier.step(view, lifecycle.ProgressObserved(progress)))
@@ -206,18 +197,6 @@ class Reconciler:
                 if progress is not None:
                     self.logs.not_written(key)  # the next look takes it again
                 raise
-
-    def _hold_end(self, key: Key) -> bool:
-        """Whether to wait before writing an ended job's end: its log stream is still open
-        and END_HOLD_SECONDS have not passed since the end was first seen."""
-        if not self.logs.still_reading(key):
-            self._held.pop(key, None)
-            return False
-        since = self._held.setdefault(key, self.clock.monotonic())
-        if self.clock.monotonic() - since < END_HOLD_SECONDS:
-            return True
-        del self._held[key]
-        return False
 
     async def _reconcile(self, key: Key) -> None:
         """A task that needs a look without anything new from Ray (cancelled while it never
