@@ -91,4 +91,4 @@ class QueuePass:
                 seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.status.get("user"))
             else:
                 seen = lifecycle.Admitted(verdict.plan)
-            await self.carrier.decide_and_write(draft, seen)  # under the lock: a position refresh must not overtake it
+            await self.carrier.decide_and_write(draft, seen)  # under the lock: a cancel or deletion must not overtake it
