@@ -166,6 +166,7 @@ for _case in MATRIX:
     if _case.startswith("logs-api"):
         EXPECTED_BUILTIN_BINDINGS[_case] = LOGS_API_BINDINGS
 LOG_RULE = {"apiGroups": ["logs.argus.io"], "resources": ["argustasks/log"], "verbs": ["get"]}
+QUEUE_RULE = {"apiGroups": ["logs.argus.io"], "resources": ["pendingtasks"], "verbs": ["list"]}  # the queue on demand
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -669,8 +670,8 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     assert labels["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
     assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
     assert edit["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argustasks"],
-                              "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]}, LOG_RULE]
-    assert view["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["get", "list", "watch"]}, LOG_RULE]
+                              "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]}, LOG_RULE, QUEUE_RULE]
+    assert view["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["get", "list", "watch"]}, LOG_RULE, QUEUE_RULE]
     # No other role the chart renders grants the log.
     assert [o["metadata"]["name"] for o in render(helm, "--set", "logsApi.enabled=true")
             if o["kind"] in ("ClusterRole", "Role") and "argustasks/log" in json.dumps(o.get("rules"))] == ["argus-edit", "argus-view"]
