@@ -51,10 +51,11 @@ def pending_items(views: list[TaskView], settings: QueueSettings, now: Any, name
     place in the whole queue."""
     queued = waiting(views)
     usage = decayed_usage(usage_records(views), now, settings.half_life) if settings.policy == "fair" else {}
-    places = positions([v.as_queued() for v in queued], settings, usage, now)
+    tasks = {v.key: v.as_queued() for v in queued}
+    places = positions(tasks.values(), settings, usage, now)
     items = [{
         "metadata": {"name": v.name, "namespace": v.namespace, "uid": v.uid, "creationTimestamp": v.created},
-        "position": places[v.key], "user": v.status.get("user") or "", "priority": v.as_queued().priority, "gpus": v.gpus,
+        "position": places[v.key], "user": v.status.get("user") or "", "priority": tasks[v.key].priority, "gpus": v.gpus,
         "reason": v.status.get("reason") or "", "message": v.status.get("message") or "",
     } for v in queued if namespace is None or v.namespace == namespace]
     return sorted(items, key=lambda item: item["position"])

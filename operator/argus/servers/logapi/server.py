@@ -334,12 +334,10 @@ class LogApi:
     # ---- the log
 
     async def _log(self, request: web.Request) -> web.StreamResponse:
-        why = self._front_proxy_ok(request)
-        if why:
-            return status_doc(401, "Unauthorized", why)
-        access = self._access(request)
-        if access is None:
-            return status_doc(401, "Unauthorized", "no user in the front proxy's headers")
+        access, refused = self._caller(request)
+        if refused is not None:
+            return refused
+        assert access is not None
         ns, name = request.match_info["namespace"], request.match_info["name"]
         try:
             query = parse_log_query(list(request.query.items()))
