@@ -84,7 +84,8 @@ MATRIX: dict[str, list[str]] = {
                         "--set", "operator.fairShare.maxWaitSeconds=0.5", "--set", "operator.defaultGpuQuota=8",
                         "--set", "operator.ttlSecondsAfterFinished=86400", "--set", "operator.rayJobRetentionSeconds=3600",
                         "--set", "operator.progress.intervalSeconds=30", "--set-json", 'operator.progress.metrics=["critic/score/mean","actor/entropy"]',
-                        "--set", "operator.crdCheckIntervalSeconds=0", "--set", "operator.logFormat=json", "--set", "operator.logLevel=warning"],
+                        "--set", "operator.crdCheckIntervalSeconds=0", "--set", "operator.logFormat=json", "--set", "operator.logLevel=warning",
+                        "--set", "operator.progress.source=file", "--set-json", 'sharedTree.volume={"nfs":{"server":"nas","path":"/private"}}'],
     "network-policy": ["--set", "networkPolicy.enabled=true", "--set", "webhook.enabled=true",
                        "--set-json", 'networkPolicy.webhookFrom=[{"ipBlock":{"cidr":"192.0.2.0/24"}}]',
                        "--set", "networkPolicy.metricsNamespaces={monitoring,observability}"],
@@ -458,11 +459,16 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
         assert (args.default_gpu_quota, args.ttl_seconds_after_finished, args.ray_job_retention) == (8, 86400, 3600)
         assert (args.progress_interval, args.progress_metrics) == (30, "critic/score/mean,actor/entropy")
         assert (args.crd_check_interval, args.log_format, args.log_level) == (0, "json", "warning")
+        # Progress from the jobs' log files: the shared tree mounted read-only where the jobs see it, without the log API.
+        assert args.progress_source == "file" and not args.logs_api and not args.logs_api_shared_tree
+        assert {m["name"]: m for m in container["volumeMounts"]}["shared-tree"] == {
+            "name": "shared-tree", "mountPath": values["operator"]["root"], "readOnly": True}
+        assert {"name": "shared-tree", "nfs": {"server": "nas", "path": "/private"}} in pod["volumes"]
     else:  # the defaults, the operator's own
         from argus.host.main import build_parser
         defaults = build_parser().parse_args([])
         for name in ("queue_policy", "fair_share_half_life", "fair_share_max_wait", "default_gpu_quota", "ttl_seconds_after_finished",
-                     "ray_job_retention", "progress_interval", "progress_metrics", "crd_check_interval", "log_format"):
+                     "ray_job_retention", "progress_source", "progress_interval", "progress_metrics", "crd_check_interval", "log_format"):
             assert getattr(args, name) == getattr(defaults, name), name
     if case == "network-policy":
         policy = one(objs, "NetworkPolicy")
@@ -701,6 +707,7 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     (["--set", "operator.ttlSecondsAfterFinished=1.5"], "ttlSecondsAfterFinished"),
     (["--set-json", 'operator.progress.metrics=["a,b"]'], "metrics"),
     (["--set", "operator.logFormat=yaml"], "logFormat"),
+    (["--set", "operator.progress.source=files"], "source"),
     (["--set", "operator.verbose=true"], "additional properties 'verbose' not allowed"),
 ])
 def test_values_mistake_fails_helm_install(values: list[str], message: str, helm: Any, control_plane: KubeCluster) -> None:
@@ -708,6 +715,11 @@ def test_values_mistake_fails_helm_install(values: list[str], message: str, helm
     assert out.returncode != 0
     assert "values don't meet the specifications of the schema" in out.stderr and message in out.stderr, out.stderr
     assert helm("status", "typo", "--namespace", "typo-system", check=False, cluster=True).returncode != 0
+
+
+def test_progress_from_files_without_the_shared_tree_is_refused(helm: Any) -> None:
+    out = helm("template", RELEASE, str(CHART), "--kube-version", KUBE_VERSION, "--set", "operator.progress.source=file", check=False)
+    assert out.returncode != 0 and "operator.progress.source=file reads the jobs' log files from the shared tree: set sharedTree.volume" in out.stderr
 
 
 @pytest.mark.parametrize("repository", ["argus-operator", "argus/argus-operator", "library/argus-operator"])

@@ -63,6 +63,24 @@ class FakeJob:
     shown_at: list[float] = field(default_factory=list)  # when each log line reaches the stream (clock.monotonic)
 
 
+class FakeLogFiles:
+    """The jobs' log files as a mounted shared tree shows them (``controller.ports.LogFiles``):
+    a job's file holds every line its driver printed at once (``tee``), whatever Ray's stream
+    lags; no file until the job printed something."""
+
+    def __init__(self, ray: FakeRay):
+        self.ray = ray
+        self.reads: list[tuple[str, int]] = []
+        self.most: int | None = None  # set: no read returns more bytes than this (short reads)
+
+    async def read(self, path: str, offset: int, limit: int) -> bytes:
+        self.reads.append((path, offset))
+        for job in self.ray.jobs.values():
+            if job.plan is not None and job.plan.log_file == path and job.log:
+                return "".join(job.log).encode()[offset:offset + min(limit, self.most or limit)]
+        raise FileNotFoundError(path)
+
+
 class FakeRay:
     """What the operator sees of Ray through ``adapters.ray.RayJobsClient``."""
 

@@ -16,9 +16,10 @@ from argus.controller.metrics import Metrics
 from argus.controller.settings import OperatorConfig
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
+from argus.core.progress import ProgressSource
 from argus.core.queue import free_per_node
 from argus.core.rayjobs import PlacementGroup
-from fakes import FakeClock, FakeCluster, FakeRay
+from fakes import FakeClock, FakeCluster, FakeLogFiles, FakeRay
 
 pytestmark = pytest.mark.unit
 
@@ -35,15 +36,18 @@ class World:
     """A reconciler over fakes, and the means to move time and Ray along."""
 
     def __init__(self, *, max_running: int = 4, ray_grace: float = 300, delete_grace: float = 300, gpus: float = 4,
-                 ray_job_retention: float | None = None):
+                 ray_job_retention: float | None = None, progress_source: ProgressSource = ProgressSource.stream):
         self.clock = FakeClock()
         self.cluster = FakeCluster(self.clock)
         self.ray = FakeRay(self.clock, worker_gpus=gpus)
         self.config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=max_running,
                                      poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace,
-                                     ray_job_retention_seconds=ray_job_retention)
-        self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, clock=self.clock, metrics=Metrics(self.clock))
+                                     ray_job_retention_seconds=ray_job_retention, progress_source=progress_source)
+        self.files = FakeLogFiles(self.ray)
+        self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, clock=self.clock, metrics=Metrics(self.clock),
+                                     log_files=self.files)
         self.reconciler.carrier.strict_transitions = True  # a decision the table does not declare fails the test
+        self.reconciler.logs.file_poll_seconds = 0.001  # log files read as often as the fake stream is (real seconds)
         self.cluster.onboard(NS, "alice")
         # One event loop for the world's life: background work (log streams) goes on across ticks.
         self.loop = asyncio.new_event_loop()
@@ -617,6 +621,76 @@ def test_the_last_progress_survives_a_failed_status_write() -> None:
     status = world.cluster.status(key)
     assert world.cluster.failing_status_patches == 0  # the fault was hit
     assert status["phase"] == "Succeeded" and status["progress"]["step"] == 20, status
+    world.close()
+
+
+def log_reads_from_ray(world: World, sid: str) -> int:
+    return sum(1 for op, s in world.ray.calls if op == "logs" and s == sid)
+
+
+def test_progress_from_the_log_file_asks_ray_for_no_log() -> None:
+    """--progress-source file (issue 26): the attempt's log file in the job folder, read where
+    the shared tree is mounted, gives the same progress; Ray serves no log stream for it."""
+    world = World(progress_source=ProgressSource.file)
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.run(sid)
+    world.tick(0.2)  # running, nothing printed yet: no file (a FileNotFoundError, read again later)
+    world.ray.say(sid, "Total training steps: 300\nTraining from scratch\n")
+    for i in range(1, 41):
+        world.ray.say(sid, f"step:{i} - critic/score/mean:{i / 100:.2f}\n")
+        world.tick(0.5)
+    progress = world.cluster.status(key)["progress"]
+    assert progress["totalSteps"] == 300 and progress["step"] >= 20
+    assert progress["metrics"]["critic/score/mean"] == pytest.approx(progress["step"] / 100)
+    world.ray.say(sid, "step:41 - critic/score/mean:0.41\nFinal validation metrics: {}\n")
+    world.ray.finish(sid)
+    world.settle()
+    status = world.cluster.status(key)
+    assert status["phase"] == "Succeeded" and status["progress"]["step"] == 41, status
+    end = [p for p in status_patches(world, key) if p.get("phase") == "Succeeded"]
+    assert len(end) == 1 and end[0]["progress"]["step"] == 41  # the end and the last line in one patch
+    assert log_reads_from_ray(world, sid) == 0
+    assert {path for path, _ in world.files.reads} == {status["logFile"]["jobPath"]}
+    offsets = [offset for _, offset in world.files.reads]
+    assert offsets == sorted(offsets) and offsets[-1] > 0  # read on from where it stopped, not again from the start
+    assert len(world.reconciler.logs) == 0
+    world.close()
+
+
+def test_a_log_file_split_inside_a_character_and_a_line_is_read_whole() -> None:
+    world = World(progress_source=ProgressSource.file)
+    world.files.most = 7  # every read ends inside a line, some inside the two bytes of an é
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.run(sid)
+    world.ray.say(sid, "Total training steps: 9\nstep:3 - critic/score/mean:0.5 - note:\u00e9")
+    world.tick(0.2)
+    world.ray.say(sid, "\u00e9\nstep:4 - critic/sc")
+    world.tick(1.1)
+    world.ray.say(sid, "ore/mean:0.75\n")
+    world.ray.finish(sid)
+    world.settle()
+    status = world.cluster.status(key)
+    assert status["progress"]["step"] == 4 and status["progress"]["metrics"]["critic/score/mean"] == 0.75, status
+    world.close()
+
+
+def test_progress_off_follows_nothing() -> None:
+    world = World(progress_source=ProgressSource.off)
+    key = world.cluster.create("t", spec())
+    world.tick()
+    sid = world.sid(key)
+    world.ray.run(sid)
+    world.ray.say(sid, "Total training steps: 3\nstep:3 - a:1\n")
+    world.tick(0.2)
+    world.ray.finish(sid)
+    world.settle()
+    status = world.cluster.status(key)
+    assert status["phase"] == "Succeeded" and "progress" not in status
+    assert log_reads_from_ray(world, sid) == 0 and world.files.reads == []
     world.close()
 
 

@@ -157,6 +157,10 @@ app.kubernetes.io/component: uninstall
 {{- if not (kindIs "invalid" $o.rayJobRetentionSeconds) }}
 - {{ printf "--ray-job-retention=%v" $o.rayJobRetentionSeconds | quote }}
 {{- end }}
+{{- if and (eq $o.progress.source "file") (not (include "argus.sharedTreeVolume" .)) }}
+{{- fail "operator.progress.source=file reads the jobs' log files from the shared tree: set sharedTree.volume (mounted read-only at operator.root)" }}
+{{- end }}
+- {{ printf "--progress-source=%v" $o.progress.source | quote }}
 - {{ printf "--progress-interval=%v" $o.progress.intervalSeconds | quote }}
 - {{ printf "--progress-metrics=%v" (join "," $o.progress.metrics) | quote }}
 - {{ printf "--log-format=%v" $o.logFormat | quote }}
@@ -191,7 +195,7 @@ app.kubernetes.io/component: uninstall
 - --logs-api-cert-file=/etc/argus/logs-api-tls/tls.crt
 - --logs-api-key-file=/etc/argus/logs-api-tls/tls.key
 - {{ printf "--logs-api-max-followers=%v" (int .Values.logsApi.maxFollowersPerUser) | quote }}
-{{- if .Values.logsApi.sharedTree.volume }}
+{{- if include "argus.sharedTreeVolume" . }}
 - --logs-api-shared-tree
 {{- end }}
 {{- end }}
@@ -204,4 +208,12 @@ app.kubernetes.io/component: uninstall
 /etc/argus/ray-token/token and passed as --ray-token-file. */}}
 {{- define "argus.rayTokenSecret" -}}
 {{- with .Values.operator.rayToken }}{{ .secretName }}{{ end }}
+{{- end }}
+
+{{/* The shared tree's Volume source (sharedTree.volume; logsApi.sharedTree.volume, the older
+place, still counts), as YAML; empty: not mounted. */}}
+{{- define "argus.sharedTreeVolume" -}}
+{{- with (.Values.sharedTree.volume | default .Values.logsApi.sharedTree.volume) }}
+{{- toYaml . }}
+{{- end }}
 {{- end }}

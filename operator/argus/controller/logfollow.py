@@ -1,27 +1,31 @@
-"""Following each running job's log for verl's progress lines (``core.progress``): one
-stream per running task from Ray's Jobs API, read in the background; the reconciler takes
+"""Following each running job's log for verl's progress lines (``core.progress``), read in
+the background from one of two sources (``ProgressSource``, --progress-source): Ray's log
+stream from the Jobs API (``stream``, one per running task, served by the Ray head), or the
+attempt's log file in the job folder where the shared tree is mounted (``file``, polled every
+FILE_POLL_SECONDS; costs Ray nothing); ``off`` follows nothing. The reconciler takes
 the progress when a status write for it is due (``progress_due``), at most once every
 ``interval`` seconds per task (the first one ``interval`` after it starts running), and
 always with the job's last read.
 
 A stream that breaks (Ray unreachable, a head restart) is opened again while the task runs;
 Ray's log stream starts from the beginning of the log, so the reader starts afresh too, as it
-does after an operator restart.
+does after an operator restart. A file is read on from where the last read stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import datetime as dt
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..core.progress import ProgressReader
+from ..core.progress import ProgressReader, ProgressSource
 from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import TaskProgress
 from ..core.vocabulary import Key
-from .ports import RayJobs
+from .ports import LogFiles, RayJobs
 
 log = logging.getLogger(__name__)
 RECONNECT_SECONDS = 5.0
@@ -33,23 +37,34 @@ FINISHING_SECONDS = 10.0
 # An ended job's log is read whole once for its last lines (``read_the_rest``) only while it
 # is shorter than this (characters); a longer one waits for its stream's end.
 WHOLE_LOG_LIMIT = 8 * 1024 * 1024
+# A log file is read this often while its job runs, and this much at a time at most.
+FILE_POLL_SECONDS = 1.0
+FILE_CHUNK = 1024 * 1024
 
 
 @dataclass
 class _Follower:
     submission_id: str
     reader: ProgressReader
+    log_file: str | None = None  # the attempt's log in the job folder, as the jobs (and a mounted tree) see it
     task: asyncio.Task[None] | None = None
     written_at: float | None = None  # monotonic time of the last progress write
     finishing_since: float | None = None  # monotonic time the task stopped running
     chunks: int = field(default=0)
-    consumed: int = 0  # characters of the log read so far (the stream starts at the log's beginning)
+    consumed: int = 0  # characters of the log read so far (the stream starts at the log's beginning); bytes of a file
+    decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
 
 
 class LogFollowers:
     def __init__(self, ray: RayJobs, metrics: tuple[str, ...], interval: float,
-                 now: Callable[[], dt.datetime], monotonic: Callable[[], float]):
+                 now: Callable[[], dt.datetime], monotonic: Callable[[], float], *,
+                 source: ProgressSource = ProgressSource.stream, files: LogFiles | None = None):
+        if source == ProgressSource.file and files is None:
+            raise ValueError("progress from log files needs the files")
         self.ray = ray
+        self.source = source
+        self.files = files
+        self.file_poll_seconds = FILE_POLL_SECONDS
         self.metrics = metrics
         self.interval = interval
         self.now = now
@@ -59,23 +74,28 @@ class LogFollowers:
     def __len__(self) -> int:
         return len(self._followers)
 
-    def follow(self, running: dict[Key, str]) -> None:
-        """Follow these tasks' jobs (key -> submission id). A task no longer among them is
-        finishing: its stream is read to its end (``finished``)."""
+    def follow(self, running: dict[Key, tuple[str, str | None]]) -> None:
+        """Follow these tasks' jobs (key -> submission id and the attempt's log file). A task
+        no longer among them is finishing: its stream is read to its end (``finished``)."""
+        if self.source == ProgressSource.off:
+            return
         now = self.monotonic()
         for key, follower in list(self._followers.items()):
-            sid = running.get(key)
+            sid = running.get(key, (None, None))[0]
             if sid is None:
                 follower.finishing_since = follower.finishing_since or now
             elif sid != follower.submission_id:
                 self.drop(key)  # a new attempt
-        for key, sid in running.items():
+        for key, (sid, log_file) in running.items():
             if key not in self._followers:
+                if self.source == ProgressSource.file and not log_file:
+                    continue  # a task submitted before the status named the file: no progress
                 # The first progress is written ``interval`` after the following starts, not
                 # at once: a run shorter than that gets its progress with its end, in the
                 # same status patch (one write fewer per task; issue 26).
-                follower = _Follower(sid, ProgressReader(self.metrics), written_at=now)
-                follower.task = asyncio.create_task(self._read(follower), name=f"argus log {key[0]}/{key[1]}")
+                follower = _Follower(sid, ProgressReader(self.metrics), log_file=log_file, written_at=now)
+                read = self._read_file if self.source == ProgressSource.file else self._read
+                follower.task = asyncio.create_task(read(follower), name=f"argus log {key[0]}/{key[1]}")
                 self._followers[key] = follower
 
     def finished(self) -> list[Key]:
@@ -92,7 +112,12 @@ class LogFollowers:
         longer than WHOLE_LOG_LIMIT (the stream's end brings the rest, one write later) and
         when Ray cannot say (the same)."""
         follower = self._followers.get(key)
-        if follower is None or follower.task is None or follower.task.done() or follower.consumed > WHOLE_LOG_LIMIT:
+        if follower is None or follower.task is None or follower.task.done():
+            return
+        if self.source == ProgressSource.file:
+            await self._file_to_end(follower)
+            return
+        if follower.consumed > WHOLE_LOG_LIMIT:
             return
         try:
             text = await self.ray.logs(follower.submission_id)
@@ -135,6 +160,49 @@ class LogFollowers:
             await asyncio.sleep(RECONNECT_SECONDS)
             follower.reader = ProgressReader(self.metrics)  # the stream starts from the beginning again
             follower.consumed = 0
+
+    async def _read_file(self, follower: _Follower) -> None:
+        """The attempt's log file, read on every FILE_POLL_SECONDS while the job runs (the
+        job may not have made it yet). Ends only when cancelled: the job's end is Ray's to
+        say, and ``read_the_rest`` reads the file to its end then."""
+        while True:
+            try:
+                while await self._file_chunk(follower):
+                    pass
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:
+                log.debug("log file of %s not readable yet (%s)", follower.submission_id, exc)
+            await asyncio.sleep(self.file_poll_seconds)
+
+    async def _file_chunk(self, follower: _Follower) -> bool:
+        """Read and feed the next chunk of the log file; False at its end for now."""
+        assert self.files is not None and follower.log_file is not None
+        data = await self.files.read(follower.log_file, follower.consumed, FILE_CHUNK)
+        if not data:
+            return False
+        follower.chunks += 1
+        follower.consumed += len(data)
+        follower.reader.feed(follower.decoder.decode(data), self.now())
+        return True
+
+    async def _file_to_end(self, follower: _Follower) -> None:
+        """An ended job's log file, read to its end at once; past WHOLE_LOG_LIMIT bytes in
+        one go, the rest is read in the background as before (``finished`` waits for it)."""
+        assert follower.task is not None
+        follower.task.cancel()  # one reader at a time: the offset is the follower's
+        read = 0
+        try:
+            while read <= WHOLE_LOG_LIMIT:
+                before = follower.consumed
+                if not await self._file_chunk(follower):
+                    follower.reader.feed(follower.decoder.decode(b"", final=True), self.now())
+                    return
+                read += follower.consumed - before
+        except OSError as exc:
+            log.debug("reading the end of %s's log file failed (%s)", follower.submission_id, exc)
+            return
+        follower.task = asyncio.create_task(self._read_file(follower), name=f"argus log file {follower.submission_id}")
 
     def not_written(self, key: Key) -> None:
         """The progress ``progress_due`` gave was not written (an API error): give it again."""

@@ -42,7 +42,7 @@ from .intake import Intake
 from .jobsync import HistoryRemovals, JobSync, NodeCache
 from .logfollow import LogFollowers
 from .metrics import Metrics
-from .ports import RayJobs, TaskSource, TaskStore
+from .ports import LogFiles, RayJobs, TaskSource, TaskStore
 from .queuepass import QueuePass
 from .settings import OperatorConfig
 from .view import TaskView
@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 
 class Reconciler:
     def __init__(self, config: OperatorConfig, ray: RayJobs, store: TaskStore, tasks: TaskSource, *,
-                 clock: Clock, metrics: Metrics, leads: Callable[[], bool] = lambda: True, composer: Composer | None = None):
+                 clock: Clock, metrics: Metrics, leads: Callable[[], bool] = lambda: True, composer: Composer | None = None,
+                 log_files: LogFiles | None = None):
         self.config = config
         self.tasks = tasks
         self.leads = leads
@@ -70,7 +71,8 @@ class Reconciler:
                                           ray_job_retention_seconds=config.ray_job_retention_seconds,
                                           default_ttl_seconds=config.default_ttl_seconds,
                                           gitops_tracking_label=config.gitops_tracking_label)
-        self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, clock.now, monotonic)
+        self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, clock.now, monotonic,
+                                 source=config.progress_source, files=log_files)
         self.carrier = Carrier(ray, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
         self.intake = Intake(config.platform, composer, store, self.carrier, monotonic)
         self.queue = QueuePass(config.platform, composer, AdmissionInputs(config, self.nodes, self.jobs, store, monotonic),
@@ -162,7 +164,7 @@ class Reconciler:
             await self.queue.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
         self.metrics.observe_users(in_use(active), queued, self.queue.inputs.quotas)
         await each(self.carrier.write_locked(d) for d in drafts.values())
-        self.logs.follow({v.key: v.state.submission_id for v in self.views() if v.phase == Phase.Running.value and not v.deleting})
+        self.logs.follow({v.key: _job_log(v) for v in self.views() if v.phase == Phase.Running.value and not v.deleting})
 
     def _prune(self, views: list[TaskView]) -> None:
         """Forget what was kept for tasks that are gone."""
@@ -220,3 +222,11 @@ class Reconciler:
                     self.logs.not_written(key)
                     raise
             self.logs.drop(key)
+
+
+def _job_log(view: TaskView) -> tuple[str, str | None]:
+    """A running task's job, for its log's follower: the submission id, and the attempt's log
+    file as the jobs see it."""
+    state = view.state
+    log_file = state.status.log_file
+    return state.submission_id, log_file.job_path if log_file is not None else None

@@ -1,5 +1,6 @@
 """The small protocols the controller depends on. The operator passes the real adapters
-(``adapters.ray.RayJobsClient``, ``adapters.kube.KubeTaskStore``, ``adapters.taskcache.TaskCache``);
+(``adapters.ray.RayJobsClient``, ``adapters.kube.KubeTaskStore``, ``adapters.taskcache.TaskCache``,
+``adapters.logfiles.LocalLogFiles``);
 the unit tests pass in-memory fakes of the same shape (tests/unit/fakes.py)."""
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ class RayJobs(Protocol):
     async def submit_probe(self, probe: ProbeJob) -> str: ...  # argus doctor: "label" or "ip", how it was pinned
     async def logs(self, submission_id: str) -> str: ...
     async def cluster_version(self) -> str: ...
+
+
+class LogFiles(Protocol):
+    """The jobs' log files, where the shared tree is mounted (``--progress-source file``).
+    Raises OSError (FileNotFoundError before the job has written its first line)."""
+
+    async def read(self, path: str, offset: int, limit: int) -> bytes: ...  # at most `limit` bytes from `offset`
 
 
 class TaskStore(Protocol):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..core.config import PlatformConfig
 from ..core.gitops import DEFAULT_TRACKING_LABEL
 from ..core.polling import read_slack
+from ..core.progress import ProgressSource
 
 DEFAULT_PROGRESS_METRICS = ("critic/score/mean",)
 
@@ -36,6 +37,7 @@ class OperatorConfig:
     watch_stale_seconds: float = 300.0    # liveness fails when the watch heard nothing for this long
     progress_interval: float = 15.0       # at most one progress write per task this often
     progress_metrics: tuple[str, ...] = DEFAULT_PROGRESS_METRICS
+    progress_source: ProgressSource = ProgressSource.stream  # where running jobs' logs are read for progress
     ray_job_retention_seconds: float | None = None  # ended tasks' Ray jobs leave Ray's history after this
     default_ttl_seconds: int | None = None          # ended tasks are deleted after this (spec.ttlSecondsAfterFinished wins)
     gitops_tracking_label: str = DEFAULT_TRACKING_LABEL  # Argo CD's label tracking key; tracked tasks outlive their TTL
@@ -67,6 +69,11 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--watch-stale-seconds", type=float, default=float(env("ARGUS_WATCH_STALE_SECONDS", "300")), help="liveness (/healthz) fails when the task list/watch has not heard from the API server for this long; 0: never (default 300)")
     parser.add_argument("--progress-interval", type=float, default=float(env("ARGUS_PROGRESS_INTERVAL", "15")),
                         help="at most one progress write per running task this often, in seconds (default 15; env ARGUS_PROGRESS_INTERVAL)")
+    parser.add_argument("--progress-source", choices=[s.value for s in ProgressSource], default=env("ARGUS_PROGRESS_SOURCE", "stream"),
+                        help="where a running job's log is read for status.progress: stream (Ray's log stream, one per running job, "
+                             "served by the Ray head), file (the attempt's log file in the job folder; the shared tree must be "
+                             "mounted here read-only at the jobs' paths; costs Ray nothing), off (no progress) "
+                             "(default stream; env ARGUS_PROGRESS_SOURCE)")
     parser.add_argument("--progress-metrics", default=env("ARGUS_PROGRESS_METRICS", ",".join(DEFAULT_PROGRESS_METRICS)),
                         help="verl metrics shown in status.progress.metrics, comma-separated (default critic/score/mean; env ARGUS_PROGRESS_METRICS)")
     parser.add_argument("--ray-job-retention", type=_optional_number, default=_optional_number(env("ARGUS_RAY_JOB_RETENTION_SECONDS")),
@@ -119,6 +126,11 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
                          "read slack), or a quiet but healthy watch would fail liveness")
     if args.leader_lease_seconds < 2:
         raise ValueError(f"--leader-lease-seconds: {args.leader_lease_seconds}: must be at least 2")
+    if args.progress_source not in {s.value for s in ProgressSource}:
+        raise ValueError(f"--progress-source: {args.progress_source}: must be one of " + ", ".join(s.value for s in ProgressSource))
+    if args.progress_source == ProgressSource.file and not os.path.isdir(platform.users_root()):
+        raise ValueError(f"--progress-source file: {platform.users_root()} is not a folder here: mount the shared tree read-only at "
+                         f"{platform.root} (the jobs' paths) or use --progress-source stream")
     if args.progress_interval < 0:
         raise ValueError(f"--progress-interval: {args.progress_interval}: must not be negative")
     for flag, value in (("--ray-job-retention", args.ray_job_retention), ("--ttl-seconds-after-finished", args.ttl_seconds_after_finished)):
@@ -137,6 +149,7 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         default_gpu_quota=int(args.default_gpu_quota) if args.default_gpu_quota is not None else None,
         progress_interval=args.progress_interval, doctor_interval=args.doctor_interval, crd_check_interval=args.crd_check_interval,
         progress_metrics=tuple(m.strip() for m in args.progress_metrics.split(",") if m.strip()),
+        progress_source=ProgressSource(args.progress_source),
         ray_job_retention_seconds=args.ray_job_retention,
         default_ttl_seconds=int(args.ttl_seconds_after_finished) if args.ttl_seconds_after_finished is not None else None,
         gitops_tracking_label=args.gitops_tracking_label.strip(),

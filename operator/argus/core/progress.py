@@ -7,8 +7,9 @@ verl's console logger prints, on the driver:
     Resuming from <default_local_dir>/global_step_120
     step:37 - critic/score/mean:0.41 - timing_s/step:12.9 - ...   (after each step)
 
-The operator follows each running job's log stream and feeds it here, chunk by chunk
-(lines may be split across chunks). Pure: time comes in as an argument.
+The operator follows each running job's log (``ProgressSource``: Ray's log stream, or the
+attempt's log file in the job folder) and feeds it here, chunk by chunk (lines may be split
+across chunks). Pure: time comes in as an argument.
 """
 
 from __future__ import annotations
@@ -18,9 +19,19 @@ import re
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from .spec import TaskProgress
 from .times import format_time
+
+
+class ProgressSource(StrEnum):
+    """Where the operator reads a running job's log for its progress (--progress-source)."""
+
+    stream = "stream"  # Ray's log stream, one per running job, served by the Ray head's dashboard
+    file = "file"      # the attempt's log file in the job folder (the shared tree mounted in the operator)
+    off = "off"        # not read: status.progress stays empty
+
 
 _TOTAL = re.compile(r"Total training steps:\s*(\d+)")
 _STEP = re.compile(r"^step:(\d+)(?:\s+-\s+(.*))?$")

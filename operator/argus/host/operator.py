@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..adapters.kube import KubeTaskStore, load_kube_config
+from ..adapters.logfiles import LocalLogFiles
 from ..adapters.ray import RayJobsClient, client_version, version_note
 from ..adapters.taskcache import TaskCache
 from ..controller.crdcheck import CrdCheck
@@ -25,6 +26,7 @@ from ..controller.view import TaskView, worth_a_look
 from ..core.clock import Clock
 from ..core.crd import built_schema_hash
 from ..core.doctor import DoctorSettings
+from ..core.progress import ProgressSource
 from ..core.rayjobs import RayRefused, RayUnreachable
 from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import Composer, ComposeRequest
@@ -66,8 +68,9 @@ class Operator:
                                 clock=clock, metrics=metrics) if config.leader_election_namespace else None
         metrics.leader.set(0 if leader else 1)
         cache: TaskCache[TaskView] = TaskCache(TaskView.from_body, config.namespaces, watch_seconds=config.watch_seconds, monotonic=clock.monotonic)
+        files = LocalLogFiles(config.platform.users_root()) if config.progress_source == ProgressSource.file else None
         reconciler = Reconciler(config, ray, store, cache, clock=clock, metrics=metrics,
-                                leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer)
+                                leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer, log_files=files)
 
         def on_change(old: TaskView | None, new: TaskView | None) -> None:
             if worth_a_look(old, new):
