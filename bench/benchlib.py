@@ -327,12 +327,17 @@ class Testbed:
 
     def __init__(self, work: Path, users: tuple[str, ...] = ("alice", "bob"), audit: bool = False):
         self.work = work
+        # Another checkout's operator (ARGUS_BENCH_OPERATOR_PYTHONPATH=<checkout>/operator) gets
+        # that checkout's CRD too: a status field the served schema lacks is pruned, and an
+        # operator that wrote it would write it again and again.
+        other = os.environ.get("ARGUS_BENCH_OPERATOR_PYTHONPATH")
+        crd = (Path(other).parent if other else REPO) / "crds" / "argus.io_argustasks.yaml"
         self.ray: RayCluster | None = None
         self.operators: list[OperatorProcess] = []
         t0 = time.monotonic()
         self.cp = ControlPlane.start(work / "k8s", audit=audit)
         log(f"kube-apiserver + etcd ready at {self.cp.server} in {time.monotonic() - t0:.1f} s")
-        self.cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
+        self.cp.kubectl("apply", "--server-side", "-f", str(crd))
         self.cp.wait_established("argustasks.argus.io")
         self.root = make_private_tree(work / "private", users=users)
         self.home = login_home(work / "ray-home")
@@ -405,21 +410,41 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
-def ray_dashboard_pids(ray: RayCluster) -> list[int]:
-    """The Ray processes that serve the Jobs API: the head's dashboard and each node's
-    dashboard agent (which also serves the log tails)."""
+# Ray's own processes by role, from their command lines (Ray 2.x names them so): the
+# dashboard head and its module subprocesses (JobHead serves the Jobs API and the log
+# streams), the nodes' agents (the dashboard agent reads a job's log file for its stream), the
+# core (GCS, raylets, log monitors), and the job supervisors (one actor per running job).
+RAY_ROLES = {
+    "dashboard": ("dashboard/dashboard.py", "ray-dashboard-", "ray.dashboard.subprocesses"),
+    "agents": ("DashboardAgent", "RuntimeEnvAgent", "dashboard/agent.py", "runtime_env/agent"),
+    "core": ("gcs_server", "raylet/raylet", "log_monitor.py", "autoscaler/_private/monitor.py"),
+    "supervisors": ("ray::JobSupervisor",),
+}
+
+
+def ray_processes(ray: RayCluster) -> dict[str, list[int]]:
+    """Ray's processes on both nodes by role (RAY_ROLES); the jobs' drivers are left out."""
     from argus_testbed.procs import descendants
     roots = [p.popen.pid for p in (ray._head, ray._worker) if p is not None and p.popen is not None]
-    out = []
+    out: dict[str, list[int]] = {role: [] for role in RAY_ROLES}
     for root in roots:
         for pid in descendants(root):
             try:
                 cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if "DashboardAgent" in cmd or "dashboard/dashboard.py" in cmd or "dashboard/agent.py" in cmd:
-                out.append(pid)
+            for role, marks in RAY_ROLES.items():
+                if any(m in cmd for m in marks):
+                    out[role].append(pid)
+                    break
     return out
+
+
+def ray_dashboard_pids(ray: RayCluster) -> list[int]:
+    """The Ray processes that serve the Jobs API: the head's dashboard (with its module
+    subprocesses) and each node's agents (which also serve the log tails)."""
+    found = ray_processes(ray)
+    return found["dashboard"] + found["agents"]
 
 
 def cpu_of(pids: list[int]) -> float:

@@ -63,3 +63,19 @@ def test_metrics_endpoint_counts_a_succeeded_task(control_plane, ray_cluster, us
     for phase in ("Queued", "Submitted", "Running", "Failed", "Stopped", "Rejected"):
         assert sample(text, "argus_tasks", f'{{phase="{phase}"}}') is not None
 
+
+
+def test_progress_from_the_log_file_opens_no_ray_log_stream(control_plane, ray_cluster, user_namespace, run_operator) -> None:
+    """--progress-source file (issue 26): the operator reads the attempt's log file in the job
+    folder (this testbed's shared tree is local, at the jobs' paths) and never opens a Ray log
+    stream; the task's progress is the same."""
+    ns = user_namespace("alice")
+    port = free_port()
+    op = run_operator([ns], extra_args=["--metrics-port", str(port), "--progress-source", "file", "--progress-interval", "1"])
+    apply_text(control_plane, ns, advanced_task("from-file", ppo_command(steps=5)))
+    status = wait_phase(control_plane, ns, "from-file", ("Succeeded", "Failed", "Rejected"), timeout=120, op=op)["status"]
+    assert status["phase"] == "Succeeded", status
+    assert status["progress"]["step"] == 5 and status["progress"]["totalSteps"] == 5, status
+    text = scrape(port)
+    assert sample(text, "argus_ray_api_calls_total", '{operation="logs"}') == 0, text
+    assert sample(text, "argus_ray_api_calls_total", '{operation="submit"}') == 1
