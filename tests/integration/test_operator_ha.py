@@ -7,7 +7,11 @@ The leader is killed (SIGKILL: no lease hand-over) while a task runs: the other 
 the Lease (not before the dead leader's lease ran out, read from the Lease's own timestamps),
 finishes the work, never runs two tasks at once (max running 1, Ray's own start/end times),
 and the webhook keeps answering throughout: a bad task sent every few hundred milliseconds is
-denied by our webhook each time, never refused for want of one.
+denied by our webhook each time, never refused for want of one. The one exception a SIGKILL
+cannot avoid: a call the API server had already sent to the killed replica (or was writing on
+its kept-alive connection) ends in EOF, and the API server does not retry an admission POST.
+So at most one probe that was in flight at the kill may fail that way; every probe sent after
+the killed process is gone must be denied by the webhook.
 """
 
 from __future__ import annotations
@@ -94,14 +98,17 @@ class Prober(threading.Thread):
     def __init__(self, cp: KubeCluster, namespace: str) -> None:
         super().__init__(daemon=True)
         self.cp, self.namespace = cp, namespace
-        self.answers: list[tuple[float, str]] = []
+        self.answers: list[tuple[float, str]] = []  # (monotonic end, answer)
+        self.sent: list[float] = []  # monotonic start of each probe, in the same order
         self.done = threading.Event()
 
     def run(self) -> None:
         body = advanced_task("probe", "echo python3 -m verl.trainer.main_ppo")
         deadline = time.monotonic() + 300  # bounded, whatever happens
         while not self.done.is_set() and time.monotonic() < deadline:
+            sent = time.monotonic()
             out = self.cp.kubectl("apply", "--dry-run=server", "-n", self.namespace, "-f", "-", input=body, check=False)
+            self.sent.append(sent)
             self.answers.append((time.monotonic(), "denied" if DENIED in out.stderr else out.stderr.strip()[-300:] or "admitted"))
             self.done.wait(0.2)
 
@@ -156,6 +163,7 @@ def test_leader_dies_the_other_takes_over_and_the_webhook_keeps_answering(
     last_renew = stamp(lease(cp)["renewTime"])
     killed_at = time.monotonic()
     leader.kill()
+    gone_at = time.monotonic()  # kill() returns once the process is reaped: its sockets are closed
     # Read the Lease until the follower holds it; the last renewal of the dead leader we saw
     # is at most its real last renewal.
     while True:
@@ -181,8 +189,14 @@ def test_leader_dies_the_other_takes_over_and_the_webhook_keeps_answering(
     prober.join(timeout=30)
     after = [answer for t, answer in prober.answers if t > killed_at]
     assert len(after) >= 10, prober.answers
-    assert all(answer == "denied" for _, answer in prober.answers), [a for a in prober.answers if a[1] != "denied"]
-    print(f"webhook: {len(prober.answers)} answers, {len(after)} after the kill, all denials by the webhook")
+    probes = list(zip(prober.sent, prober.answers, strict=True))
+    # In flight at the kill: sent before the process was gone, answered after the kill began.
+    in_flight = [(sent, end, answer) for sent, (end, answer) in probes if sent < gone_at and end > killed_at]
+    lost = [(sent, end, answer) for sent, (end, answer) in probes if answer != "denied"]
+    unexcused = [p for p in lost if p not in in_flight or not ("EOF" in p[2] or "connection reset" in p[2])]
+    assert not unexcused and len(lost) <= 1, (killed_at, gone_at, lost)
+    print(f"webhook: {len(prober.answers)} answers, {len(after)} after the kill, "
+          f"{len(prober.answers) - len(lost)} denials by the webhook; {len(lost)} lost in flight to the killed replica")
 
     jobs = sorted(ray_jobs_for(ray_cluster.dashboard_url, ns), key=lambda j: j.start_time)
     assert len(jobs) == 3, [j.submission_id for j in jobs]
