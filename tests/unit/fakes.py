@@ -301,6 +301,7 @@ class FakeCluster:
         self.failing_status_patches = 0  # the next this many status patches fail as a 500 would
         self.crds: dict[str, dict[str, str]] = {}  # served CustomResourceDefinitions: name -> annotations
         self.crd_error: Exception | None = None   # raised by the next CRD reads while set (a 403, say)
+        self._views: dict[tuple[str, str], tuple[str, TaskView]] = {}
 
     # -- test helpers -------------------------------------------------------------------
     def onboard(self, namespace: str, user: str = "alice") -> str:
@@ -356,11 +357,20 @@ class FakeCluster:
     # -- TaskSource ---------------------------------------------------------------------
     def views(self) -> list[TaskView]:
         objects = self.lagging if self.lagging is not None else self.objects
-        return [TaskView.from_body(copy.deepcopy(o)) for o in objects.values()]
+        return [self._view(key, o) for key, o in objects.items()]
 
     def get(self, key: tuple[str, str]) -> TaskView | None:
         objects = self.lagging if self.lagging is not None else self.objects
-        return TaskView.from_body(copy.deepcopy(objects[key])) if key in objects else None
+        return self._view(key, objects[key]) if key in objects else None
+
+    def _view(self, key: tuple[str, str], body: dict[str, Any]) -> TaskView:
+        """One view per resourceVersion, the same object until the next change, as the real
+        cache (adapters/taskcache.py) converts each watch event once."""
+        rv = body["metadata"]["resourceVersion"]
+        kept = self._views.get(key)
+        if kept is None or kept[0] != rv:
+            kept = self._views[key] = (rv, TaskView.from_body(copy.deepcopy(body)))
+        return kept[1]
 
     # -- TaskStore ------------------------------------------------------------------------
     async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:

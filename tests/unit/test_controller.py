@@ -947,3 +947,66 @@ def test_a_user_over_quota_waits_and_others_go_on() -> None:
     world.tick(0.1)
     assert world.phase(a2) == "Submitted"
     world.close()
+
+
+# --------------------------------------------------------------------------- scale (issue 26)
+
+def test_ended_tasks_are_passed_by_until_they_change_or_their_timer_runs_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tick's work follows the tasks that live: an ended task is looked at once, then passed
+    by (controller/settled.py) until the watch brings a change or its TTL runs out."""
+    from argus.core import lifecycle
+    world = World(max_running=2)
+    ended = [world.cluster.create(f"done{i}", spec(cancel=True)) for i in range(30)]
+    timed = world.cluster.create("timed", spec(ttlSecondsAfterFinished=600))
+    world.settle(ticks=2, every=0.5)
+    world.ray.finish(world.sid(timed))
+    world.settle(ticks=3, every=0.5)
+    assert {world.phase(k) for k in ended} == {"Stopped"} and world.phase(timed) == "Succeeded"
+    assert len(world.reconciler.settled) == 31
+
+    looked_at: list[str] = []
+    real = lifecycle.needs_ray
+
+    def counting(task: lifecycle.TaskState) -> bool:
+        looked_at.append(task.name)
+        return real(task)
+    monkeypatch.setattr(lifecycle, "needs_ray", counting)
+    world.settle(ticks=5, every=2.0)
+    assert looked_at == []  # nothing changed: not one of them was looked at
+
+    world.cluster.update_spec(ended[0], priority=5)  # a change: looked at again, in one tick
+    world.tick(0.5)
+    assert looked_at and set(looked_at) == {"done0"}
+    seen = len(looked_at)
+    world.settle(ticks=3, every=0.5)
+    assert len(looked_at) == seen
+    looked_at.clear()
+    # the next timer among the settled tasks sets the loop's wait, and its TTL is kept
+    assert world.reconciler.next_wait() == pytest.approx(2.0)
+    world.tick(600)
+    world.tick(0.2)
+    assert timed not in world.cluster.objects and "timed" in looked_at
+    assert len(world.reconciler.settled) == 30
+
+
+def test_a_long_queue_is_not_stepped_again_while_nothing_about_it_changes() -> None:
+    """The queue pass tells a waiting task why it waits once per change of its view or of the
+    answer; an unchanged queue costs a lookup per task, not a lifecycle step and a status diff."""
+    from argus.core.lifecycle import Waiting
+    world = World(max_running=1)
+    keys = [world.cluster.create(f"t{i}", spec()) for i in range(40)]
+    world.settle(ticks=3, every=0.5)
+    told: list[str] = []
+    step = world.reconciler.carrier.step
+
+    def counting(view: Any, seen: Any) -> Any:
+        if isinstance(seen, Waiting):
+            told.append(view.name)
+        return step(view, seen)
+    world.reconciler.carrier.step = counting  # type: ignore[method-assign]
+    world.settle(ticks=5, every=2.0)
+    assert told == []
+    world.ray.finish(world.sid(keys[0]))  # the head starts; the new head's message changes
+    world.settle(ticks=3, every=0.5)
+    assert world.phase(keys[1]) == "Submitted"
+    assert set(told) == {"t2"}, told

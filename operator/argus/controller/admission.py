@@ -15,7 +15,7 @@ from ..adapters.kube import api_error
 from ..core.queue import Admission, Claim, QueueSettings, UsageRecord, decayed_usage, decide
 from ..core.times import parse_time
 from ..core.user import quotas_by_user
-from ..core.vocabulary import task_shape
+from ..core.vocabulary import Key, task_shape
 from .jobsync import JobSync, NodeCache
 from .ports import TaskStore
 from .settings import OperatorConfig
@@ -48,6 +48,7 @@ class AdmissionInputs:
         self.monotonic = monotonic
         self.quotas: dict[str, int | None] = {}
         self._quotas_read_at: float | None = None
+        self._usage: dict[Key, tuple[TaskView, list[UsageRecord]]] = {}  # each task's attempts, read once per view
 
     @property
     def settings(self) -> QueueSettings:
@@ -58,11 +59,23 @@ class AdmissionInputs:
         """The queue's decision, and why Ray's capacity could not be read (None: it could)."""
         capacity, ray_error = await self.nodes.capacity()
         await self._read_quotas()
-        usage = decayed_usage(usage_records(every_task), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
+        usage = decayed_usage(self._usage_records(every_task), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
         decision = decide([v.as_queued() for v in [*queued, *unvalidated]], running=len(active), capacity=capacity,
                           settings=self.settings, claims=self.claims(active), quotas=self.quotas, in_use=in_use(active),
                           usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated))
         return decision, ray_error
+
+    def _usage_records(self, tasks: list[TaskView]) -> list[UsageRecord]:
+        """``usage_records`` of every task, each task's read again only when it changed."""
+        kept: dict[Key, tuple[TaskView, list[UsageRecord]]] = {}
+        out: list[UsageRecord] = []
+        for v in tasks:
+            last = self._usage.get(v.key)
+            records = last[1] if last is not None and last[0] is v else usage_records([v])
+            kept[v.key] = (v, records)
+            out += records
+        self._usage = kept
+        return out
 
     def claims(self, active: list[TaskView]) -> list[Claim]:
         """GPUs of admitted tasks that Ray does not show in use yet (their verl workers'

@@ -45,6 +45,7 @@ from .metrics import Metrics
 from .ports import LogFiles, RayJobs, TaskSource, TaskStore
 from .queuepass import QueuePass
 from .settings import OperatorConfig
+from .settled import SettledTasks
 from .view import TaskView
 from .writer import StatusWriter
 
@@ -77,6 +78,7 @@ class Reconciler:
         self.intake = Intake(config.platform, composer, store, self.carrier, monotonic)
         self.queue = QueuePass(config.platform, composer, AdmissionInputs(config, self.nodes, self.jobs, store, monotonic),
                                self.nodes, self.carrier, self.view, self.tasks.views, clock=clock, metrics=metrics)
+        self.settled = SettledTasks(self.settings)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
 
     # -- the loop ---------------------------------------------------------------------
@@ -108,8 +110,7 @@ class Reconciler:
         await self.writer.drain()
 
     def views(self) -> list[TaskView]:
-        now = self.clock.monotonic()
-        return [self.writer.overlay(v, now) for v in self.tasks.views()]
+        return self.writer.overlays(self.tasks.views(), self.clock.monotonic())
 
     def view(self, key: Key) -> TaskView | None:
         v = self.tasks.get(key)
@@ -134,12 +135,15 @@ class Reconciler:
         self.metrics.observe_phases(views)
         now = self.clock.now()
         each = self.carrier.each
+        # Ended tasks with nothing to do until they change or their timer runs out are passed
+        # by (settled.py): what follows costs in proportion to the tasks that live.
+        live = {v.key for v in views if not self.settled.passed_by(v, now)}
         # 1. Ray reads that are due.
-        following = [v for v in views if lifecycle.needs_ray(v.state)]
+        following = [v for v in views if v.key in live and lifecycle.needs_ray(v.state)]
         due = [v for v in following if self.jobs.due_in(v, now, len(following)) <= 0.01]
         await each(self._follow(v.key) for v in due)
         # 2. New tasks are validated.
-        views = self.views()
+        views = [v for v in self.views() if v.key in live]
         drafts = self.intake.new(views)
         await self.intake.validate(drafts)
         # 3. Nothing else needs more than a look.
@@ -153,7 +157,8 @@ class Reconciler:
             if lifecycle.needs_look(v.state, now, self.settings):
                 looks.append(v.key)
         await each(self._reconcile(key) for key in looks)
-        self._next_timer = min((t for t in timers if t > now), default=None)
+        settled_timer = self.settled.next_timer(now)
+        self._next_timer = min((t for t in [*timers, settled_timer] if t is not None and t > now), default=None)
         await each(self._final_progress(key) for key in self.logs.finished())
         await self.removals.check()
         # 4. The queue.
@@ -164,13 +169,17 @@ class Reconciler:
             await self.queue.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
         self.metrics.observe_users(in_use(active), queued, self.queue.inputs.quotas)
         await each(self.carrier.write_locked(d) for d in drafts.values())
-        self.logs.follow({v.key: _job_log(v) for v in self.views() if v.phase == Phase.Running.value and not v.deleting})
+        current = [v for v in self.views() if v.key in live]
+        for v in current:
+            self.settled.note(v, now)
+        self.logs.follow({v.key: _job_log(v) for v in current if v.phase == Phase.Running.value and not v.deleting})
 
     def _prune(self, views: list[TaskView]) -> None:
         """Forget what was kept for tasks that are gone."""
         present = {v.key for v in views}
         self.carrier.forget(present)
         self.intake.forget(present)
+        self.settled.forget(present)
         for key in self.jobs.followed():
             if key not in present:
                 self.jobs.forget(key)

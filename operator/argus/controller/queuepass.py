@@ -53,6 +53,10 @@ class QueuePass:
         self.clock = clock
         self.metrics = metrics
         self.last_seconds = 0.0
+        # What each waiting task was last told, on which view of it: the same observation on
+        # the same view makes the same status, so it is not stepped again (a long queue
+        # costs a dict lookup per task per pass, not a lifecycle step and a status diff).
+        self._told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
 
     async def run(self, queued: list[TaskView], active: list[TaskView], not_ready: list[TaskView], drafts: dict[Key, Draft]) -> None:
         """Admit from the head of the queue and start those admitted; tell the others why they wait."""
@@ -62,13 +66,20 @@ class QueuePass:
         self.metrics.admission_pass.observe(self.last_seconds)
         by_key = {v.key: v for v in queued}
         await self.carrier.each(self._start(drafts, by_key[t.key]) for t in decision.admit)
+        told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
         for key, (reason, message) in decision.waiting.items():
             if key not in by_key:
                 continue
             view = by_key[key]
-            result = self.carrier.step(view, lifecycle.Waiting(reason, message, ray_error, self.nodes.error_reason))
+            seen = lifecycle.Waiting(reason, message, ray_error, self.nodes.error_reason)
+            told[key] = (view, seen)
+            last = self._told.get(key)
+            if key not in drafts and last is not None and last[0] is view and last[1] == seen:
+                continue
+            result = self.carrier.step(view, seen)
             if key in drafts or merge_patch(view.status, status_document(result.status)):
                 drafts.setdefault(key, Draft.of(view)).take(result)
+        self._told = told
 
     async def _start(self, drafts: dict[Key, Draft], view: TaskView) -> None:
         """Submit an admitted task (under its lock: a cancel or delete may race it)."""

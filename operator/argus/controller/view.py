@@ -87,7 +87,7 @@ class TaskView:
     def with_changes(self, **changes: Any) -> TaskView:
         return replace(self, **changes)
 
-    @property
+    @cached_property
     def key(self) -> Key:
         return (self.namespace, self.name)
 

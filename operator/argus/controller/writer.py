@@ -55,6 +55,13 @@ class StatusWriter:
         self._background: set[asyncio.Task[Any]] = set()
 
     # -- read your own writes -----------------------------------------------------
+    def overlays(self, views: list[TaskView], now: float) -> list[TaskView]:
+        """``overlay`` over a whole list; the common case (nothing written lately) costs nothing per view."""
+        if not self._written:
+            return views
+        written = self._written
+        return [self.overlay(v, now) if v.key in written else v for v in views]
+
     def overlay(self, view: TaskView, now: float | None = None) -> TaskView:
         """The view with what this process wrote that the watch may not show yet."""
         written = self._written.get(view.key)

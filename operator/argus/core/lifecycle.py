@@ -91,8 +91,8 @@ __all__ = [
     "Action", "Admitted", "Decision", "DeleteTask", "JobObserved", "JobUnknown", "LifecycleSettings", "Observation", "PostEvent",
     "ProgressObserved", "RayJobsRemoved", "RayUnreachable", "Reconcile", "Refused", "ReleaseFinalizer", "RemoveRayJobs", "StopJob",
     "Submit", "SubmitResult", "TaskState", "Validated", "Waiting",
-    "action_kind", "conditions_for_phase", "needs_look", "needs_ray", "phase_for_ray", "ray_refused", "set_condition", "step",
-    "stopping", "timer_due",
+    "action_kind", "conditions_for_phase", "needs_look", "needs_ray", "phase_for_ray", "ray_refused", "set_condition", "settled",
+    "step", "stopping", "timer_due",
 ]
 
 FINALIZER = "argus.io/stop-ray-job"
@@ -113,6 +113,15 @@ def needs_ray(task: TaskState) -> bool:
         reachable = task.condition("RayReachable")
         return reachable is None or reachable.status != "True"  # its job may still run: stop it once Ray answers
     return False
+
+
+def settled(task: TaskState) -> bool:
+    """Whether nothing but a change to the task or its timer (``timer_due``) can give the
+    operator anything to do for it: it has ended, is not being deleted, and has no Ray job
+    to read. Most of a big cluster's tasks are settled; the controller's tick passes them by
+    until they change (controller/settled.py), so its cost follows the tasks that live."""
+    phase = task.phase
+    return phase is not None and phase.terminal and not task.deleting and not needs_ray(task)
 
 
 def stopping(task: TaskState, now: dt.datetime) -> bool:
