@@ -18,10 +18,9 @@ the operator as a subprocess (``python -m argus``), then measures, side by side:
    streams than --max-running, so no task waits in the queue): create (the API call
    returned) -> Ray accepted the job (the job's start_time, stamped by Ray's job manager),
    and Ray's end_time -> the terminal .status.phase seen on a watch of the API.
-3. scale: 5,000 ArgusTasks (4,000 terminal, 950 queued, 50 running for real): operator
-   RSS, CPU while idle, Ray API calls per minute (argus_ray_api_calls_total) and the
-   admission pass (argus_admission_pass_seconds), with 0 running and then 50 running over
-   the same objects.
+3. scale: not run here. bench/scale.py measures 1,000 and 10,000 tasks and bench/tick_cost.py
+   one controller tick at each; this report shows their last figures (docs/benchmarks-scale.json,
+   docs/benchmarks-tick.json).
 4. validation throughput (bench/bench_validation.py's functions).
 
 Prints a table and writes docs/benchmarks.md (with the machine it ran on). A benchmark, not
@@ -33,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import os
 import queue
@@ -50,7 +48,6 @@ from typing import Any
 
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_spec
-from argus.core.queue import Capacity, QueuedTask, QueueSettings, WorkerNode, decide
 from benchlib import (
     REPO,
     STANDIN,
@@ -64,10 +61,8 @@ from benchlib import (
     loadavg,
     log,
     machine_info,
-    memory,
     parallel,
     ppo_command,
-    ray_dashboard_pids,
     ray_jobs,
     ray_processes,
     scrape,
@@ -76,8 +71,8 @@ from benchlib import (
     wait_metrics,
 )
 
-ISSUE = {"makespan_tasks": 200, "latency_tasks": 100, "scale_terminal": 4000, "scale_queued": 950, "scale_running": 50}
-DEFAULTS = {"makespan_tasks": 100, "latency_tasks": 100, "scale_terminal": 4000, "scale_queued": 950, "scale_running": 50}
+ISSUE = {"makespan_tasks": 200, "latency_tasks": 100}
+DEFAULTS = {"makespan_tasks": 100, "latency_tasks": 100}
 
 
 # --------------------------------------------------------------------------- 4. validation
@@ -244,209 +239,6 @@ def bench_latency(tb: Testbed, watch: TaskWatch, n: int, streams: int) -> dict[s
     }
 
 
-# --------------------------------------------------------------------------- 3. scale
-
-class RssSampler:
-    """Samples a process's RSS every second in a thread; keeps the highest."""
-
-    def __init__(self, pid: int):
-        self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            try:
-                self.peak = max(self.peak, memory(self.pid)["rss_mib"])
-            except OSError:
-                return
-
-    def stop(self) -> float:
-        self._stop.set()
-        return self.peak
-
-
-def quiet(pid: int, threshold: float, window: float = 5.0, timeout: float = 180) -> float:
-    """Wait until the process uses less than `threshold` of a core over `window` seconds."""
-    t_end = time.monotonic() + timeout
-    while True:
-        c0 = cpu_seconds(pid)
-        time.sleep(window)
-        used = (cpu_seconds(pid) - c0) / window
-        if used < threshold or time.monotonic() > t_end:
-            return used
-
-
-def measure_window(op: Any, seconds: float, label: str, objects: int, running: int, queued: int, ray: Any = None) -> dict[str, Any]:
-    pid, port = op.proc.pid, op.metrics_port
-    ray_pids = ray_dashboard_pids(ray) if ray is not None else []
-    r0 = cpu_of(ray_pids)
-    m0, c0, t0 = scrape(port), cpu_seconds(pid), time.monotonic()
-    gauges, rss = [], []
-    while time.monotonic() - t0 < seconds:
-        time.sleep(min(5.0, max(0.0, seconds - (time.monotonic() - t0))))
-        m = scrape(port)
-        gauges.append(m.get("argus_admission_pass_seconds", float("nan")))
-        rss.append(memory(pid)["rss_mib"])
-    m1, c1, t1 = scrape(port), cpu_seconds(pid), time.monotonic()
-    r1 = cpu_of(ray_pids)
-    elapsed = t1 - t0
-    calls = sum(v for k, v in m1.items() if k.startswith("argus_ray_api_calls_total")) - \
-        sum(v for k, v in m0.items() if k.startswith("argus_ray_api_calls_total"))
-    errors = sum(v for k, v in m1.items() if k.startswith("argus_ray_api_errors_total")) - sum(v for k, v in m0.items() if k.startswith("argus_ray_api_errors_total"))
-    mem = memory(pid)
-    passes = m1.get("argus_admission_pass_seconds") is not None and queued > 0
-    return {"label": label, "objects": objects, "running": running, "queued": queued,
-            "window_s": round(elapsed, 1), "cpu_percent_of_one_core": 100 * (c1 - c0) / elapsed, "ray_calls_per_min": calls * 60 / elapsed,
-            "ray_dashboard_cpu_percent": 100 * (r1 - r0) / elapsed if ray_pids else None,
-            "ray_errors": errors, "rss_mib": max(rss + [mem["rss_mib"]]), "peak_rss_mib": mem["peak_rss_mib"],
-            "admission_pass_ms": {"median": statistics.median(gauges) * 1e3, "max": max(gauges) * 1e3} if passes else None,
-            "load": loadavg(), "tasks_by_phase": {k.split('"')[1]: v for k, v in m1.items() if k.startswith("argus_tasks{") and v}}
-
-
-def restart_operator(tb: Testbed, watch: TaskWatch, op: Any, name: str, objects: int, timeout: float, probe_ns: str, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-    """Restart the operator (an upgrade, a crash, a leader change) over the objects there are:
-    the time until it handles a task created right after the restart. kopf handles nothing
-    until it has indexed every object it lists."""
-    log(f"scale: restarting the operator over {objects} objects (timeout {timeout:.0f} s)")
-    op.stop()
-    port = free_port()
-    t0 = time.monotonic()
-    op = tb.start_operator(name, metrics_port=port, **kwargs)
-    sampler = RssSampler(op.proc.pid)
-    wait_metrics(port)
-    probe = f"probe-{name}"
-    tb.kube.create(probe_ns, task_body(probe, ppo_command(), cancel=True))
-    try:
-        watch.wait(lambda: watch.phase(probe_ns, probe) == "Stopped", timeout, "the probe task to be handled")
-        ready = True
-    except TimeoutError:
-        ready = False
-    result = {"objects": objects, "seconds": time.monotonic() - t0, "ready": ready, "peak_rss_mib": sampler.stop(),
-              "cpu_seconds": cpu_seconds(op.proc.pid)}
-    log(f"scale: restart over {objects} objects: {'handled a new task' if ready else 'had NOT handled a new task'} after {result['seconds']:.0f} s "
-        f"(peak RSS {result['peak_rss_mib']:.0f} MiB, {result['cpu_seconds']:.0f} CPU s)")
-    return op, result
-
-
-def cold_start(tb: Testbed, watch: TaskWatch, n: int, existing: int, timeout: float, poll: float, max_running: int) -> dict[str, Any]:
-    """A first start over `n` tasks no operator has handled yet (created while none ran), next
-    to the `existing` handled ones: the time until every new one has a phase, and the
-    operator's peak memory meanwhile. (They carry spec.cancel, so they close without Ray.)"""
-    ns = "scale-cold"
-    tb.kube.namespace(ns, "alice")
-    log(f"scale: cold start: creating {n} tasks while no operator runs")
-    items = [f"cold-{i:05d}" for i in range(n)]
-    parallel(lambda name: tb.kube.create(ns, task_body(name, ppo_command(), cancel=True)), items, workers=8)
-    port = free_port()
-    t0 = time.monotonic()
-    op = tb.start_operator("operator-cold", max_running=max_running, poll_interval=poll, metrics_port=port)
-    sampler = RssSampler(op.proc.pid)
-    try:
-        watch.wait(lambda: sum(1 for name in items if watch.phase(ns, name)) >= n, timeout, f"{n} never-handled tasks to get a phase")
-        done = True
-    except TimeoutError:
-        done = False
-    seconds = time.monotonic() - t0
-    peak = max(sampler.stop(), memory(op.proc.pid)["peak_rss_mib"])
-    result = {"new": n, "objects": existing + n, "seconds": seconds, "done": done, "peak_rss_mib": peak, "cpu_seconds": cpu_seconds(op.proc.pid)}
-    log(f"scale: cold start over {existing + n} objects ({n} never handled): {'all handled' if done else 'NOT all handled'} "
-        f"after {seconds:.0f} s, peak RSS {peak:.0f} MiB")
-    op.stop()
-    return result
-
-
-def bench_scale(tb: Testbed, watch: TaskWatch, platform: PlatformConfig, users: list[str], terminal: int, queued: int, running: int,
-                window: float, busy_window: float, poll: float, restart_timeout: float = 0) -> dict[str, Any]:
-    """One operator, running throughout (as in production, the objects arrive while it runs):
-    P1: `running` long jobs running + `queued` waiting for a slot; P2: the same plus
-    `terminal` more objects (created with spec.cancel=true: the operator closes each as
-    Stopped without Ray); P3: every task cancelled, the same objects, 0 running."""
-    out: dict[str, Any] = {"terminal": terminal, "queued": queued, "running": running, "poll_interval": poll, "states": [], "restarts": []}
-    for u in users:
-        tb.kube.namespace(f"scale-{u}", u)
-    port = free_port()
-    op = tb.start_operator("operator-scale", max_running=running, poll_interval=poll, metrics_port=port)
-    wait_metrics(port)
-    out["baseline_rss_mib"] = memory(op.proc.pid)["rss_mib"]
-    sampler = RssSampler(op.proc.pid)
-    long_cmd = ppo_command(steps=1_000_000)
-    names: dict[str, list[tuple[str, str]]] = {"run": [], "queued": [], "done": []}
-
-    def create(kind: str, n: int, **kw: Any) -> float:
-        items = [(f"scale-{users[i % len(users)]}", f"{kind}-{i:05d}") for i in range(n)]
-        names[kind] = items
-        t0 = time.monotonic()
-        parallel(lambda it: tb.kube.create(it[0], task_body(it[1], long_cmd, **kw)), items, workers=8)
-        return time.monotonic() - t0
-
-    def count(kind: str, phases: tuple[str, ...], reason: str | None = None) -> int:
-        with watch.cond:
-            n = 0
-            for key in names[kind]:
-                st = (watch.objects.get(key) or {}).get("status") or {}
-                n += st.get("phase") in phases and (reason is None or st.get("reason") == reason)
-            return n
-
-    log(f"scale: {running} long tasks (priority 10), then {queued} more that wait for a slot")
-    t0 = time.monotonic()
-    create("run", running, priority=10)
-    watch.wait(lambda: count("run", ("Running",)) >= running, 900, f"{running} tasks Running")
-    out["to_running_seconds"] = time.monotonic() - t0
-    create("queued", queued, priority=0)
-    watch.wait(lambda: count("queued", ("Queued",), "Queued") >= queued, 600, f"{queued} tasks waiting with a queue position")
-    quiet(op.proc.pid, 0.25, timeout=60)
-    log(f"scale P1: {running} running, {queued} queued; measuring {busy_window:.0f} s")
-    out["states"].append(measure_window(op, busy_window, "P1", running + queued, running, queued, tb.ray))
-    peak_before = max(sampler.stop(), memory(op.proc.pid)["peak_rss_mib"])
-    if restart_timeout > 0:
-        op, r = restart_operator(tb, watch, op, "operator-scale-2", running + queued, restart_timeout, f"scale-{users[0]}",
-                                 max_running=running, poll_interval=poll)
-        out["restarts"].append(r)
-        port = op.metrics_port
-    sampler = RssSampler(op.proc.pid)
-
-    log(f"scale: creating {terminal} tasks with spec.cancel=true (8 API calls at a time) while the operator runs")
-    t0 = time.monotonic()
-    out["burst_create_seconds"] = create("done", terminal, priority=0, cancel=True)
-    watch.wait(lambda: count("done", ("Stopped",)) >= terminal, 1800, f"{terminal} cancelled tasks to be closed")
-    out["burst_seconds"] = time.monotonic() - t0
-    out["burst_peak_rss_mib"] = sampler.peak
-    log(f"scale: {terminal} created in {out['burst_create_seconds']:.0f} s, all closed (Stopped) {out['burst_seconds']:.0f} s after the first; peak RSS {sampler.peak:.0f} MiB")
-    quiet(op.proc.pid, 0.25, timeout=120)
-    log(f"scale P2: {terminal + queued + running} objects, {running} running; measuring {busy_window:.0f} s")
-    out["states"].append(measure_window(op, busy_window, "P2", running + queued + terminal, running, queued, tb.ray))
-
-    log("scale: cancelling the queued tasks, then the running ones")
-    parallel(lambda it: tb.kube.patch_spec(it[0], it[1], {"cancel": True}), names["queued"], workers=8)
-    watch.wait(lambda: count("queued", ("Stopped",)) >= queued, 600, "the queued tasks to stop")
-    parallel(lambda it: tb.kube.patch_spec(it[0], it[1], {"cancel": True}), names["run"], workers=8)
-    watch.wait(lambda: count("run", ("Stopped",)) >= running, 600, "the running tasks to stop")
-    quiet(op.proc.pid, 0.05, timeout=120)
-    log(f"scale P3: the same {terminal + queued + running} objects, all ended, 0 running; measuring {window:.0f} s")
-    out["states"].append(measure_window(op, window, "P3", running + queued + terminal, 0, 0, tb.ray))
-    out["peak_rss_mib"] = max(peak_before, sampler.stop(), memory(op.proc.pid)["peak_rss_mib"])
-    if restart_timeout > 0:
-        op, r = restart_operator(tb, watch, op, "operator-scale-3", running + queued + terminal, restart_timeout, f"scale-{users[0]}",
-                                 max_running=running, poll_interval=poll)
-        out["restarts"].append(r)
-    op.stop()
-    out["cold_start"] = cold_start(tb, watch, terminal, running + queued + terminal, restart_timeout or 900, poll, running)
-
-    # The pure queue decision over the queued tasks, in-process (the gauge above also holds
-    # the capacity read, a Ray call).
-    tasks = [QueuedTask("ns", f"q{i}", 0, "2026-01-01T00:00:00Z", 1) for i in range(queued)]
-    # 25 worker nodes of 8 GPUs; the running tasks hold one GPU each, spread over them.
-    capacity = Capacity(tuple(WorkerNode(f"w{n}", 8, used_gpus=len(range(n, running, 25))) for n in range(25)))
-    runs = []
-    for _ in range(20):
-        s0 = time.perf_counter()
-        decide(tasks, running=running, capacity=capacity, settings=QueueSettings(max_running=2 * running),
-               now=dt.datetime(2026, 1, 1, 1, tzinfo=dt.UTC))  # room for 50 more; an hour after they were queued
-        runs.append(time.perf_counter() - s0)
-    out["decide_ms"] = statistics.median(runs) * 1e3
-    return out
-
-
 # --------------------------------------------------------------------------- 1 and 2, per progress source
 
 def makespan_abba(ms: Makespan, half: int, source: str) -> dict[str, Any]:
@@ -610,26 +402,6 @@ def report(args: argparse.Namespace, machine: dict[str, Any], res: dict[str, Any
         rows.append((f"Latency create -> Ray job submitted (p50 / p99, {a['n']} tasks)", f"{fmt_s(a['p50'])} / {fmt_s(a['p99'])}", "p50 < 1 s", "met" if a["p50"] < 1 else "NOT met"))
         rows.append(("Latency create -> `.status.phase` Submitted (p50 / p99)", f"{fmt_s(c['p50'])} / {fmt_s(c['p99'])}", "", ""))
         rows.append((f"Latency Ray job end -> `.status.phase` terminal (p50 / p99; poll interval {args.poll_interval:g} s)", f"{fmt_s(b['p50'])} / {fmt_s(b['p99'])}", "p50 < 1 s", "met" if b["p50"] < 1 else "NOT met"))
-    sc = res.get("scale")
-    if sc:
-        p1, p2, p3 = sc["states"]
-        n = p2["objects"]
-        rows.append((f"Scale, {n} ArgusTasks: operator RSS with {sc['running']} running / all ended (peak during a {sc['terminal']}-task burst)",
-                     f"{p2['rss_mib']:.0f} MiB / {p3['rss_mib']:.0f} MiB (peak {sc['peak_rss_mib']:.0f} MiB)", "< 300 MB",
-                     "met" if max(p2["rss_mib"], p3["rss_mib"]) * 1.048576 < 300 else "NOT met"))
-        rows.append((f"Scale: operator CPU, {n} objects all ended (idle) / {sc['running']} running", f"{p3['cpu_percent_of_one_core']:.1f} % / {p2['cpu_percent_of_one_core']:.1f} % of one core", "", ""))
-        rows.append((f"Scale: Ray API calls per minute: {p1['objects']} objects ({sc['running']} running) / {n} objects ({sc['running']} running) / {n} objects (0 running)",
-                     f"{p1['ray_calls_per_min']:.0f} / {p2['ray_calls_per_min']:.0f} / {p3['ray_calls_per_min']:.0f}",
-                     "grows with running tasks only", f"expected {(sc['running'] + 1) * 60 / sc['poll_interval']:.0f} / {(sc['running'] + 1) * 60 / sc['poll_interval']:.0f} / 0"))
-        for r in sc.get("restarts", []):
-            rows.append((f"Scale: operator restart over {r['objects']} objects: until a new task is handled", f"{r['seconds']:.0f} s" + ("" if r["ready"] else " (timed out)") + f", peak RSS {r['peak_rss_mib']:.0f} MiB", "", ""))
-        cold = sc.get("cold_start")
-        if cold:
-            rows.append((f"Scale: first start over {cold['objects']} objects, {cold['new']} never handled: until all have a phase",
-                         f"{cold['seconds']:.0f} s" + ("" if cold["done"] else " (timed out)") + f", peak RSS {cold['peak_rss_mib']:.0f} MiB", "< 300 MB",
-                         "met" if cold["done"] and cold["peak_rss_mib"] * 1.048576 < 300 else "NOT met"))
-        if p2["admission_pass_ms"]:
-            rows.append((f"Scale: one admission pass over {sc['queued']} queued tasks (median / max)", f"{p2['admission_pass_ms']['median']:.0f} ms / {p2['admission_pass_ms']['max']:.0f} ms", "", f"queue decision alone {sc['decide_ms']:.1f} ms"))
     va = res.get("validation")
     if va:
         rows.append(("Validation, typical command (~1 KiB)", f"{va['typical']['tasks_per_s']:.0f} tasks/s ({va['typical']['median_ms']:.2f} ms)", "", ""))
@@ -724,8 +496,6 @@ def makespan_reading(batches: list[dict[str, Any]], width: int, pinned: bool = F
 
 
 def findings(res: dict[str, Any]) -> list[str]:
-    sc = res.get("scale") or {}
-    restarts = "; ".join(f"{r['objects']} objects: {r['seconds']:.0f} s" + ("" if r["ready"] else " (not ready yet)") for r in sc.get("restarts", []))
     return [
         "## Findings (history)",
         "",
@@ -741,10 +511,10 @@ def findings(res: dict[str, Any]) -> list[str]:
         "   waiting worker each time one more object is indexed: restarts over 1,000 and 5,000 objects took 13 s and 125 s",
         "   until a new task was handled. The operator now keeps its own cache (`adapters/taskcache.py`: one paged LIST, then a",
         "   WATCH, as controller-runtime's informers do) and declares no kopf index, so kopf handles events at once and the",
-        "   worker limit (64, with workers leaving after 0.5 s idle) is back" + (f" (this run: {restarts})" if restarts else "") + ".",
+        "   worker limit (64, with workers leaving after 0.5 s idle) is back (restart figures: section 3).",
         "3. **Fixed: a first start over thousands of objects no operator had handled yet** (created while none ran) patched",
         "   all of them at once (no worker limit, one TLS connection each): 5,000 such objects took the operator to 2.4 GB",
-        "   RSS. The worker limit of item 2 bounds the patches in flight to 64; this case has not been measured again.",
+        "   RSS. The worker limit of item 2 bounds the patches in flight to 64; section 3 measures a first start again.",
         "4. **Fixed: after a restart over 1,000 tasks, 75 ran with `--max-running 50`.** The first tick ran over a",
         "   half-filled view and did not count running tasks it had not seen yet. The first tick now waits for the LIST.",
         "5. **Fixed: freed slots stayed empty for about a second** (makespan ratio 1.2). Every admission moved every queued",
@@ -757,6 +527,32 @@ def findings(res: dict[str, Any]) -> list[str]:
         "   for all jobs (`core.polling.poll_delay`).",
         "",
     ]
+
+
+def scale_section() -> list[str]:
+    """Section 3 from the last runs of bench/scale.py and bench/tick_cost.py (their JSON in
+    docs/): one page of results, each benchmark run on its own."""
+    import scale  # bench/scale.py: its table is rendered in one place
+    lines = ["## 3. Scale", ""]
+    data = REPO / "docs" / "benchmarks-scale.json"
+    if data.exists():
+        res = json.loads(data.read_text())
+        lines += [f"From the last run of `bench/scale.py` ({res['machine'].get('date')}, load average at its start "
+                  f"{res['machine'].get('load_average_at_start')}; its page, [benchmarks-scale.md](benchmarks-scale.md), says how",
+                  "each figure is measured). Not part of this run.", "", *scale.table(res), ""]
+    else:
+        lines += ["`bench/scale.py` has not been run: no docs/benchmarks-scale.json.", ""]
+    ticks = REPO / "docs" / "benchmarks-tick.json"
+    if ticks.exists():
+        t = json.loads(ticks.read_text())
+        lines += ["One controller tick over the in-memory fakes (`bench/tick_cost.py`: the controller's own CPU, nothing else), "
+                  f"before and after ticks passed ended tasks by; load average {t.get('load')}:", "",
+                  "| Objects | Before (ms) | After (ms) | After / before |", "|---:|---:|---:|---:|"]
+        for before, after in zip(t["before"]["sizes"], t["after"]["sizes"], strict=True):
+            lines.append(f"| {after['objects']:,} | {before['tick_ms_median']:.1f} | {after['tick_ms_median']:.1f} | "
+                         f"{after['tick_ms_median'] / before['tick_ms_median']:.2f} |")
+        lines.append("")
+    return lines
 
 
 def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: dict[str, Any], res: dict[str, Any], table: str, wall: float) -> None:
@@ -850,72 +646,7 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
             f"All {lat['succeeded']} of {lat['n']} tasks Succeeded; duplicate Ray jobs: {lat['duplicates']}; load average {lat['load'][0]} -> {lat['load'][1]}.",
             "",
         ]
-    sc = res.get("scale")
-    if sc:
-        p1, p2, p3 = sc["states"]
-        n = p2["objects"]
-
-        def srow(p: dict[str, Any], what: str) -> str:
-            ap = p["admission_pass_ms"]
-            passes = f"{ap['median']:.0f} / {ap['max']:.0f} ms" if ap else "- (queue empty)"
-            rd = p.get("ray_dashboard_cpu_percent")
-            return (f"| {p['label']} | {what} | {p['rss_mib']:.0f} MiB | {p['cpu_percent_of_one_core']:.1f} % | {p['ray_calls_per_min']:.0f} | "
-                    f"{p['ray_errors']:.0f} | {passes} | {'-' if rd is None else f'{rd:.1f} %'} | {p['load']} |")
-        lines += [
-            "## 3. Scale",
-            "",
-            f"One operator (`--max-running {sc['running']} --poll-interval {sc['poll_interval']:g} --metrics-port ...`), running throughout: the objects",
-            "arrive while it runs, as they do in production. Spread over 10 namespaces (one per user). The Ray worker declares",
-            "200 GPUs (`worker_gpus=200`); every task asks 1 GPU. The running tasks are real long stand-in jobs",
-            "(`VERL_STANDIN_STEP_SECONDS=5`, a million steps) on the one Ray worker.",
-            "",
-            f"1. {sc['running']} long tasks at priority 10 are created and run ({sc['to_running_seconds']:.0f} s until Ray ran all {sc['running']} on 2 cores), then",
-            f"   {sc['queued']} more at priority 0, which wait for a slot. **P1** is measured.",
-            f"2. {sc['terminal']} more tasks are created with `spec.cancel: true` (8 API creates at a time, {sc['burst_create_seconds']:.0f} s); the operator",
-            f"   validates each, queues it and closes it as `Stopped` without Ray ({sc['burst_seconds']:.0f} s until all {sc['terminal']} were closed, peak RSS",
-            f"   during the burst {sc['burst_peak_rss_mib']:.0f} MiB). These are the {sc['terminal']} terminal objects. **P2** is measured: {n} objects,",
-            f"   {sc['running']} running, {sc['queued']} queued, {sc['terminal']} terminal.",
-            f"3. Every task is cancelled (the queued first, then the running ones): the same {n} objects, all ended, 0 running. **P3**.",
-            "",
-            f"Each state is measured over {p1['window_s']:.0f} s once the operator is quiet: CPU from `/proc/<pid>/stat` (the operator process), RSS",
-            "from `/proc/<pid>/status` (every 5 s, the highest shown), Ray calls from the operator's counter `argus_ray_api_calls_total`",
-            "(`--metrics-port`), the admission pass from the gauge `argus_admission_pass_seconds` (one pass: the capacity read from Ray",
-            "plus the queue decision over the queue), sampled every 5 s.",
-            "",
-            "| State | Objects | RSS | CPU (of one core) | Ray API calls / min | Ray API errors | Admission pass median / max | Ray dashboard + agents CPU | Load avg |",
-            "|---|---|---|---|---|---|---|---|---|",
-            srow(p1, f"{p1['objects']}: {sc['running']} running, {sc['queued']} queued"),
-            srow(p2, f"{n}: {sc['running']} running, {sc['queued']} queued, {sc['terminal']} terminal"),
-            srow(p3, f"{n}: all ended, 0 running"),
-            "",
-            f"Operator RSS: {sc['baseline_rss_mib']:.0f} MiB right after start (no objects), {sc['peak_rss_mib']:.0f} MiB at the highest (VmHWM) over the whole scale run.",
-            "",
-            "Ray API calls per minute follow `(running + 1) x 60 / poll interval` once every job is older than 16 poll intervals:",
-            "one status read per Submitted/Running task per poll interval (a younger job is read more often, every age/16 s), plus one",
-            "capacity read per poll interval while anything is queued; nothing for terminal objects or for each queued task. Expected",
-            f"{(sc['running'] + 1) * 60 / sc['poll_interval']:.0f} in P1 and P2 (the {sc['terminal']} extra objects add nothing), 0 in P3.",
-            "The *Ray dashboard + agents CPU* column (the head's dashboard and both nodes' agents, from `/proc`) shows what serving",
-            "those calls (and running the jobs) costs Ray.",
-            f"The queue decision alone (`core.queue.decide`, in-process) over {sc['queued']} tasks takes {sc['decide_ms']:.2f} ms; the rest of a pass",
-            "is the capacity read (one Ray state-API call).",
-            "",
-        ]
-        if sc.get("restarts"):
-            lines += [
-                "### Operator restart",
-                "",
-                "After P1 and again after P3 the operator is stopped (SIGTERM) and started again over the same objects (what an",
-                "upgrade, a crash or a leader change does), and a new task (with `spec.cancel: true`) is created at once; measured:",
-                "from the start of the new process until that task is `Stopped`, i.e. until the operator handles new work again.",
-                "",
-                "| Objects | Until a new task is handled | Peak RSS | Operator CPU seconds |",
-                "|---|---|---|---|",
-                *[f"| {r['objects']} | {r['seconds']:.0f} s{'' if r['ready'] else ' (NOT handled within the timeout)'} | {r['peak_rss_mib']:.0f} MiB | {r['cpu_seconds']:.0f} |" for r in sc["restarts"]],
-                "",
-                "The new process lists every object once (paged) before its first tick, and kopf resumes each object's handlers",
-                "(nothing to do for handled ones) with at most 64 workers at a time.",
-                "",
-            ]
+    lines += scale_section()
     va = res.get("validation")
     if va:
         lines += [
@@ -943,17 +674,11 @@ def main() -> int:
     parser.add_argument("--makespan-tasks", type=int, default=None, help=f"tasks per side for the makespan (default {DEFAULTS['makespan_tasks']}; issue {ISSUE['makespan_tasks']})")
     parser.add_argument("--latency-tasks", type=int, default=None, help=f"tasks for the latency (default {DEFAULTS['latency_tasks']})")
     parser.add_argument("--latency-streams", type=int, default=3, help="client streams creating latency tasks (< --max-running)")
-    parser.add_argument("--scale-terminal", type=int, default=None, help=f"terminal objects (default {DEFAULTS['scale_terminal']})")
-    parser.add_argument("--scale-queued", type=int, default=None, help=f"queued objects that stay queued (default {DEFAULTS['scale_queued']})")
-    parser.add_argument("--scale-running", type=int, default=None, help=f"objects that really run (default {DEFAULTS['scale_running']})")
-    parser.add_argument("--scale-window", type=float, default=60, help="seconds the idle scale state (all ended) is measured (default 60)")
-    parser.add_argument("--scale-busy-window", type=float, default=30, help="seconds the two scale states with running tasks are measured (default 30)")
-    parser.add_argument("--restart-timeout", type=float, default=420, help="restart the operator over 1,000 and then 5,000 objects and wait up to this long for it to handle a new task (0: skip; default 420)")
     parser.add_argument("--validation-runs", type=int, default=200)
     parser.add_argument("--max-running", type=int, default=4)
     parser.add_argument("--poll-interval", type=float, default=2.0, help="operator --poll-interval (default 2, the operator's default)")
     parser.add_argument("--raw-poll", type=float, default=0.2, help="seconds between status reads of the raw-Ray loop (default 0.2)")
-    parser.add_argument("--skip", action="append", default=[], choices=["validation", "makespan", "latency", "progress", "scale"])
+    parser.add_argument("--skip", action="append", default=[], choices=["validation", "makespan", "latency", "progress"])
     parser.add_argument("--ray-cpus", default="auto", help="CPUs for Ray's processes (both nodes and their jobs); the control plane, the operator "
                         "and this benchmark get the others, on both sides of the makespan alike. auto: the last CPU; none: no pinning; "
                         "or a list such as 1 or 2,3 (default auto)")
@@ -989,7 +714,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     tb = watch = None
     try:
-        if not {"makespan", "latency", "progress", "scale"} <= set(args.skip):
+        if not {"makespan", "latency", "progress"} <= set(args.skip):
             if split:  # the control plane, the operators and this benchmark: off Ray's CPUs
                 os.sched_setaffinity(0, split[1])
             tb = Testbed(work, users=("alice", "bob", *args.users))
@@ -1005,12 +730,6 @@ def main() -> int:
                 tb.start_ray("ray-steps", {"VERL_STANDIN_STEP_SECONDS": "1"}, worker_gpus=max(4, args.progress_jobs))
             res["progress_cost"] = bench_progress_cost(tb, watch, args.progress_sources, args.progress_jobs, args.progress_window, args.poll_interval)
             tb.stop_ray()
-        if "scale" not in args.skip:
-            with pinned_to(split[0] if split else None):
-                tb.start_ray("ray-long", {"VERL_STANDIN_STEP_SECONDS": "5"}, worker_gpus=200, worker_resource_amount=1000)
-            res["scale"] = bench_scale(tb, watch, platform, args.users, args.scale_terminal, args.scale_queued, args.scale_running,
-                                       args.scale_window, args.scale_busy_window, args.poll_interval, args.restart_timeout)
-            log(f"scale: {json.dumps({k: v for k, v in res['scale'].items()})}")
     finally:
         if watch:
             watch.stop()

@@ -49,6 +49,7 @@ class AdmissionInputs:
         self.quotas: dict[str, int | None] = {}
         self._quotas_read_at: float | None = None
         self._usage: dict[Key, tuple[TaskView, list[UsageRecord]]] = {}  # each task's attempts, read once per view
+        self.decide_seconds = 0.0  # the last decision's own time (no waiting on Ray or the API server)
 
     @property
     def settings(self) -> QueueSettings:
@@ -59,10 +60,12 @@ class AdmissionInputs:
         """The queue's decision, and why Ray's capacity could not be read (None: it could)."""
         capacity, ray_error = await self.nodes.capacity()
         await self._read_quotas()
+        started = self.monotonic()  # the pass's own work from here: the reads above wait on Ray and the API server
         usage = decayed_usage(self._usage_records(every_task), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
         decision = decide([v.as_queued() for v in [*queued, *unvalidated]], running=len(active), capacity=capacity,
                           settings=self.settings, claims=self.claims(active), quotas=self.quotas, in_use=in_use(active),
                           usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated))
+        self.decide_seconds = self.monotonic() - started
         return decision, ray_error
 
     def _usage_records(self, tasks: list[TaskView]) -> list[UsageRecord]:
