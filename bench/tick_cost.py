@@ -64,17 +64,22 @@ def measure(objects: int, running: int, ticks: int) -> dict[str, Any]:
             await reconciler.idle()
         loop.run_until_complete(go())
 
+    def settle() -> None:
+        """Tick until every task has a phase (new tasks are validated a batch per tick)."""
+        for _ in range(1000):
+            tick(0.05)
+            if all((o.get("status") or {}).get("phase") for o in cluster.objects.values()):
+                return
+
     queued = objects // 10
     for i in range(objects - queued - running):
         cluster.create(f"done-{i:05d}", spec(cancel=True))
         clock.advance(-0.999)  # creation times a millisecond apart, not a second (fakes.create)
-    for _ in range(3):
-        tick(1.0)
+    settle()
     for i in range(queued + running):
         cluster.create(f"task-{i:05d}", spec())
         clock.advance(-0.999)
-    for _ in range(3):
-        tick(1.0)
+    settle()
     for key in list(ray.jobs):
         ray.run(key)
     for _ in range(3):

@@ -1010,3 +1010,25 @@ def test_a_long_queue_is_not_stepped_again_while_nothing_about_it_changes() -> N
     world.settle(ticks=3, every=0.5)
     assert world.phase(keys[1]) == "Submitted"
     assert set(told) == {"t2"}, told
+
+
+def test_a_first_start_over_many_new_tasks_validates_a_batch_per_tick() -> None:
+    """Tasks created while no operator ran: validated INTAKE_PER_TICK a tick, highest priority
+    and oldest first; the loop comes back at once for the rest, which hold their places."""
+    from argus.controller.intake import INTAKE_PER_TICK
+    world = World(max_running=1)
+    keys = [world.cluster.create(f"t{i:03d}", spec()) for i in range(INTAKE_PER_TICK + 50)]
+    urgent = world.cluster.create("urgent", spec(priority=5))
+    world.clock.advance(600)  # long before the operator starts: no place is held for their age
+    world.tick()
+    phased = [k for k in [*keys, urgent] if world.phase(k)]
+    assert len(phased) == INTAKE_PER_TICK
+    assert world.phase(urgent) == "Submitted"  # the highest priority went first, and runs
+    assert phased[:-1] == keys[:INTAKE_PER_TICK - 1]  # then the oldest
+    assert world.reconciler.next_wait() == pytest.approx(0.05)
+    held = world.reconciler.intake.not_ready(world.reconciler.views(), {}, world.clock.now())
+    assert {v.key for v in held} == set(keys[INTAKE_PER_TICK - 1:])
+    world.tick(0.05)
+    world.tick(0.05)
+    assert all(world.phase(k) == "Queued" for k in keys)
+    assert world.reconciler.next_wait() > 0.05

@@ -10,6 +10,12 @@ to Submitted in one patch.
 
 Until it is validated, a task holds its place in the queue for a while
 (``core.queue.holds_place``): nothing created after it is admitted before it is queued.
+
+New tasks are validated at most ``INTAKE_PER_TICK`` a tick, highest priority and oldest first.
+A first start over thousands of tasks no operator has handled (created while none ran) then
+costs a batch per tick: each tick stays short for the running tasks' sake, memory holds a
+batch of drafts rather than thousands, and the loop comes back at once for the next batch
+(``loop.Reconciler.next_wait``). A task deferred so holds its place until its turn.
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ from .view import TaskView
 log = logging.getLogger(__name__)
 # A new task whose namespace cannot be read (RBAC, an API hiccup) is tried again this much later.
 RETRY_SECONDS = 10.0
+# New tasks validated in one tick at most (see the module's docstring); a validation with
+# verl's configuration composed takes milliseconds, so a batch is a fraction of a second.
+INTAKE_PER_TICK = 100
 
 
 def manifest(view: TaskView) -> dict[str, Any]:
@@ -55,12 +64,17 @@ class Intake:
         self.carrier = carrier
         self.monotonic = monotonic
         self._retry_at: dict[Key, float] = {}
+        self.deferred: set[Key] = set()  # new tasks left for the next ticks (INTAKE_PER_TICK)
 
     def new(self, views: list[TaskView]) -> dict[Key, Draft]:
-        """Drafts for the new tasks to validate this tick (not those waiting for a retry)."""
+        """Drafts for the new tasks to validate this tick (not those waiting for a retry):
+        at most INTAKE_PER_TICK, highest priority and oldest first; the rest are ``deferred``."""
         now = self.monotonic()
-        return {v.key: Draft.of(v) for v in views
-                if v.phase is None and not v.deleting and self._retry_at.get(v.key, 0.0) <= now}
+        new = [v for v in views if v.phase is None and not v.deleting and self._retry_at.get(v.key, 0.0) <= now]
+        if len(new) > INTAKE_PER_TICK:
+            new.sort(key=lambda v: (-(v.as_queued().priority), v.created, v.namespace, v.name))
+        self.deferred = {v.key for v in new[INTAKE_PER_TICK:]}
+        return {v.key: Draft.of(v) for v in new[:INTAKE_PER_TICK]}
 
     async def validate(self, drafts: dict[Key, Draft]) -> None:
         """Validate each new task: Queued or Rejected, decided but not written yet."""
@@ -70,7 +84,7 @@ class Intake:
     def not_ready(self, views: list[TaskView], drafts: dict[Key, Draft], now: dt.datetime) -> list[TaskView]:
         """The tasks not validated yet that still hold their place in the queue."""
         held = [v for v in views if v.phase is None and not v.deleting and not v.cancel and v.key not in drafts
-                and holds_place(parse_time(v.created), now)]
+                and (v.key in self.deferred or holds_place(parse_time(v.created), now))]
         return held + [d.view for d in drafts.values() if d.view.phase is None]
 
     def forget(self, present: set[Key]) -> None:

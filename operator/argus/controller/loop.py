@@ -118,7 +118,10 @@ class Reconciler:
 
     def next_wait(self) -> float:
         """Seconds until the next followed job is due (only those are looked at: this runs
-        before each tick, up to several times a second)."""
+        before each tick, up to several times a second). New tasks left for the next tick
+        (``intake.INTAKE_PER_TICK``) are taken at once."""
+        if self.intake.deferred:
+            return 0.05
         now = self.clock.now()
         followed = [v for v in (self.view(k) for k in self.jobs.followed()) if v and lifecycle.needs_ray(v.state)]
         waits = [self.jobs.due_in(v, now, len(followed)) for v in followed]
