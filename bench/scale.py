@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -199,10 +200,15 @@ class Scale:
         op = self.start(name, max_running)
         sampler = RssSampler(op.proc.pid)
         objects = self.total()
-        self.watch.wait(lambda: self.handled() >= objects, timeout, f"{objects} tasks to have a phase")
+        try:
+            self.watch.wait(lambda: self.handled() >= objects, timeout, f"{objects} tasks to have a phase")
+            done = True
+        except TimeoutError:
+            done = False
         seconds = time.monotonic() - t0
-        out = {"objects": objects, "never_handled": objects - before, "seconds": round(seconds, 1), "peak_rss_mib": sampler.stop(),
-               "cpu_seconds": round(cpu_seconds(op.proc.pid), 1), "load": loadavg()}
+        out = {"objects": objects, "never_handled": objects - before, "done": done, "handled_new": self.handled() - before,
+               "seconds": round(seconds, 1), "peak_rss_mib": sampler.stop(), "cpu_seconds": round(cpu_seconds(op.proc.pid), 1),
+               "load": loadavg()}
         log(f"first start: {json.dumps(out)}")
         return out
 
@@ -224,10 +230,18 @@ class Scale:
         return out
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def first_start_timeout(args: argparse.Namespace, never_handled: int) -> float:
+    """--timeout, or by default 300 s plus 0.3 s per never-handled task (each is validated:
+    its command parsed, its verl configuration composed)."""
+    return args.timeout if args.timeout else 300 + 0.3 * never_handled
+
+
+def run(args: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """The run; ``save`` keeps what is measured so far after each step (an unfinished run
+    still leaves its figures)."""
     small, large, r = args.small, args.large, args.running
     res: dict[str, Any] = {"machine": machine_info(), "small": small, "large": large, "running": r, "window_s": args.window,
-                           "poll_interval": args.poll_interval}
+                           "poll_interval": args.poll_interval, "notes": []}
     work = Path(tempfile.mkdtemp(prefix="argus-scale-"))
     tb = watch = None
     started = time.monotonic()
@@ -244,12 +258,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         s.create("run", r, priority=10)
         s.create("queued", queued, priority=0)
         s.create("done", small - r - queued, cancel=True)
-        res["first_start_small"] = s.first_start("operator-1", r // 2, args.timeout)
+        res["first_start_small"] = s.first_start("operator-1", r // 2, first_start_timeout(args, small))
+        save(res)
+        if not res["first_start_small"]["done"]:
+            res["notes"].append(f"the first start over {small} tasks did not end within its timeout: the run stopped there")
+            return res
         watch.wait(lambda: s.count("run", "Running") >= r // 2, 600, f"{r // 2} tasks Running")
         res["window_small_half"] = measure(s.op, args.window, f"{small} objects, {r // 2} running")
-        res["restart_small"] = s.restart("operator-2", r, args.timeout)
+        res["restart_small"] = s.restart("operator-2", r, args.timeout or 300)
         watch.wait(lambda: s.count("run", "Running") >= r, 600, f"{r} tasks Running")
         res["window_small"] = measure(s.op, args.window, f"{small} objects, {r} running")
+        save(res)
 
         s.op.stop()
         more_queued = large // 10 - queued
@@ -259,17 +278,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         s.create("queued", more_queued, priority=0)
         s.create("done", more_done, cancel=True)
         res["create_seconds_large"] = round(time.monotonic() - t0, 1)
-        res["first_start_large"] = s.first_start("operator-3", r, args.timeout)
+        res["first_start_large"] = s.first_start("operator-3", r, first_start_timeout(args, more_queued + more_done))
+        save(res)
+        if not res["first_start_large"]["done"]:
+            res["notes"].append(f"the first start over {large} tasks did not end within its timeout: the run stopped there")
+            return res
         res["window_large"] = measure(s.op, args.window, f"{large} objects, {r} running")
-        res["restart_large"] = s.restart("operator-4", r, args.timeout)
+        res["restart_large"] = s.restart("operator-4", r, args.timeout or 300)
         s.op.stop()
     finally:
+        res["wall_minutes"] = round((time.monotonic() - started) / 60, 1)
         if watch:
             watch.stop()
         if tb:
             tb.close()
         shutil.rmtree(work, ignore_errors=True)
     res["wall_minutes"] = round((time.monotonic() - started) / 60, 1)
+    save(res)
     return res
 
 
@@ -282,33 +307,45 @@ def growth(a: float | None, b: float | None) -> str:
 def table(res: dict[str, Any]) -> list[str]:
     """The growth table (docs/benchmarks-scale.md, and docs/benchmarks.md through bench/run.py)."""
     small, large, r = res["small"], res["large"], res["running"]
-    ws, wl, wh = res["window_small"], res["window_large"], res["window_small_half"]
-    fs, fl = res["first_start_small"], res["first_start_large"]
-    rs, rl = res["restart_small"], res["restart_large"]
+    missing: dict[str, Any] = {"rss_mib": None, "cpu_percent_of_one_core": None, "admission_p50_ms": None, "admission_p99_ms": None,
+                               "ray_calls_per_min": None, "seconds": None, "peak_rss_mib": None, "never_handled": 0}
+    ws, wl, wh = (res.get(k) or missing for k in ("window_small", "window_large", "window_small_half"))
+    fs, fl = res.get("first_start_small") or missing, res.get("first_start_large") or missing
+    rs, rl = res.get("restart_small") or missing, res.get("restart_large") or missing
 
     def ms(v: float | None) -> str:
         return f"{v:.1f} ms" if v is not None else "n/a"
+
+    def n(v: float | None, fmt: str = ".0f") -> str:
+        return "not measured" if v is None else format(v, fmt)
+
+    def first(f: dict[str, Any]) -> str:
+        if f["seconds"] is None:
+            return "not measured"
+        if f.get("done", True):
+            return f"{f['seconds']:.0f} ({f['never_handled']:,} new)"
+        return f"not done: {f['handled_new']:,} of {f['never_handled']:,} new in {f['seconds']:.0f}"
 
     def ok(value: float | None, target: float) -> str:
         return "n/a" if value is None else ("yes" if value < target else "**no**")
 
     rows = [
-        ("Operator RSS, steady (MiB)", f"{ws['rss_mib']:.0f}", f"{wl['rss_mib']:.0f}", growth(ws["rss_mib"], wl["rss_mib"]),
+        ("Operator RSS, steady (MiB)", n(ws["rss_mib"]), n(wl["rss_mib"]), growth(ws["rss_mib"], wl["rss_mib"]),
          f"< {TARGETS['rss_mib']}: {ok(wl['rss_mib'], TARGETS['rss_mib'])}"),
-        ("Operator CPU, steady (% of a core)", f"{ws['cpu_percent_of_one_core']:.1f}", f"{wl['cpu_percent_of_one_core']:.1f}",
+        ("Operator CPU, steady (% of a core)", n(ws["cpu_percent_of_one_core"], ".1f"), n(wl["cpu_percent_of_one_core"], ".1f"),
          growth(ws["cpu_percent_of_one_core"], wl["cpu_percent_of_one_core"]), ""),
         ("Admission pass p50", ms(ws["admission_p50_ms"]), ms(wl["admission_p50_ms"]), growth(ws["admission_p50_ms"], wl["admission_p50_ms"]), ""),
         ("Admission pass p99", ms(ws["admission_p99_ms"]), ms(wl["admission_p99_ms"]), growth(ws["admission_p99_ms"], wl["admission_p99_ms"]),
          f"< {TARGETS['admission_p99_ms']} ms: {ok(wl['admission_p99_ms'], TARGETS['admission_p99_ms'])}"),
-        (f"Ray API calls per minute ({r} running)", f"{ws['ray_calls_per_min']:.0f}", f"{wl['ray_calls_per_min']:.0f}",
-         growth(ws["ray_calls_per_min"], wl["ray_calls_per_min"]), f"{r // 2} running at {small:,}: {wh['ray_calls_per_min']:.0f}"),
-        ("Restart: a new task handled after (s)", f"{rs['seconds']:.1f}", f"{rl['seconds']:.1f}", growth(rs["seconds"], rl["seconds"]),
+        (f"Ray API calls per minute ({r} running)", n(ws["ray_calls_per_min"]), n(wl["ray_calls_per_min"]),
+         growth(ws["ray_calls_per_min"], wl["ray_calls_per_min"]), f"{r // 2} running at {small:,}: {n(wh['ray_calls_per_min'])}"),
+        ("Restart: a new task handled after (s)", n(rs["seconds"], ".1f"), n(rl["seconds"], ".1f"), growth(rs["seconds"], rl["seconds"]),
          f"< {TARGETS['restart_seconds']} s: {ok(rl['seconds'], TARGETS['restart_seconds'])}"),
-        ("Restart: peak RSS (MiB)", f"{rs['peak_rss_mib']:.0f}", f"{rl['peak_rss_mib']:.0f}", growth(rs["peak_rss_mib"], rl["peak_rss_mib"]), ""),
-        ("First start: all tasks have a phase (s)", f"{fs['seconds']:.0f} ({fs['never_handled']:,} new)",
-         f"{fl['seconds']:.0f} ({fl['never_handled']:,} new)", growth(fs["seconds"], fl["seconds"]), ""),
-        ("First start: peak RSS (MiB)", f"{fs['peak_rss_mib']:.0f}", f"{fl['peak_rss_mib']:.0f}", growth(fs["peak_rss_mib"], fl["peak_rss_mib"]),
-         f"< {TARGETS['rss_mib']}: {ok(fl['peak_rss_mib'], TARGETS['rss_mib'])}"),
+        ("Restart: peak RSS (MiB)", n(rs["peak_rss_mib"]), n(rl["peak_rss_mib"]), growth(rs["peak_rss_mib"], rl["peak_rss_mib"]), ""),
+        ("First start: all tasks have a phase (s)", first(fs), first(fl),
+         growth(fs["seconds"], fl["seconds"]) if fl.get("done", True) else "n/a", ""),
+        ("First start: peak RSS (MiB)", n(fs["peak_rss_mib"]), n(fl["peak_rss_mib"]), growth(fs["peak_rss_mib"], fl["peak_rss_mib"]),
+         f"< {TARGETS['rss_mib']}: {ok(fl['peak_rss_mib'], TARGETS['rss_mib']) if fl.get('done', True) else 'n/a (not done)'}"),
     ]
     out = [f"| | {small:,} objects | {large:,} objects | growth (objects ×{large / small:g}) | target |", "|---|---:|---:|---:|---|"]
     out += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
@@ -317,7 +354,8 @@ def table(res: dict[str, Any]) -> list[str]:
 
 def render(res: dict[str, Any]) -> str:
     m = res["machine"]
-    ws, wl, wh = res["window_small"], res["window_large"], res["window_small_half"]
+    windows = [w for w in (res.get("window_small_half"), res.get("window_small"), res.get("window_large")) if w]
+    calls = {w["label"]: w["ray_calls_per_min"] for w in windows}
     lines = [
         "# Argus at scale: 1,000 and 10,000 tasks",
         "",
@@ -336,14 +374,14 @@ def render(res: dict[str, Any]) -> str:
         "",
         "Phases in each window (the operator's `argus_tasks` gauge):",
         "",
-        *[f"- {w['label']}: {w['tasks_by_phase']} (load {w['load']})" for w in (wh, res["window_small"], res["window_large"])],
+        *[f"- {w['label']}: {w['tasks_by_phase']} (load {w['load']})" for w in windows],
         "",
+        *([f"**This run is incomplete**: {'; '.join(res['notes'])}.", ""] if res.get("notes") else []),
         "How to read it:",
         "",
-        "- **Ray calls follow the running tasks, not the objects**: "
-        f"{wh['ray_calls_per_min']:.0f} per minute with {res['running'] // 2} running and {ws['ray_calls_per_min']:.0f} with "
-        f"{res['running']} at {res['small']:,} objects; {wl['ray_calls_per_min']:.0f} with {res['running']} at {res['large']:,}. "
-        "Each running job's status is read every poll interval and its log followed; a queued or ended task costs Ray nothing.",
+        "- **Ray calls follow the running tasks, not the objects**: per minute, "
+        + "; ".join(f"{v:.0f} with {k}" for k, v in calls.items())
+        + ". Each running job's status is read every poll interval and its log followed; a queued or ended task costs Ray nothing.",
         "- **The tick follows the tasks that live**: an ended task is looked at once, then passed by until it changes or its "
         "time to live runs out (`operator/argus/controller/settled.py`), and a waiting task is stepped again only when its "
         "view or its answer changes. Every watch event and every poll interval runs a tick; what one costs before and after "
@@ -365,18 +403,18 @@ def main() -> int:
     parser.add_argument("--running", type=int, default=40, help="tasks running for real at each size (default 40; half of them in the first window)")
     parser.add_argument("--window", type=float, default=60, help="seconds each window is measured (default 60)")
     parser.add_argument("--poll-interval", type=float, default=2.0, help="operator --poll-interval (default 2, its default)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds a first start or restart may take (default 900)")
+    parser.add_argument("--timeout", type=float, default=0, help="seconds a first start or restart may take (default: 300 s for a "
+                        "restart; for a first start, 300 s plus 0.3 s per never-handled task)")
     parser.add_argument("--out", type=Path, default=OUT, help="the report (default docs/benchmarks-scale.md; the .json beside it)")
     parser.add_argument("--render", action="store_true", help="rewrite the report from its .json, without a run")
     args = parser.parse_args()
     if args.running < 2 or args.small <= args.running + args.small // 10 or args.large <= args.small:
         parser.error("needs --running >= 2, --small > --running + a tenth of it, --large > --small")
     data = args.out.with_suffix(".json")
-    if args.render:
-        res = json.loads(data.read_text())
-    else:
-        res = run(args)
+    def save(res: dict[str, Any]) -> None:
         data.write_text(json.dumps(res, indent=1, default=str) + "\n")
+
+    res = json.loads(data.read_text()) if args.render else run(args, save)
     args.out.write_text(render(res))
     print("\n".join(table(res)))
     log(f"wrote {args.out} and {data}")
