@@ -89,3 +89,15 @@ def test_a_bad_environment_default_is_one_line_naming_the_variable(monkeypatch: 
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--log-level: 'loud': must be one of debug, info, warning, error (env ARGUS_LOG_LEVEL)" in err
+
+
+def test_no_kubeconfig_and_no_pod_stops_the_operator_in_one_line(tmp_path, capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))  # main points it at --kubeconfig; monkeypatch restores it
+    missing = tmp_path / "no-kubeconfig"
+    assert operator_main(["--kubeconfig", str(missing)]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if " INFO " not in line]  # the start-up's own info lines aside
+    assert len(errors) == 1 and errors[0].startswith("argus-operator: cannot use kubeconfig") and str(missing) in errors[0], err
+    assert "Traceback" not in err

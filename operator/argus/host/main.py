@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..adapters.clock import SystemClock
+from ..adapters.kube import KubeConfigError
 from ..controller.metrics import Metrics
 from ..controller.settings import add_operator_flags, operator_config
 from ..platform import UsageError, add_platform_flags, platform_config, verl_composer
@@ -71,7 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from ..adapters.kube import load_kube_config  # noqa: PLC0415
         from .release import release_finalizers  # noqa: PLC0415
-        load_kube_config(args.kubeconfig)
+        try:
+            load_kube_config(args.kubeconfig)
+        except KubeConfigError as exc:
+            print(f"argus-operator: {exc}", file=sys.stderr)
+            return 2
         return asyncio.run(release_finalizers(config, clock=clock, stop_jobs=not args.keep_ray_jobs, timeout=args.release_timeout))
     import kopf  # noqa: PLC0415 - imports the kubernetes client, which reads KUBECONFIG once
 
@@ -88,8 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"argus-operator: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("argus").info("composing tasks' configurations with %s", composer.tree.describe())
-    memo = kopf.Memo(operator=Operator.build(config, webhook, args.kubeconfig, logs_api=logs_api, composer=composer,
-                                             clock=clock, metrics=metrics))
+    try:
+        operator = Operator.build(config, webhook, args.kubeconfig, logs_api=logs_api, composer=composer, clock=clock, metrics=metrics)
+    except KubeConfigError as exc:  # no cluster to talk to: one line, not a traceback
+        print(f"argus-operator: {exc}", file=sys.stderr)
+        return 2
+    memo = kopf.Memo(operator=operator)
     kopf.run(
         registry=registry(webhook),
         memo=memo,
