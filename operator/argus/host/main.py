@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import sys
@@ -55,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if value not in allowed:  # an ARGUS_* default escapes argparse's choices
             parser.error(f"{flag}: {value!r}: must be one of {', '.join(allowed)} (env ARGUS_{flag[2:].upper().replace('-', '_')})")
     configure_logging("debug" if args.verbose else args.log_level, args.log_format)
+    # A fatal signal in native code (grpc, the ray client's C parts) leaves the Python stacks
+    # in the log instead of a process that is simply gone.
+    faulthandler.enable(file=sys.__stderr__)
     try:
         config = operator_config(args, platform_config(args))
         webhook = webhook_settings(args)
