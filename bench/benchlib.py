@@ -10,6 +10,7 @@ real programs; only the training workload is the verl stand-in (hack/verl-standi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -21,7 +22,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -381,6 +382,47 @@ class Testbed:
                 pass
         self.stop_ray()
         self.cp.stop()
+
+
+# CPU pinning (bench/run.py, bench/scale.py): Ray's processes on their own CPU(s), the control
+# plane, the operator and the benchmark on the others, so that the figures are the operator's.
+
+def cpu_split(spec: str) -> tuple[set[int], set[int]] | None:
+    """--ray-cpus: (Ray's CPUs, everyone else's). "auto": the last CPU for Ray, the others for
+    the control plane, the operator and this benchmark; "none": no pinning; else a list
+    ("1" or "2,3")."""
+    allowed = set(os.sched_getaffinity(0))
+    if spec == "none" or len(allowed) < 2:
+        return None
+    ray = {max(allowed)} if spec == "auto" else {int(c) for c in spec.split(",")}
+    if not ray < allowed:
+        raise SystemExit(f"--ray-cpus {spec}: must be a proper subset of this process's CPUs {sorted(allowed)}")
+    return ray, allowed - ray
+
+
+@contextlib.contextmanager
+def pinned_to(cpus: set[int] | None) -> Iterator[None]:
+    """Processes started inside inherit these CPUs (this thread's affinity, set and then
+    restored): how Ray's processes get theirs."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def affinity_of(pid: int) -> str:
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
 
 
 def wait_metrics(port: int, timeout: float = 60) -> None:

@@ -31,7 +31,6 @@ recorded).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import queue
@@ -42,7 +41,6 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +52,17 @@ from benchlib import (
     TERMINAL,
     TaskWatch,
     Testbed,
+    affinity_of,
     cpu_of,
     cpu_seconds,
+    cpu_split,
     free_port,
     jobs_by_task,
     loadavg,
     log,
     machine_info,
     parallel,
+    pinned_to,
     ppo_command,
     ray_jobs,
     ray_processes,
@@ -290,44 +291,6 @@ def run_makespan_and_latency(args: argparse.Namespace, tb: Testbed, watch: TaskW
 
 
 # --------------------------------------------------------------------------- CPU pinning
-
-def cpu_split(spec: str) -> tuple[set[int], set[int]] | None:
-    """--ray-cpus: (Ray's CPUs, everyone else's). "auto": the last CPU for Ray, the others for
-    the control plane, the operator and this benchmark; "none": no pinning; else a list
-    ("1" or "2,3")."""
-    allowed = set(os.sched_getaffinity(0))
-    if spec == "none" or len(allowed) < 2:
-        return None
-    ray = {max(allowed)} if spec == "auto" else {int(c) for c in spec.split(",")}
-    if not ray < allowed:
-        raise SystemExit(f"--ray-cpus {spec}: must be a proper subset of this process's CPUs {sorted(allowed)}")
-    return ray, allowed - ray
-
-
-@contextlib.contextmanager
-def pinned_to(cpus: set[int] | None) -> Iterator[None]:
-    """Processes started inside inherit these CPUs (this thread's affinity, set and then
-    restored): how Ray's processes get theirs."""
-    if cpus is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cpus)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
-def affinity_of(pid: int) -> str:
-    try:
-        for line in open(f"/proc/{pid}/status"):
-            if line.startswith("Cpus_allowed_list:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
-
 
 def affinities(tb: Testbed, op: Any) -> dict[str, list[str]]:
     """The CPUs each process may use, read back from /proc: the pinning's evidence."""

@@ -27,14 +27,20 @@ two Python processes of about 110 MiB together; 200 of them want 22 GiB, this ma
 memory. The Ray calls' growth is measured with R/2 and R running instead, and the objects'
 with 1,000 and 10,000 at the same R.
 
+Ray's processes, and so every running job, are pinned to their own CPU(s) and the control
+plane, the operator and the benchmark to the others (--ray-cpus, as bench/run.py does): the
+running jobs' own work does not slow the operator's figures down.
+
 A benchmark, not a test: the figures depend on the machine and its load (recorded).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -48,14 +54,18 @@ from benchlib import (
     REPO,
     TaskWatch,
     Testbed,
+    affinity_of,
     cpu_seconds,
+    cpu_split,
     free_port,
     loadavg,
     log,
     machine_info,
     memory,
     parallel,
+    pinned_to,
     ppo_command,
+    ray_processes,
     scrape,
     task_body,
     wait_metrics,
@@ -216,18 +226,33 @@ class Scale:
         """Restart the operator (an upgrade, a crash, a leader change): the time until it has
         handled a task created right after the restart."""
         self.op.stop()
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         op = self.start(name, max_running)
         sampler = RssSampler(op.proc.pid)
         wait_metrics(op.metrics_port)
+        metrics_after = time.monotonic() - t0
         ns, probe = f"scale-{USERS[0]}", f"probe-{name}"
         self.tb.kube.create(ns, task_body(probe, ppo_command(), cancel=True))
         self.watch.wait(lambda: self.watch.phase(ns, probe) == "Stopped", timeout, "the probe task to be handled")
         seconds = time.monotonic() - t0
         self.names["done"].append((ns, probe))
-        out = {"objects": self.total(), "seconds": round(seconds, 1), "peak_rss_mib": sampler.stop(), "load": loadavg()}
+        out = {"objects": self.total(), "seconds": round(seconds, 1), "metrics_after_s": round(metrics_after, 1),
+               "listed_after_s": listed_after(op.log_path, wall0), "peak_rss_mib": sampler.stop(), "load": loadavg()}
         log(f"restart: {json.dumps(out)}")
         return out
+
+
+def listed_after(log_path: Path, wall0: float) -> float | None:
+    """Seconds from ``wall0`` (the operator's start, time.time()) to its log's "listed N
+    ArgusTasks" line: where a restart's time goes (start-up, then the LIST, then the tick)."""
+    try:
+        for line in log_path.read_text(errors="replace").splitlines():
+            if "argus.adapters.taskcache: listed" in line:
+                stamp = dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")  # logging's asctime: local time
+                return round(stamp.timestamp() - wall0, 1)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def first_start_timeout(args: argparse.Namespace, never_handled: int) -> float:
@@ -240,17 +265,22 @@ def run(args: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> dic
     """The run; ``save`` keeps what is measured so far after each step (an unfinished run
     still leaves its figures)."""
     small, large, r = args.small, args.large, args.running
+    split = cpu_split(args.ray_cpus)
     res: dict[str, Any] = {"machine": machine_info(), "small": small, "large": large, "running": r, "window_s": args.window,
-                           "poll_interval": args.poll_interval, "notes": []}
+                           "poll_interval": args.poll_interval, "notes": [],
+                           "pinning": {"ray": sorted(split[0]), "rest": sorted(split[1])} if split else None}
     work = Path(tempfile.mkdtemp(prefix="argus-scale-"))
     tb = watch = None
     started = time.monotonic()
     try:
+        if split:  # the control plane, the operators and this benchmark: off Ray's CPUs
+            os.sched_setaffinity(0, split[1])
         tb = Testbed(work, users=("alice", *USERS))
         for u in USERS:
             tb.kube.namespace(f"scale-{u}", u)
         watch = TaskWatch(tb.kube).start()
-        tb.start_ray("ray-long", {"VERL_STANDIN_STEP_SECONDS": "5"}, worker_gpus=max(r, 8), worker_resource_amount=1000)
+        with pinned_to(split[0] if split else None):
+            tb.start_ray("ray-long", {"VERL_STANDIN_STEP_SECONDS": "5"}, worker_gpus=max(r, 8), worker_resource_amount=1000)
         s = Scale(tb, watch, r, args.poll_interval)
 
         queued = small // 10
@@ -259,6 +289,9 @@ def run(args: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> dic
         s.create("queued", queued, priority=0)
         s.create("done", small - r - queued, cancel=True)
         res["first_start_small"] = s.first_start("operator-1", r // 2, first_start_timeout(args, small))
+        if split:  # read back from /proc: the pinning's evidence
+            res["affinity"] = {f"ray {role}": sorted({affinity_of(p) for p in pids}) for role, pids in ray_processes(tb.ray).items() if pids}
+            res["affinity"].update({"operator": [affinity_of(s.op.proc.pid)], "this benchmark": [affinity_of(os.getpid())]})
         save(res)
         if not res["first_start_small"]["done"]:
             res["notes"].append(f"the first start over {small} tasks did not end within its timeout: the run stopped there")
@@ -341,6 +374,8 @@ def table(res: dict[str, Any]) -> list[str]:
          growth(ws["ray_calls_per_min"], wl["ray_calls_per_min"]), f"{r // 2} running at {small:,}: {n(wh['ray_calls_per_min'])}"),
         ("Restart: a new task handled after (s)", n(rs["seconds"], ".1f"), n(rl["seconds"], ".1f"), growth(rs["seconds"], rl["seconds"]),
          f"< {TARGETS['restart_seconds']} s: {ok(rl['seconds'], TARGETS['restart_seconds'])}"),
+        ("Restart: of which until the operator had listed the tasks (s)", n(rs.get("listed_after_s"), ".1f"),
+         n(rl.get("listed_after_s"), ".1f"), growth(rs.get("listed_after_s"), rl.get("listed_after_s")), ""),
         ("Restart: peak RSS (MiB)", n(rs["peak_rss_mib"]), n(rl["peak_rss_mib"]), growth(rs["peak_rss_mib"], rl["peak_rss_mib"]), ""),
         ("First start: all tasks have a phase (s)", first(fs), first(fl),
          growth(fs["seconds"], fl["seconds"]) if fl.get("done", True) else "n/a", ""),
@@ -370,6 +405,10 @@ def render(res: dict[str, Any]) -> str:
         "followed for progress), the rest ended. Windows of "
         f"{res['window_s']:.0f} s with the operator quiet first; operator `--poll-interval {res['poll_interval']:g}`.",
         "",
+        *([f"CPUs pinned (`--ray-cpus`): Ray's processes, and so the running jobs, on CPU(s) {res['pinning']['ray']}; the "
+           f"control plane, the operator and the benchmark on {res['pinning']['rest']} (read back from /proc: "
+           + ", ".join(f"{k} {'/'.join(v)}" for k, v in (res.get("affinity") or {}).items()) + ").", ""]
+          if res.get("pinning") else ["CPUs not pinned: the running jobs shared the CPUs with the operator.", ""]),
         *table(res),
         "",
         "Phases in each window (the operator's `argus_tasks` gauge):",
@@ -405,6 +444,8 @@ def main() -> int:
     parser.add_argument("--poll-interval", type=float, default=2.0, help="operator --poll-interval (default 2, its default)")
     parser.add_argument("--timeout", type=float, default=0, help="seconds a first start or restart may take (default: 300 s for a "
                         "restart; for a first start, 300 s plus 0.3 s per never-handled task)")
+    parser.add_argument("--ray-cpus", default="auto", help="the CPU(s) Ray's processes (and so the running jobs) are pinned to, the "
+                        "control plane, the operator and this benchmark to the others: auto (the last CPU), none, or a list such as 1 or 2,3")
     parser.add_argument("--out", type=Path, default=OUT, help="the report (default docs/benchmarks-scale.md; the .json beside it)")
     parser.add_argument("--render", action="store_true", help="rewrite the report from its .json, without a run")
     args = parser.parse_args()
