@@ -340,3 +340,25 @@ def test_a_token_file_that_goes_bad_sends_no_token_and_says_so_once(tmp_path, ca
     with caplog.at_level("WARNING", logger="argus.adapters.ray"):
         assert client.auth_headers() == {} and client.auth_headers() == {}
     assert [r.getMessage() for r in caplog.records] == [f"the Ray token file {token} is empty; sending no token"]
+
+
+def test_a_call_that_does_not_end_is_given_up_at_its_deadline() -> None:
+    """requests' timeout bounds each connect and read, not the call: a dashboard that answers
+    slowly enough must not hold the controller's tick (CALL_DEADLINE_FACTOR)."""
+    import asyncio
+    import threading
+
+    from argus.adapters.ray import CALL_DEADLINE_FACTOR, RayJobsClient
+    release = threading.Event()
+
+    class Stuck(FakeJobSubmissionClient):
+        def get_job_info(self, submission_id: str) -> object:
+            release.wait(30)
+            raise AssertionError("the deadline did not end the call")
+
+    client = RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, client_factory=Stuck, timeout=0.05, threads=1)
+    try:
+        with pytest.raises(RayUnreachable, match=f"within {0.05 * CALL_DEADLINE_FACTOR:.0f} s"):
+            asyncio.run(client.job("argus-ns-t-0a1b2c3d"))
+    finally:
+        release.set()

@@ -8,7 +8,10 @@ The one Ray client of Argus: the operator (submit, status, stop, nodes) and ``ar
 a thread pool of their own, so that they never wait behind Kubernetes writes (asyncio's
 shared default pool has only cpu+4 threads: on 2 cores, a burst of status patches delayed
 each Ray call). Every HTTP request has a timeout (Ray's client sets none, and a half-open
-connection would hold a pool thread for ever).
+connection would hold a pool thread for ever), and every call a deadline on top of it
+(``CALL_DEADLINE_FACTOR``): requests' timeout bounds each connect and each read, not the
+call, so a dashboard that answers slowly enough could otherwise hold the controller's tick
+that awaits it.
 
 Token authentication (Ray >= 2.52, ``RAY_AUTH_MODE=token`` on the cluster): with a token file
 (``--ray-token-file``) every request carries ``Authorization: Bearer <token>``, the file
@@ -37,6 +40,9 @@ from ..core.rayversion import TESTED_RAY, TOKEN_AUTH_SINCE
 from ..core.rayversion import release as _release
 
 DEFAULT_TIMEOUT = 10.0
+# A call's deadline, in request timeouts: a connect and a read may each take one; past three
+# the call is given up (RayUnreachable) and its thread left to finish on its own.
+CALL_DEADLINE_FACTOR = 3.0
 AUTH_WARNING_SECONDS = 60.0  # the operator's log says a refusal at most this often
 
 log = logging.getLogger(__name__)
@@ -235,7 +241,12 @@ class RayConnection:
                         self.address, operation, exc, where)
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        deadline = self.timeout * CALL_DEADLINE_FACTOR
+        call = asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        try:
+            return await asyncio.wait_for(call, deadline)
+        except TimeoutError:
+            raise RayUnreachable(f"no answer from Ray at {self.address} within {deadline:.0f} s") from None
 
     def _get_client(self) -> Any:
         with self._lock:
