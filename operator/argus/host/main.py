@@ -58,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("debug" if args.verbose else args.log_level, args.log_format)
     # A fatal signal in native code (grpc, the ray client's C parts) leaves the Python stacks
     # in the log instead of a process that is simply gone.
-    faulthandler.enable(file=sys.__stderr__)
+    if sys.__stderr__ is not None:
+        faulthandler.enable(file=sys.__stderr__)
     try:
         config = operator_config(args, platform_config(args))
         webhook = webhook_settings(args)
