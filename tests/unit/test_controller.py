@@ -6,6 +6,7 @@ Ray in tests/integration."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -1032,3 +1033,33 @@ def test_a_first_start_over_many_new_tasks_validates_a_batch_per_tick() -> None:
     world.tick(0.05)
     assert all(world.phase(k) == "Queued" for k in keys)
     assert world.reconciler.next_wait() > 0.05
+
+
+def test_the_tick_age_runs_while_a_tick_waits_and_is_zero_between_ticks(world: World) -> None:
+    """What the liveness probe reads (host/health.py): a tick that waits on something that
+    never ends shows an age that grows with the clock; between ticks the age is 0."""
+    release = asyncio.Event()
+    entered = asyncio.Event()
+
+    async def stuck_tick() -> None:
+        entered.set()
+        await release.wait()
+
+    reconciler = world.reconciler
+    reconciler.tick = stuck_tick  # type: ignore[method-assign]
+    assert reconciler.tick_age() == 0.0
+
+    async def scenario() -> tuple[float, float]:
+        loop_task = asyncio.create_task(reconciler.run())
+        await entered.wait()
+        world.clock.advance(400)
+        during = reconciler.tick_age()
+        release.set()
+        await asyncio.sleep(0.01)
+        after = reconciler.tick_age()
+        loop_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop_task
+        return during, after
+
+    assert world.loop.run_until_complete(scenario()) == (400.0, 0.0)

@@ -65,3 +65,18 @@ def test_without_a_webhook_readiness_is_the_cache_and_stale_zero_never_fails() -
     checks = Checks(synced=lambda: True, contact_age=lambda: 1e9, stale_seconds=0)
     assert checks.readiness() == (True, {"cacheSynced": True})
     assert checks.liveness()[0] is True
+
+
+def test_a_tick_that_runs_too_long_fails_liveness_and_zero_never_does() -> None:
+    """A controller tick awaits only calls with deadlines: one that has run for minutes waits
+    on something that will not end, and the kubelet should restart the pod."""
+    state = {"tick": 0.0}
+    checks = Checks(synced=lambda: True, contact_age=lambda: 1.0, tick_age=lambda: state["tick"], tick_stuck_seconds=300)
+    assert checks.liveness() == (True, {"watchContactAgeSeconds": 1.0, "watchStaleSeconds": 300.0,
+                                        "tickAgeSeconds": 0.0, "tickStuckSeconds": 300})
+    state["tick"] = 299.0
+    assert checks.liveness()[0] is True
+    state["tick"] = 300.5
+    ok, detail = checks.liveness()
+    assert ok is False and detail["tickAgeSeconds"] == 300.5
+    assert Checks(synced=lambda: True, contact_age=lambda: 1.0, tick_age=lambda: 1e9, tick_stuck_seconds=0).liveness()[0] is True

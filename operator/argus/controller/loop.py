@@ -80,6 +80,7 @@ class Reconciler:
                                self.nodes, self.carrier, self.view, self.tasks.views, clock=clock, metrics=metrics)
         self.settled = SettledTasks(self.settings)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
+        self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
 
     # -- the loop ---------------------------------------------------------------------
     async def run(self) -> None:
@@ -88,6 +89,7 @@ class Reconciler:
         await self.tasks.synced.wait()
         while True:
             if self.leads():
+                self._tick_started = self.clock.monotonic()
                 try:
                     await self.tick()
                 except asyncio.CancelledError:
@@ -95,6 +97,8 @@ class Reconciler:
                 except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
                     self.metrics.reconcile_errors.inc()
                     log.exception("reconcile tick failed; retrying next tick")
+                finally:
+                    self._tick_started = None
             else:
                 self.jobs.forget_all()
                 self.logs.close()
@@ -104,6 +108,12 @@ class Reconciler:
             except TimeoutError:
                 pass
             self.wake.clear()
+
+    def tick_age(self) -> float:
+        """Seconds the current tick has run, 0 between ticks: a tick awaits only calls with
+        deadlines, so one that runs for minutes is stuck (the liveness probe, host/health.py)."""
+        started = self._tick_started
+        return 0.0 if started is None else self.clock.monotonic() - started
 
     async def idle(self) -> None:
         """Wait for the background work started so far (tests, and a clean stop)."""

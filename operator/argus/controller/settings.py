@@ -35,6 +35,7 @@ class OperatorConfig:
     health_port: int | None = None        # /healthz and /readyz (host/health.py)
     watch_seconds: int = 120              # each task watch request lasts this long (then a new one)
     watch_stale_seconds: float = 300.0    # liveness fails when the watch heard nothing for this long
+    tick_stuck_seconds: float = 300.0     # liveness fails when one controller tick has run this long
     progress_interval: float = 15.0       # at most one progress write per task this often
     progress_metrics: tuple[str, ...] = DEFAULT_PROGRESS_METRICS
     progress_source: ProgressSource = ProgressSource.stream  # where running jobs' logs are read for progress
@@ -67,6 +68,9 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--health-host", default=env("ARGUS_HEALTH_HOST", "0.0.0.0"), help="address of the probes' server (default 0.0.0.0)")
     parser.add_argument("--watch-timeout", type=int, default=int(env("ARGUS_WATCH_TIMEOUT_SECONDS", "120")), help="seconds each ArgusTask watch request lasts before a new one is opened; a watch silent for longer (half as long again, 5-30 s) is dropped and the tasks listed again (default 120)")
     parser.add_argument("--watch-stale-seconds", type=float, default=float(env("ARGUS_WATCH_STALE_SECONDS", "300")), help="liveness (/healthz) fails when the task list/watch has not heard from the API server for this long; 0: never (default 300)")
+    parser.add_argument("--tick-stuck-seconds", type=float, default=float(env("ARGUS_TICK_STUCK_SECONDS", "300")),
+                        help="liveness (/healthz) fails when one controller tick has run this long (a tick awaits only calls with "
+                             "deadlines: one this long is stuck); 0: never (default 300; env ARGUS_TICK_STUCK_SECONDS)")
     parser.add_argument("--progress-interval", type=float, default=float(env("ARGUS_PROGRESS_INTERVAL", "15")),
                         help="at most one progress write per running task this often, in seconds (default 15; env ARGUS_PROGRESS_INTERVAL)")
     parser.add_argument("--progress-source", choices=[s.value for s in ProgressSource], default=env("ARGUS_PROGRESS_SOURCE", "stream"),
@@ -124,6 +128,9 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
     if args.watch_stale_seconds and args.watch_stale_seconds <= quiet:
         raise ValueError(f"--watch-stale-seconds: {args.watch_stale_seconds}: must exceed {quiet:g} s (--watch-timeout and its "
                          "read slack), or a quiet but healthy watch would fail liveness")
+    if args.tick_stuck_seconds and args.tick_stuck_seconds < 60:
+        raise ValueError(f"--tick-stuck-seconds: {args.tick_stuck_seconds:g}: must be 0 (never) or at least 60, or a first start's "
+                         "long ticks (validating a batch of new tasks on a busy machine) would fail liveness")
     if args.leader_lease_seconds < 2:
         raise ValueError(f"--leader-lease-seconds: {args.leader_lease_seconds}: must be at least 2")
     if args.progress_source not in {s.value for s in ProgressSource}:
@@ -160,4 +167,5 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         leader_election_name=args.leader_election_name, leader_lease_seconds=args.leader_lease_seconds,
         health_host=args.health_host, health_port=args.health_port,
         watch_seconds=args.watch_timeout, watch_stale_seconds=args.watch_stale_seconds,
+        tick_stuck_seconds=args.tick_stuck_seconds,
     )

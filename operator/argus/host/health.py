@@ -1,9 +1,10 @@
 """The kubelet's probes, on a small aiohttp server of our own (``--health-port``):
 
-- ``GET /healthz`` (liveness): 200 while the event loop answers and the task cache has heard
-  from the API server within ``--watch-stale-seconds``; 500 otherwise, so a watch that went
+- ``GET /healthz`` (liveness): 200 while the event loop answers, the task cache has heard
+  from the API server within ``--watch-stale-seconds`` and no controller tick has been
+  running for longer than ``--tick-stuck-seconds``; 500 otherwise, so a watch that went
   silently stale (a half-open connection the client-side timeouts somehow did not catch, a
-  wedged thread) gets the pod restarted.
+  wedged thread) or a tick that waits on something that never ends gets the pod restarted.
 - ``GET /readyz`` (readiness): 200 once the task cache holds the first full LIST and, with
   ``--webhook``, the webhook's HTTPS server listens; 503 before. ``helm --wait``, Argo CD
   and the webhook Service's endpoints wait for it, so the API server never calls a replica
@@ -36,11 +37,18 @@ class Checks:
     webhook_listening: Callable[[], bool] | None = None  # None: no webhook
     logs_api_listening: Callable[[], bool] | None = None  # None: no log API (--logs-api)
     stale_seconds: float = 300.0  # 0: never fail liveness on the watch
+    tick_age: Callable[[], float] | None = None  # seconds the controller's current tick has run (0 between ticks)
+    tick_stuck_seconds: float = 300.0  # 0: never fail liveness on a tick
 
     def liveness(self) -> tuple[bool, dict[str, Any]]:
         age = self.contact_age()
         ok = self.stale_seconds <= 0 or age <= self.stale_seconds
-        return ok, {"watchContactAgeSeconds": round(age, 1), "watchStaleSeconds": self.stale_seconds}
+        detail: dict[str, Any] = {"watchContactAgeSeconds": round(age, 1), "watchStaleSeconds": self.stale_seconds}
+        if self.tick_age is not None:
+            tick = self.tick_age()
+            ok = ok and (self.tick_stuck_seconds <= 0 or tick <= self.tick_stuck_seconds)
+            detail.update(tickAgeSeconds=round(tick, 1), tickStuckSeconds=self.tick_stuck_seconds)
+        return ok, detail
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         detail: dict[str, Any] = {"cacheSynced": self.synced()}

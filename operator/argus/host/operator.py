@@ -95,6 +95,7 @@ class Operator:
             webhook_listening=(lambda: bool(self.webhook_server and self.webhook_server.listening)) if self.webhook else None,
             logs_api_listening=(lambda: bool(self.logs_api.listening)) if self.logs_api is not None else None,
             stale_seconds=self.config.watch_stale_seconds,
+            tick_age=self.reconciler.tick_age, tick_stuck_seconds=self.config.tick_stuck_seconds,
         )
 
     async def start(self) -> None:
