@@ -425,6 +425,15 @@ def affinity_of(pid: int) -> str:
     return "?"
 
 
+def affinities(tb: Testbed, op: OperatorProcess) -> dict[str, list[str]]:
+    """The CPUs each process may use, read back from /proc: the pinning's evidence."""
+    out = {role: sorted({affinity_of(p) for p in pids}) for role, pids in ray_processes(tb.ray).items() if pids}
+    out["operator"] = [affinity_of(op.proc.pid)]
+    out["kube-apiserver, etcd"] = sorted({affinity_of(p.popen.pid) for p in (tb.cp._etcd, tb.cp._apiserver) if p is not None and p.popen is not None})
+    out["this benchmark"] = [affinity_of(os.getpid())]
+    return out
+
+
 def wait_metrics(port: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -52,7 +52,7 @@ from benchlib import (
     TERMINAL,
     TaskWatch,
     Testbed,
-    affinity_of,
+    affinities,
     cpu_of,
     cpu_seconds,
     cpu_split,
@@ -291,15 +291,6 @@ def run_makespan_and_latency(args: argparse.Namespace, tb: Testbed, watch: TaskW
 
 
 # --------------------------------------------------------------------------- CPU pinning
-
-def affinities(tb: Testbed, op: Any) -> dict[str, list[str]]:
-    """The CPUs each process may use, read back from /proc: the pinning's evidence."""
-    out = {role: sorted({affinity_of(p) for p in pids}) for role, pids in ray_processes(tb.ray).items() if pids}
-    out["operator"] = [affinity_of(op.proc.pid)]
-    out["kube-apiserver, etcd"] = sorted({affinity_of(p.popen.pid) for p in (tb.cp._etcd, tb.cp._apiserver) if p is not None and p.popen is not None})
-    out["this benchmark"] = [affinity_of(os.getpid())]
-    return out
-
 
 # --------------------------------------------------------------------------- progress cost
 

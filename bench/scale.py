@@ -54,7 +54,7 @@ from benchlib import (
     REPO,
     TaskWatch,
     Testbed,
-    affinity_of,
+    affinities,
     cpu_seconds,
     cpu_split,
     free_port,
@@ -65,7 +65,6 @@ from benchlib import (
     parallel,
     pinned_to,
     ppo_command,
-    ray_processes,
     scrape,
     task_body,
     wait_metrics,
@@ -290,8 +289,7 @@ def run(args: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> dic
         s.create("done", small - r - queued, cancel=True)
         res["first_start_small"] = s.first_start("operator-1", r // 2, first_start_timeout(args, small))
         if split:  # read back from /proc: the pinning's evidence
-            res["affinity"] = {f"ray {role}": sorted({affinity_of(p) for p in pids}) for role, pids in ray_processes(tb.ray).items() if pids}
-            res["affinity"].update({"operator": [affinity_of(s.op.proc.pid)], "this benchmark": [affinity_of(os.getpid())]})
+            res["affinity"] = affinities(tb, s.op)
         save(res)
         if not res["first_start_small"]["done"]:
             res["notes"].append(f"the first start over {small} tasks did not end within its timeout: the run stopped there")
