@@ -58,7 +58,7 @@ def main() -> int:
         ray = RayCluster.start(work / "ray", extra_path=[STANDIN / "bin"],
                                extra_env={"HOME": str(login_home(work / "ray-home")), "VERL_STANDIN_STEP_SECONDS": "1.0"})
         say(f"Ray head {ray.dashboard_url} (no worker_node resource) + 1 worker with 4 GPUs, ready in {time.monotonic() - t0:.1f} s")
-        cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
+        cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
         cp.wait_established("argustasks.argus.io")
         cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace",
                                                         "metadata": {"name": "alice", "labels": {"argus.io/user": "alice"}}}))

@@ -22,7 +22,7 @@ import yaml
 
 from . import __version__
 from .core.convert import ConversionError, convert_taskspec
-from .core.crd import argustask_crd
+from .core.crd import arguscluster_crd, argustask_crd
 from .core.plan import validate_task
 from .core.user import InvalidUserId, check_user_id
 from .platform import UsageError, add_platform_flags, platform_config, verl_composer
@@ -213,13 +213,19 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def cmd_crd(args: argparse.Namespace) -> int:
-    sys.stdout.write(crd_yaml())
+    kinds = [args.kind] if args.kind else list(CRD_SOURCES)
+    sys.stdout.write("---\n".join(crd_yaml(k) for k in kinds))
     return EXIT_OK
 
 
-def crd_yaml() -> str:
-    header = "# Generated from the pydantic models in operator/argus/core/spec.py by `argus crd`\n# (hack/update-crds.sh). Do not edit by hand.\n"
-    return header + yaml.safe_dump(argustask_crd(), sort_keys=False, width=120)
+# Each CRD, and the module whose pydantic models it is generated from.
+CRD_SOURCES = {"ArgusTask": "operator/argus/core/spec.py", "ArgusCluster": "operator/argus/core/clusters.py"}
+
+
+def crd_yaml(kind: str = "ArgusTask") -> str:
+    header = (f"# Generated from the pydantic models in {CRD_SOURCES[kind]} by `argus crd`\n"
+              "# (hack/update-crds.sh). Do not edit by hand.\n")
+    return header + yaml.safe_dump(argustask_crd() if kind == "ArgusTask" else arguscluster_crd(), sort_keys=False, width=120)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -269,7 +275,8 @@ def build_parser(prog: str = "argus") -> argparse.ArgumentParser:
     p.add_argument("--name", help="the task's name (one document only; default: each TaskSpec's own name field)")
     p.set_defaults(func=cmd_convert)
 
-    p = sub.add_parser("crd", help="print the ArgusTask CRD")
+    p = sub.add_parser("crd", help="print the CRDs (ArgusTask and ArgusCluster), or one of them")
+    p.add_argument("--kind", choices=list(CRD_SOURCES), help="print this one only")
     p.set_defaults(func=cmd_crd)
 
     p = sub.add_parser("completion", help="print the shell completion script for bash, zsh or fish (argus and kubectl-argus), "

@@ -142,8 +142,8 @@ def argus_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def crd_installed(control_plane: Any) -> None:
-    control_plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
-    control_plane.wait_established("argustasks.argus.io")
+    control_plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+    control_plane.wait_established("argustasks.argus.io", "argusclusters.argus.io")
 
 
 @pytest.fixture

@@ -88,7 +88,7 @@ def namespace(cp: KubeCluster, prefix: str, user: str) -> str:
 def setup(helm: Any, control_plane: ControlPlane, service_network: ServiceNetwork, ray_cluster: Any, argus_root: Path,  # noqa: F811 - helm: the fixture imported above
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     cp = control_plane
-    cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "argus.io_argustasks.yaml"))
+    cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
     cp.wait_established("argustasks.argus.io")
     helm("upgrade", "--install", RELEASE, str(CHART), "--namespace", RELEASE_NS, "--create-namespace", *VALUES, cluster=True)
     objs = render(helm, *VALUES, release=RELEASE, namespace=RELEASE_NS)

@@ -518,7 +518,11 @@ def test_crd(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     # What `argus crd` prints is what the repository ships (tests/unit/test_crd.py pins that
     # file to the models), header included.
-    assert out == (Path(__file__).resolve().parents[2] / "crds" / "argus.io_argustasks.yaml").read_text()
+    crds = Path(__file__).resolve().parents[2] / "crds"
+    assert out == (crds / "argus.io_argustasks.yaml").read_text() + "---\n" + (crds / "argus.io_argusclusters.yaml").read_text()
     assert out.startswith("# Generated from the pydantic models")
-    crd = yaml.safe_load(out)
-    assert crd["kind"] == "CustomResourceDefinition" and crd["metadata"]["name"] == "argustasks.argus.io"
+    docs = list(yaml.safe_load_all(out))
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("CustomResourceDefinition", "argustasks.argus.io"), ("CustomResourceDefinition", "argusclusters.argus.io")]
+    code, one, _ = run(capsys, "crd", "--kind", "ArgusCluster")
+    assert code == 0 and one == (crds / "argus.io_argusclusters.yaml").read_text()

@@ -165,7 +165,7 @@ def _python(rule: str) -> str:
 
 def _defaults(spec: dict[str, Any]) -> dict[str, Any]:
     # as the API server defaults
-    return {"kind": "basic", "cancel": False, "priority": 0, "restartPolicy": "Never", "backoffLimit": 3, **spec}
+    return {"kind": "basic", "cancel": False, "priority": 0, "restartPolicy": "Never", "backoffLimit": 3, "moveOnRetry": False, **spec}
 
 
 def _failing(rules: list[dict[str, str]], new: dict[str, Any], old: dict[str, Any] | None) -> list[str]:

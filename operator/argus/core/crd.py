@@ -210,4 +210,70 @@ def _crd_spec() -> dict[str, Any]:
     }
 
 
+def arguscluster_crd() -> dict[str, Any]:
+    """The ArgusCluster CRD (cluster-scoped), from ``core.clusters``' models."""
+    from .clusters import (  # noqa: PLC0415 - clusters imports spec; crd is imported by both
+        CLUSTER_KIND,
+        CLUSTER_PLURAL,
+        CLUSTER_SHORT_NAMES,
+        CLUSTER_SINGULAR,
+        SELECTOR_VALUES_RULE,
+        ArgusClusterSpec,
+        ArgusClusterStatus,
+    )
+    spec = _model_schema(ArgusClusterSpec)
+    selector = spec["properties"]["namespaceSelector"]["properties"]["matchExpressions"]["items"]
+    selector["x-kubernetes-validations"] = [{"rule": SELECTOR_VALUES_RULE[1], "message": SELECTOR_VALUES_RULE[0]}]
+    status = _model_schema(ArgusClusterStatus)
+    status["description"] = "Written by the Argus operator only."
+    conditions = status["properties"]["conditions"]
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    schema = {
+        "type": "object",
+        "description": f"{CLUSTER_KIND} is one Ray cluster Argus places ArgusTasks on: its dashboard, who may use it, how many tasks it runs.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": f"APIVersion of this object: {API_VERSION}."},
+            "kind": {"type": "string", "description": f"Kind of this object: {CLUSTER_KIND}."},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+    reachable = '.status.conditions[?(@.type=="RayReachable")]'
+    columns = [
+        {"name": "Address", "type": "string", "jsonPath": ".spec.address"},
+        {"name": "Reachable", "type": "string", "jsonPath": f"{reachable}.status"},
+        {"name": "Ray", "type": "string", "jsonPath": ".status.rayVersion"},
+        {"name": "Workers", "type": "integer", "jsonPath": ".status.workerNodes"},
+        {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpus"},
+        {"name": "Free", "type": "integer", "jsonPath": ".status.freeGpus"},
+        {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
+        {"name": "Queued", "type": "integer", "jsonPath": ".status.queued"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "Preference", "type": "integer", "jsonPath": ".spec.preference", "priority": 1},
+        {"name": "Drain", "type": "boolean", "jsonPath": ".spec.drain", "priority": 1},
+        {"name": "Reason", "type": "string", "jsonPath": f"{reachable}.reason", "priority": 1},
+    ]
+    crd_spec = {
+        "group": GROUP,
+        "names": {"kind": CLUSTER_KIND, "listKind": f"{CLUSTER_KIND}List", "plural": CLUSTER_PLURAL, "singular": CLUSTER_SINGULAR,
+                  "shortNames": CLUSTER_SHORT_NAMES, "categories": CATEGORIES},
+        "scope": "Cluster",
+        "versions": [{
+            "name": VERSION, "served": True, "storage": True,
+            "schema": {"openAPIV3Schema": schema},
+            "subresources": {"status": {}},
+            "additionalPrinterColumns": columns,
+        }],
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{CLUSTER_PLURAL}.{GROUP}", "annotations": {SCHEMA_HASH_ANNOTATION: schema_hash(crd_spec), **KEEP_POLICY}},
+        "spec": crd_spec,
+    }
+
+
 assert API_VERSION == f"{GROUP}/{VERSION}"

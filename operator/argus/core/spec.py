@@ -122,6 +122,14 @@ class ArgusTaskSpec(_CamelModel):
         "runs in the same job folder, so verl's trainer.resume_mode=auto resumes from the newest checkpoint.",
     )
     backoff_limit: int = Field(3, ge=0, le=100, description="How many new attempts restartPolicy may start before the task is Failed (BackoffLimitExceeded). Default 3.")
+    cluster: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] | None = Field(
+        None, description="The ArgusCluster to run on (its name). Unset: any cluster the task's namespace may use, the most "
+        "preferred one that can hold it when it is admitted.",
+    )
+    move_on_retry: bool = Field(
+        False, description="Whether a new attempt (restartPolicy) may be placed on another cluster than the last attempt's. "
+        "Default false: it stays, because the checkpoints it resumes from are in that cluster's shared tree.",
+    )
     ttl_seconds_after_finished: int | None = Field(
         None, ge=0, le=31536000,
         description=f"Delete the task this many seconds after it ended ({_or(END_PHASES)}); its Ray jobs leave "
@@ -200,6 +208,7 @@ class ArgusTaskStatus(_StatusModel):
     reason: str | None = Field(None, description=f"Why the task is in its phase, one CamelCase word: {_or(STATUS_REASONS)}.")
     message: str | None = Field(None, description="Human-readable detail; for a Rejected task every problem, one per line.")
     user: str | None = Field(None, description="The user the task runs as, from its namespace's argus.io/user label.")
+    cluster: str | None = Field(None, description="The ArgusCluster the current attempt was submitted to (empty: the operator's own --ray-address).")
     warnings: list[str] | None = Field(None, description="Weak-check warnings: the task runs, but these are likely mistakes.")
     command: str | None = Field(None, description="The expanded command that runs.")
     verl: VerlConfigSource | None = Field(None, description="The verl config tree the configuration was composed and checked with; a warning says so when it is not the cluster's own.")

@@ -1,0 +1,212 @@
+"""The ArgusCluster API (argus.io/v1alpha1, cluster-scoped): one Ray cluster Argus may place
+tasks on. Like the ArgusTask models (``spec``), these pydantic models are the one source of
+truth: ``crd.arguscluster_crd`` generates the CRD from them, and the operator parses the
+objects with them (``parse_cluster``).
+
+Without any ArgusCluster the operator drives the one cluster of ``--ray-address`` (the
+*implicit* cluster, named ``IMPLICIT_CLUSTER``), as before. Once ArgusClusters exist, new
+tasks are placed on them only; a task already on the implicit cluster stays followed there.
+
+Why clusters, and what they isolate: every job on a Ray cluster runs as that cluster's
+worker uid, so the users of one cluster can read each other's files through their own
+Python. A separate Ray cluster with its own shared tree (``spec.root``) is the wall between
+teams; ``spec.namespaceSelector`` says whose tasks may go there. Argus's checks keep a
+command inside its user's paths; they cannot stop the user's own code.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from .spec import GROUP, VERSION, Condition
+
+CLUSTER_KIND = "ArgusCluster"
+CLUSTER_PLURAL = "argusclusters"
+CLUSTER_SINGULAR = "arguscluster"
+CLUSTER_SHORT_NAMES = ["acluster"]
+# Held on an ArgusCluster while tasks are active on it: deleting it waits for them (its
+# status says which), so a running job is never left without an operator that follows it.
+CLUSTER_FINALIZER = f"{GROUP}/tasks-on-cluster"
+# On an ArgusTask: the cluster its current attempt is submitted to ("<attempt>:<cluster>"),
+# written with the finalizer before the submission, so an operator that dies between
+# the submission and the status write submits the attempt to the same cluster again (Ray
+# then has the id: adopted), never a second job on another cluster.
+PLACEMENT_ANNOTATION = f"{GROUP}/placement"
+# The cluster of --ray-address, when no ArgusCluster exists (status.cluster stays empty).
+IMPLICIT_CLUSTER = ""
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class _CamelModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True)
+
+
+class _StatusModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", use_enum_values=True)
+
+
+class SelectorOperator(str, Enum):
+    In = "In"
+    NotIn = "NotIn"
+    Exists = "Exists"
+    DoesNotExist = "DoesNotExist"
+
+
+# The selector's one structural rule, declared once: rendered as CEL on the CRD and checked
+# by ``LabelSelectorRequirement`` in Python (the same words).
+SELECTOR_VALUES_RULE = ("values must be given for In and NotIn, and left out for Exists and DoesNotExist",
+                        "self.operator in ['In', 'NotIn'] ? (has(self.values) && size(self.values) > 0) : "
+                        "(!has(self.values) || size(self.values) == 0)")
+
+
+class LabelSelectorRequirement(_CamelModel):
+    key: Annotated[str, Field(min_length=1, max_length=317)] = Field(description="The namespace label's key.")
+    operator: SelectorOperator = Field(description="In, NotIn, Exists or DoesNotExist.")
+    values: list[Annotated[str, Field(max_length=63)]] | None = Field(None, description="For In and NotIn: the label's values.")
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == SelectorOperator.Exists.value:
+            return self.key in labels
+        if self.operator == SelectorOperator.DoesNotExist.value:
+            return self.key not in labels
+        found = self.key in labels and labels[self.key] in (self.values or [])
+        return found if self.operator == SelectorOperator.In.value else not found
+
+    @model_validator(mode="after")
+    def _values(self) -> LabelSelectorRequirement:
+        needs = self.operator in (SelectorOperator.In.value, SelectorOperator.NotIn.value)
+        if needs != bool(self.values):
+            raise ValueError(SELECTOR_VALUES_RULE[0])
+        return self
+
+
+class LabelSelector(_CamelModel):
+    """The metav1.LabelSelector shape: every term must hold; empty selects everything."""
+
+    match_labels: dict[str, str] | None = Field(None, description="Labels the namespace must carry, with these values.")
+    match_expressions: list[LabelSelectorRequirement] | None = Field(None, description="More terms the namespace's labels must meet.")
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return (all(labels.get(k) == v for k, v in (self.match_labels or {}).items())
+                and all(e.matches(labels) for e in self.match_expressions or ()))
+
+
+class SecretKeyRef(_CamelModel):
+    name: Annotated[str, Field(min_length=1, max_length=253)] = Field(description="The Secret's name, in the operator's namespace.")
+    key: Annotated[str, Field(min_length=1, max_length=253)] = Field("token", description="The key holding the token (default token).")
+
+
+class ArgusClusterSpec(_CamelModel):
+    """One Ray cluster tasks may be placed on."""
+
+    address: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/[^\s]*)?$", max_length=2048)] = Field(
+        description="The Ray dashboard's address (the Jobs API), e.g. http://ray-a-head-svc.ray.svc:8265.")
+    token_secret: SecretKeyRef | None = Field(
+        None, description="For a Ray cluster with token authentication (RAY_AUTH_MODE=token): the Secret in the operator's "
+        "namespace holding its token. Read afresh after a refusal, so a rotated Secret counts.")
+    worker_resource: Annotated[str, Field(min_length=1, max_length=253)] | None = Field(
+        None, description="The Ray resource its worker nodes carry; jobs are pinned to it (default: the operator's --worker-resource).")
+    max_running: int | None = Field(None, ge=1, le=100000, description="Tasks that may run here at once (the operator's --max-running still caps them all).")
+    preference: int = Field(0, ge=-1000, le=1000, description="Placement order: a task goes to the cluster with the highest preference that can hold it now (ties: by name). Default 0.")
+    namespace_selector: LabelSelector | None = Field(
+        None, description="The namespaces whose tasks may run here (their labels; e.g. matchLabels: {argus.io/team: a}). Unset: every namespace.")
+    root: Annotated[str, Field(pattern=r"^/", max_length=4096)] | None = Field(
+        None, description="The shared tree's root as this cluster's jobs see it (default: the operator's --root).")
+    verl_code_path: Annotated[str, Field(pattern=r"^/", max_length=4096)] | None = Field(
+        None, description="The verl snapshot this cluster's jobs run (default: the operator's --verl-code-path).")
+    drain: bool = Field(False, description="True: no new task is placed here; the tasks running here finish (a cluster being drained for an upgrade).")
+
+    @field_validator("root", "verl_code_path")
+    @classmethod
+    def _normal(cls, value: str | None) -> str | None:
+        return posixpath.normpath(value) if value else value
+
+
+class ArgusClusterStatus(_StatusModel):
+    """Written by the operator (its leader), at most once per poll interval and only when it changed."""
+
+    conditions: list[Condition] | None = Field(None, description="RayReachable (reason RayReachable, RayUnreachable or RayAuthFailed) and Deleting.")
+    ray_version: str | None = Field(None, description="The Ray version its dashboard reports.")
+    worker_nodes: int | None = Field(None, ge=0, description="Alive nodes carrying the worker resource.")
+    gpus: int | None = Field(None, ge=0, description="GPUs of its worker nodes in all.")
+    free_gpus: int | None = Field(None, ge=0, description="GPUs free on its worker nodes, as Ray reports them (less what Argus admitted that Ray does not show yet).")
+    running: int | None = Field(None, ge=0, description="Argus tasks admitted to it and not ended.")
+    queued: int | None = Field(None, ge=0, description="Queued tasks that may be placed on it.")
+    observed_generation: int | None = Field(None, description="The .metadata.generation the operator last read.")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """An ArgusCluster as the operator uses it (or the implicit cluster of --ray-address)."""
+
+    name: str
+    address: str
+    token_secret: SecretKeyRef | None = None
+    worker_resource: str | None = None
+    max_running: int | None = None
+    preference: int = 0
+    namespace_selector: LabelSelector | None = None
+    root: str | None = None
+    verl_code_path: str | None = None
+    drain: bool = False
+    deleting: bool = False
+    generation: int | None = None
+
+    def admits(self, namespace_labels: Mapping[str, str] | None) -> bool:
+        """Whether a task of a namespace with these labels may be placed here."""
+        if self.namespace_selector is None:
+            return True
+        return namespace_labels is not None and self.namespace_selector.matches(namespace_labels)
+
+    @property
+    def accepting(self) -> bool:
+        return not self.drain and not self.deleting
+
+
+class InvalidCluster(ValueError):
+    """An ArgusCluster object the operator cannot use, said in one line."""
+
+
+def parse_cluster(obj: Mapping[str, Any]) -> ClusterConfig:
+    """An ArgusCluster object (as the API server returns it) as a ``ClusterConfig``."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or ""
+    try:
+        spec = ArgusClusterSpec.model_validate(obj.get("spec") or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidCluster(f"ArgusCluster {name}: spec.{where}: {first['msg']}") from None
+    return ClusterConfig(
+        name=name, address=spec.address.rstrip("/"), token_secret=spec.token_secret, worker_resource=spec.worker_resource,
+        max_running=spec.max_running, preference=spec.preference, namespace_selector=spec.namespace_selector,
+        root=spec.root, verl_code_path=spec.verl_code_path, drain=spec.drain, deleting=bool(meta.get("deletionTimestamp")),
+        generation=meta.get("generation"))
+
+
+def preference_order(clusters: list[ClusterConfig]) -> list[ClusterConfig]:
+    """Highest preference first, then by name."""
+    return sorted(clusters, key=lambda c: (-c.preference, c.name))
+
+
+def placement_annotation(attempt: int, cluster: str) -> str:
+    return f"{attempt}:{cluster}"
+
+
+_PLACEMENT = re.compile(r"^([1-9][0-9]*):([a-z0-9.-]*)$")
+
+
+def placed_on(annotations: Mapping[str, str] | None, attempt: int) -> str | None:
+    """The cluster the annotation says this attempt was submitted to (None: no such record)."""
+    found = _PLACEMENT.match((annotations or {}).get(PLACEMENT_ANNOTATION, ""))
+    if found is None or int(found.group(1)) != attempt:
+        return None
+    return found.group(2)
