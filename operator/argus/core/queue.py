@@ -32,6 +32,13 @@ its priority band (oldest first), whatever its user's usage: fairness never star
   the other nodes do not sit idle while it waits.
 - A task that waits for a *slot* (``max_running``) holds back every task behind it.
 
+**Clusters** (``Room``, issue 23). With several Ray clusters the queue is still one: one
+order, one ``max_running`` over all, quotas counted across clusters. Each task goes to the
+first cluster, in preference order, that it may use (``QueuedTask.clusters``: its
+``spec.cluster``, its namespace's clusters, the cluster of its last attempt) and that can
+hold it now, with each cluster's own per-node fit, claims and cap. A cluster that cannot be
+read admits nothing, and holds only the tasks that could go nowhere else.
+
 Each waiting message names what the task waits for, never a figure that moves while it
 waits (free GPUs now, GPUs its user holds, its place): the message goes into the task's
 status, and a waiting task must cost a bounded number of status writes however long it
@@ -42,7 +49,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -70,6 +77,7 @@ class QueuedTask:
     gpus_per_node: int = 1
     nnodes: int = 1
     user: str = ""
+    clusters: tuple[str, ...] | None = None  # the clusters it may go to (None: any)
 
     @property
     def key(self) -> Key:
@@ -131,6 +139,10 @@ class Admission:
     positions: dict[Key, int] = field(default_factory=dict)
     # key -> (reason, message) for every task still queued
     waiting: dict[Key, tuple[str, str]] = field(default_factory=dict)
+    # key -> the cluster each admitted task goes to
+    placed: dict[Key, str] = field(default_factory=dict)
+    # key -> the cluster (one that cannot be read now) a waiting task waits for
+    unreadable: dict[Key, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- usage
@@ -224,11 +236,26 @@ def order(queued: Iterable[QueuedTask], settings: QueueSettings, usage: Mapping[
     return sorted(queued, key=fair)
 
 
+@dataclass(frozen=True)
+class Room:
+    """One Ray cluster as the queue sees it: its worker nodes (``capacity``; None: Ray could
+    not be read, nothing is admitted there), the claims of the tasks admitted to it, how
+    many of them are active, its own cap (None: only the operator's ``max_running``), and
+    whether it takes new tasks (not when drained or being deleted)."""
+
+    name: str
+    capacity: Capacity | None
+    claims: tuple[Claim, ...] = ()
+    running: int = 0
+    max_running: int | None = None
+    accepting: bool = True
+
+
 def decide(
     queued: list[QueuedTask],
     *,
     running: int,
-    capacity: Capacity | None,
+    capacity: Capacity | None = None,
     settings: QueueSettings,
     claims: Iterable[Claim] = (),
     quotas: Mapping[str, int | None] | None = None,
@@ -236,58 +263,101 @@ def decide(
     usage: Mapping[str, float] | None = None,
     now: dt.datetime,
     not_ready: frozenset[Key] = frozenset(),
+    rooms: Sequence[Room] | None = None,
 ) -> Admission:
-    """Admit from the head of the queue. ``capacity`` None means Ray could not be read:
-    nothing is admitted, positions are still given. Tasks in ``not_ready`` (created but not
-    validated yet) hold their place: nothing behind them is admitted before they are queued.
-    ``quotas``: GPUs per user (a missing user: ``settings.default_quota``; None: unlimited);
-    ``in_use``: GPUs each user's tasks hold now; ``usage``: recent usage for ``fair``."""
+    """Admit from the head of the queue. ``rooms``: the Ray clusters, most preferred first
+    (None: one cluster, ``capacity`` and ``claims``); a task goes to the first of those it
+    may use (``QueuedTask.clusters``) that can hold it now. A cluster that could not be read
+    (capacity None) admits nothing; the tasks that may use only such clusters wait for them
+    (``Admission.unreadable``). Tasks in ``not_ready`` (created but not validated yet) hold
+    their place: nothing behind them is admitted before they are queued. ``running``: active
+    tasks on all clusters (``settings.max_running`` caps them all); ``quotas``: GPUs per
+    user (a missing user: ``settings.default_quota``; None: unlimited), counted across
+    clusters; ``in_use``: GPUs each user's tasks hold now; ``usage``: recent usage for ``fair``."""
+    if rooms is None:
+        rooms = [Room("", capacity, tuple(claims), running)]
     quotas, in_use = quotas or {}, dict(in_use or {})
     result = Admission()
     slots = settings.max_running - running
-    free = free_per_node(capacity, claims) if capacity is not None else []
-    blocked = capacity is None
+    free = {r.name: free_per_node(r.capacity, r.claims) if r.capacity is not None else [] for r in rooms}
+    room_slots = {r.name: (r.max_running - r.running) if r.max_running is not None else math.inf for r in rooms}
+    blocked = False  # a task ahead holds back every task behind it
     position = 0
     for task in order(queued, settings, usage or {}, now):
         if task.key in not_ready:
             blocked = True
             continue
         position += 1
-        if capacity is not None and (why := _unschedulable(task, capacity)):
-            result.waiting[task.key] = (Reason.Unschedulable, why)
-            result.positions[task.key] = position
+        result.positions[task.key] = position
+        eligible = [r for r in rooms if task.clusters is None or r.name in task.clusters]
+        usable = [r for r in eligible if r.accepting]
+        if not usable:
+            result.waiting[task.key] = (Reason.NoCluster, _no_cluster(task, eligible))
+            continue
+        readable = [r for r in usable if r.capacity is not None]
+        fits = [r for r in readable if _unschedulable(task, r.capacity) is None]  # type: ignore[arg-type]
+        if readable and not fits and len(readable) == len(usable):
+            why = _unschedulable(task, readable[0].capacity)  # type: ignore[arg-type]
+            if len(rooms) > 1:
+                why = f"on cluster {readable[0].name}: {why}" if len(readable) == 1 else f"on none of clusters {', '.join(r.name for r in readable)}: {why}"
+            result.waiting[task.key] = (Reason.Unschedulable, why or "")
             continue
         quota = quotas.get(task.user, settings.default_quota)
         held = in_use.get(task.user, 0)
         if quota is not None and held + task.gpus > quota:
             result.waiting[task.key] = (Reason.QuotaExceeded, f"waiting: its {task.gpus} GPUs would take user {task.user} over the "
                                                          f"{quota} GPUs of its quota")
-            result.positions[task.key] = position
             continue
-        chosen = _place(free, task.nnodes, task.gpus_per_node) if not blocked and slots > 0 else None
-        if chosen is not None:
+        placed = None
+        if not blocked and slots > 0:
+            for room in fits:
+                chosen = _place(free[room.name], task.nnodes, task.gpus_per_node) if room_slots[room.name] > 0 else None
+                if chosen is not None:
+                    placed = room
+                    for i in chosen:
+                        free[room.name][i] -= task.gpus_per_node
+                    break
+        if placed is not None:
             result.admit.append(task)
+            result.placed[task.key] = placed.name
+            del result.positions[task.key]
             position -= 1
             slots -= 1
-            for i in chosen:
-                free[i] -= task.gpus_per_node
+            room_slots[placed.name] -= 1
             in_use[task.user] = held + task.gpus
             continue
-        if blocked:
+        on = f" on cluster {fits[0].name}" if len(rooms) > 1 and fits else ""
+        if not fits:
+            # Every cluster it may use that could hold it cannot be read now: it waits for them.
+            result.unreadable[task.key] = next(r.name for r in usable if r.capacity is None)
+            message = "waiting behind tasks ahead in the queue" if blocked else "waiting for its Ray cluster to answer"
+        elif blocked:
             message = "waiting behind tasks ahead in the queue"
         elif slots <= 0:
             message = f"waiting for a free slot ({settings.max_running} tasks may run at once)"
             blocked = True  # no slot for anyone behind it either
+        elif all(room_slots[r.name] <= 0 for r in fits):
+            # Its clusters' own caps: nobody else starts there either, the others go on.
+            message = "waiting for a free slot on " + ", ".join(f"cluster {r.name} ({r.max_running} tasks may run there)" for r in fits)
         else:
-            # It fits the cluster, not yet: the nodes closest to holding it are reserved for it
-            # (nothing else starts there, so they only drain), and the tasks behind it may use
-            # the other nodes. It is never starved by smaller tasks.
-            _reserve(free, capacity, task)
-            message = (f"waiting for {task.nnodes} worker node(s) with {task.gpus_per_node} free GPUs each; "
+            # It fits a cluster, not yet: on the most preferred one with a slot, the nodes
+            # closest to holding it are reserved for it (nothing else starts there, so they
+            # only drain), and the tasks behind it may use the other nodes. It is never
+            # starved by smaller tasks.
+            room = next(r for r in fits if room_slots[r.name] > 0)
+            _reserve(free[room.name], room.capacity, task)
+            on = f" on cluster {room.name}" if len(rooms) > 1 else ""
+            message = (f"waiting for {task.nnodes} worker node(s) with {task.gpus_per_node} free GPUs each{on}; "
                        "the nodes closest to holding it are kept for it as they drain")
         result.waiting[task.key] = (Reason.Queued, message)
-        result.positions[task.key] = position
     return result
+
+
+def _no_cluster(task: QueuedTask, eligible: list[Room]) -> str:
+    if eligible:
+        return ("waiting: " + ", ".join(f"cluster {r.name}" for r in eligible) +
+                " takes no new tasks now (drained, or being deleted)")
+    return "waiting: no Ray cluster it may use exists (spec.cluster, and the ArgusClusters' namespaceSelector)"
 
 
 def _reserve(free: list[float], capacity: Capacity | None, task: QueuedTask) -> list[int]:
