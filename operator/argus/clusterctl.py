@@ -123,7 +123,8 @@ def cmd_queue(args: argparse.Namespace) -> int:
         try:
             found = client.CoreV1Api().list_namespace(label_selector=USER_LABEL).items
             quotas: dict[str, int | None] | None = quotas_by_user({
-                n.metadata.name: (n.metadata.labels[USER_LABEL], quota_from_annotation((n.metadata.annotations or {}).get(GPU_QUOTA_ANNOTATION)))
+                n.metadata.name: (n.metadata.labels[USER_LABEL], quota_from_annotation((n.metadata.annotations or {}).get(GPU_QUOTA_ANNOTATION)),
+                                  dict(n.metadata.labels))
                 for n in found})
         except ApiException:
             quotas = None  # namespaces are not the caller's to read: quotas unknown

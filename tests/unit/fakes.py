@@ -278,6 +278,7 @@ class Event:
 class Writes:
     status: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     metadata: list[tuple[str, list[str]]] = field(default_factory=list)
+    cluster_status: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 class FakeCluster:
@@ -302,11 +303,29 @@ class FakeCluster:
         self.crds: dict[str, dict[str, str]] = {}  # served CustomResourceDefinitions: name -> annotations
         self.crd_error: Exception | None = None   # raised by the next CRD reads while set (a 403, say)
         self._views: dict[tuple[str, str], tuple[str, TaskView]] = {}
+        # ArgusClusters (cluster-scoped): name -> object; Secrets: (namespace, name) -> data
+        self.clusters: dict[str, dict[str, Any]] = {}
+        self.secrets: dict[tuple[str, str], dict[str, str]] = {}
+        self.cluster_list_error: Exception | None = None
 
     # -- test helpers -------------------------------------------------------------------
-    def onboard(self, namespace: str, user: str = "alice") -> str:
-        self.namespaces[namespace] = {"argus.io/user": user}
+    def onboard(self, namespace: str, user: str = "alice", labels: dict[str, str] | None = None) -> str:
+        self.namespaces[namespace] = {"argus.io/user": user, **(labels or {})}
         return namespace
+
+    def add_cluster(self, name: str, **spec: Any) -> None:
+        """An ArgusCluster, as ``kubectl apply`` would create it."""
+        self.clusters[name] = {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusCluster",
+                               "metadata": {"name": name, "generation": 1, "resourceVersion": str(next(self._rv))},
+                               "spec": copy.deepcopy(spec)}
+
+    def delete_cluster(self, name: str) -> None:
+        """kubectl delete: gone at once without finalizers, else marked."""
+        obj = self.clusters[name]
+        if obj["metadata"].get("finalizers"):
+            obj["metadata"]["deletionTimestamp"] = format_time(self.clock.now())
+        else:
+            del self.clusters[name]
 
     def create(self, name: str, spec: dict[str, Any], namespace: str = "team") -> tuple[str, str]:
         key = (namespace, name)
@@ -386,8 +405,18 @@ class FakeCluster:
         self._bump(obj)
         return True
 
-    async def add_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool:
-        return self._finalizers(namespace, name, finalizers, [*finalizers, "argus.io/stop-ray-job"])
+    async def add_finalizer(self, namespace: str, name: str, finalizers: list[str], annotations: dict[str, str] | None = None,
+                            *, resource_version: str | None = None, annotated: bool = True) -> bool:
+        obj = self.objects.get((namespace, name))
+        if annotations and obj is not None and not annotated and resource_version and obj["metadata"]["resourceVersion"] != resource_version:
+            return False  # the JSON patch's resourceVersion test failed
+        after = finalizers if "argus.io/stop-ray-job" in finalizers else [*finalizers, "argus.io/stop-ray-job"]
+        if not self._finalizers(namespace, name, finalizers, after):
+            return False
+        if annotations:
+            obj = self.objects[(namespace, name)]
+            obj["metadata"].setdefault("annotations", {}).update(annotations)
+        return True
 
     async def remove_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool:
         return self._finalizers(namespace, name, finalizers, [f for f in finalizers if f != "argus.io/stop-ray-job"])
@@ -413,8 +442,38 @@ class FakeCluster:
         self.delete((namespace, name))
         return True
 
-    async def user_namespaces(self) -> dict[str, tuple[str, int | None]]:
-        return {ns: (labels["argus.io/user"], self.quotas.get(ns)) for ns, labels in self.namespaces.items() if "argus.io/user" in labels}
+    async def user_namespaces(self) -> dict[str, tuple[str, int | None, dict[str, str]]]:
+        return {ns: (labels["argus.io/user"], self.quotas.get(ns), dict(labels)) for ns, labels in self.namespaces.items()
+                if "argus.io/user" in labels}
+
+    # -- ClusterStore ---------------------------------------------------------------------
+    async def list_clusters(self) -> list[dict[str, Any]]:
+        if self.cluster_list_error is not None:
+            raise self.cluster_list_error
+        return [copy.deepcopy(o) for o in self.clusters.values()]
+
+    async def patch_cluster_status(self, name: str, patch: dict[str, Any]) -> bool:
+        obj = self.clusters.get(name)
+        if obj is None:
+            return False
+        self.writes.cluster_status.append((name, copy.deepcopy(patch)))
+        obj["status"] = apply_merge_patch(obj.get("status") or {}, patch)
+        return True
+
+    async def set_cluster_finalizers(self, name: str, before: list[str], after: list[str]) -> bool:
+        obj = self.clusters.get(name)
+        if obj is None or list(obj["metadata"].get("finalizers") or []) != before:
+            return False
+        obj["metadata"]["finalizers"] = after
+        if not after and obj["metadata"].get("deletionTimestamp"):
+            del self.clusters[name]  # the API server removes a deleted object once its finalizers are gone
+        return True
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        if (namespace, name) not in self.secrets:
+            from kubernetes.client.exceptions import ApiException
+            raise ApiException(status=404, reason=f"secrets \"{name}\" not found")
+        return self.secrets[(namespace, name)].get(key) or None
 
     async def crd_annotations(self, name: str) -> dict[str, str] | None:
         if self.crd_error is not None:

@@ -75,9 +75,10 @@ class World:
         minus what admitted tasks claim)."""
         inputs = self.reconciler.queue.inputs
         active = [v for v in self.reconciler.views() if v.active]
-        capacity, _ = self.loop.run_until_complete(inputs.nodes.capacity())
+        nodes = self.reconciler.fleet.implicit.nodes
+        capacity, _ = self.loop.run_until_complete(nodes.capacity())
         assert capacity is not None
-        return free_per_node(capacity, inputs.claims(active))
+        return free_per_node(capacity, inputs.claims(active, nodes))
 
     def settle(self, ticks: int = 3, every: float = 2.0) -> None:
         for _ in range(ticks):

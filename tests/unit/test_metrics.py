@@ -27,9 +27,9 @@ EXPECTED = {
     "argus_tasks": ("gauge", ("phase",)),
     "argus_queue_length": ("gauge", ()),
     "argus_submit_latency_seconds": ("histogram", ()),
-    "argus_ray_api_calls_total": ("counter", ("operation",)),
-    "argus_ray_api_errors_total": ("counter", ("operation",)),
-    "argus_ray_api_call_duration_seconds": ("histogram", ("operation",)),
+    "argus_ray_api_calls_total": ("counter", ("operation", "cluster")),
+    "argus_ray_api_errors_total": ("counter", ("operation", "cluster")),
+    "argus_ray_api_call_duration_seconds": ("histogram", ("operation", "cluster")),
     "argus_ray_jobs_lost_total": ("counter", ()),
     "argus_tasks_finished_total": ("counter", ("phase", "reason")),
     "argus_reconcile_errors_total": ("counter", ()),
@@ -148,9 +148,9 @@ def test_a_lost_or_unknown_job_is_an_answer_not_an_error() -> None:
     metrics = Metrics(FakeClock())
     metrics.count_ray_call("status", "RayJobUnknown", 0.01)
     metrics.count_ray_call("status", "RayUnreachable", 10.0)
-    assert value(metrics, "argus_ray_api_calls_total", operation="status") == 2
-    assert value(metrics, "argus_ray_api_errors_total", operation="status") == 1
-    assert value(metrics, "argus_ray_api_call_duration_seconds_count", operation="status") == 2
+    assert value(metrics, "argus_ray_api_calls_total", operation="status", cluster="") == 2
+    assert value(metrics, "argus_ray_api_errors_total", operation="status", cluster="") == 1
+    assert value(metrics, "argus_ray_api_call_duration_seconds_count", operation="status", cluster="") == 2
 
 
 def test_the_process_series_are_served_too() -> None:

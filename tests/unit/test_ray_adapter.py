@@ -321,7 +321,7 @@ def test_a_refusal_counts_as_a_ray_error_in_the_metrics() -> None:
     metrics = Metrics(FakeClock())
 
     def errors(operation: str) -> float:
-        return metrics.registry.get_sample_value("argus_ray_api_errors_total", {"operation": operation}) or 0.0
+        return metrics.registry.get_sample_value("argus_ray_api_errors_total", {"operation": operation, "cluster": ""}) or 0.0
 
     before = errors("nodes")
     metrics.count_ray_call("nodes", "RayAuthFailed")

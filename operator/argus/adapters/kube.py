@@ -59,6 +59,22 @@ def api_error(exc: Any) -> str:
         return f"{getattr(exc, 'status', '?')} {getattr(exc, 'reason', exc)}"
 
 
+def _finalizer_ops(before: list[str], after: list[str]) -> list[dict[str, Any]]:
+    """JSON patch: the finalizers from ``before`` (tested: another writer's are never lost) to ``after``."""
+    if before:
+        return [{"op": "test", "path": "/metadata/finalizers", "value": before},
+                {"op": "replace", "path": "/metadata/finalizers", "value": after}]
+    return [{"op": "add", "path": "/metadata/finalizers", "value": after}]
+
+
+def _annotation_ops(annotations: dict[str, str], annotated: bool) -> list[dict[str, Any]]:
+    """JSON patch: set these annotations (``annotated``: the object has an annotations map)."""
+    if not annotated:
+        return [{"op": "add", "path": "/metadata/annotations", "value": dict(annotations)}]
+    escape = lambda key: key.replace("~", "~0").replace("/", "~1")  # noqa: E731 - RFC 6901
+    return [{"op": "add", "path": f"/metadata/annotations/{escape(k)}", "value": v} for k, v in annotations.items()]
+
+
 class KubeTaskStore:
     """Writes to ArgusTasks and reads of namespaces, for the controller and the webhook."""
 
@@ -96,23 +112,29 @@ class KubeTaskStore:
                 return False
             raise
 
-    async def add_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool:
-        """Append the finalizer to ``finalizers`` (the list as last seen). A JSON patch that
-        first tests the list, so another writer's finalizer is never lost: on a conflict
-        (422) the caller sees False and tries again with a fresh view."""
-        return await self._patch_finalizers(namespace, name, finalizers, [*finalizers, FINALIZER])
+    async def add_finalizer(self, namespace: str, name: str, finalizers: list[str], annotations: dict[str, str] | None = None,
+                            *, resource_version: str | None = None, annotated: bool = True) -> bool:
+        """Append the finalizer to ``finalizers`` (the list as last seen), and set
+        ``annotations`` in the same patch. A JSON patch that first tests the list, so another
+        writer's finalizer is never lost: on a conflict (422) the caller sees False and tries
+        again with a fresh view. ``annotated`` False (the object had no annotation) adds the
+        whole map, which must not replace annotations written meanwhile: the patch then also
+        tests ``resource_version`` (the object as last seen)."""
+        after = finalizers if FINALIZER in finalizers else [*finalizers, FINALIZER]
+        extra: list[dict[str, Any]] = []
+        if annotations:
+            if resource_version and not annotated:
+                extra.append({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})
+            extra += _annotation_ops(annotations, annotated)
+        return await self._patch_finalizers(namespace, name, finalizers, after, extra)
 
     async def remove_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool:
         return await self._patch_finalizers(namespace, name, finalizers, [f for f in finalizers if f != FINALIZER])
 
-    async def _patch_finalizers(self, namespace: str, name: str, before: list[str], after: list[str]) -> bool:
+    async def _patch_finalizers(self, namespace: str, name: str, before: list[str], after: list[str],
+                                extra: list[dict[str, Any]] | None = None) -> bool:
         from kubernetes.client.exceptions import ApiException
-        ops: list[dict[str, Any]]
-        if before:
-            ops = [{"op": "test", "path": "/metadata/finalizers", "value": before},
-                   {"op": "replace", "path": "/metadata/finalizers", "value": after}]
-        else:
-            ops = [{"op": "add", "path": "/metadata/finalizers", "value": after}]
+        ops = [*_finalizer_ops(before, after), *(extra or [])]
         try:
             await self._run(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name, ops,
                             _content_type=JSON_PATCH, _request_timeout=REQUEST_TIMEOUT)
@@ -137,11 +159,13 @@ class KubeTaskStore:
                 return False
             raise
 
-    async def user_namespaces(self) -> dict[str, tuple[str, int | None]]:
-        """Every namespace labelled with a user: namespace -> (user, its GPU quota or None)."""
+    async def user_namespaces(self) -> dict[str, tuple[str, int | None, dict[str, str]]]:
+        """Every namespace labelled with a user: namespace -> (user, its GPU quota or None,
+        its labels: the ArgusClusters' namespaceSelector is matched against them)."""
         from ..core.user import GPU_QUOTA_ANNOTATION, USER_LABEL, quota_from_annotation
         found = await self._run(self.core.list_namespace, label_selector=USER_LABEL, _request_timeout=REQUEST_TIMEOUT)
-        return {ns.metadata.name: (ns.metadata.labels[USER_LABEL], quota_from_annotation((ns.metadata.annotations or {}).get(GPU_QUOTA_ANNOTATION)))
+        return {ns.metadata.name: (ns.metadata.labels[USER_LABEL], quota_from_annotation((ns.metadata.annotations or {}).get(GPU_QUOTA_ANNOTATION)),
+                                   dict(ns.metadata.labels))
                 for ns in found.items}
 
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
@@ -195,3 +219,51 @@ class KubeTaskStore:
         except ApiException as exc:
             log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, api_error(exc),
                         extra=task_log(namespace, name) if kind == KIND else None)
+
+
+class KubeClusterStore:
+    """The ArgusClusters (cluster-scoped) and the Secrets their tokens are in
+    (``controller.ports.ClusterStore``), through a ``KubeTaskStore``'s client and threads."""
+
+    def __init__(self, tasks: KubeTaskStore):
+        self.custom, self.core, self._run, self._gone = tasks.custom, tasks.core, tasks._run, tasks._gone
+
+    async def list_clusters(self) -> list[dict[str, Any]]:
+        from ..core.clusters import CLUSTER_PLURAL
+        found = await self._run(self.custom.list_cluster_custom_object, GROUP, VERSION, CLUSTER_PLURAL, _request_timeout=REQUEST_TIMEOUT)
+        return list(found.get("items") or [])
+
+    async def patch_cluster_status(self, name: str, patch: dict[str, Any]) -> bool:
+        from kubernetes.client.exceptions import ApiException
+
+        from ..core.clusters import CLUSTER_PLURAL
+        try:
+            await self._run(self.custom.patch_cluster_custom_object_status, GROUP, VERSION, CLUSTER_PLURAL, name, {"status": patch},
+                            _request_timeout=REQUEST_TIMEOUT)
+            return True
+        except ApiException as exc:
+            if self._gone(exc):
+                return False
+            raise
+
+    async def set_cluster_finalizers(self, name: str, before: list[str], after: list[str]) -> bool:
+        from kubernetes.client.exceptions import ApiException
+
+        from ..core.clusters import CLUSTER_PLURAL
+        try:
+            await self._run(self.custom.patch_cluster_custom_object, GROUP, VERSION, CLUSTER_PLURAL, name, _finalizer_ops(before, after),
+                            _content_type=JSON_PATCH, _request_timeout=REQUEST_TIMEOUT)
+            return True
+        except ApiException as exc:
+            if self._gone(exc) or exc.status in (409, 422):
+                return False
+            raise
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        """A Secret's key, decoded (None: no such key, or empty). Raises ApiException (404
+        included: a missing Secret is the admin's to fix, and the message says which)."""
+        import base64
+        secret = await self._run(self.core.read_namespaced_secret, name, namespace, _request_timeout=REQUEST_TIMEOUT)
+        raw = (secret.data or {}).get(key)
+        value = base64.b64decode(raw).decode("utf-8", errors="replace").strip() if raw else ""
+        return value or None

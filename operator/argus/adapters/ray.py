@@ -197,8 +197,12 @@ class RayConnection:
     def __init__(self, address: str, *, monotonic: Callable[[], float], timeout: float = DEFAULT_TIMEOUT,
                  on_call: Callable[[str, str, float | None], None] | None = None, threads: int = 16,
                  client_factory: Callable[[str], Any] | None = None, token_file: str | None = None,
-                 state_client_factory: Callable[[str, dict[str, str]], Any] | None = None):
+                 state_client_factory: Callable[[str, dict[str, str]], Any] | None = None,
+                 token: Callable[[], str | None] | None = None, token_where: str = "its Secret"):
         self.address = address.rstrip("/")
+        # An ArgusCluster's token, from its Secret (controller.fleet), instead of a file.
+        self.token_source = token
+        self.token_where = token_where
         self.timeout = timeout
         self.token_file = token_file
         self.monotonic = monotonic
@@ -220,6 +224,12 @@ class RayConnection:
         """The Authorization header from the token file ({} without one). The file is read
         each time: a rotated Secret counts from the next client made. An unreadable file
         sends no token (the refusal that follows says what to check)."""
+        if self.token_source is not None:
+            token = self.token_source()
+            if token:
+                self._token = token
+                return {"Authorization": f"Bearer {token}"}
+            return {}
         if not self.token_file:
             return {}
         try:
@@ -236,7 +246,8 @@ class RayConnection:
         now = self.monotonic()
         if self._warned_at is None or now - self._warned_at >= AUTH_WARNING_SECONDS:
             self._warned_at = now
-            where = f"the token in {self.token_file}" if self.token_file else "no --ray-token-file set"
+            where = (f"the token in {self.token_where}" if self.token_source is not None else
+                     f"the token in {self.token_file}" if self.token_file else "no --ray-token-file set")
             log.warning("Ray at %s refused the operator's credentials on a %s call (%s; %s): check the Ray token",
                         self.address, operation, exc, where)
 
@@ -247,6 +258,11 @@ class RayConnection:
             return await asyncio.wait_for(call, deadline)
         except TimeoutError:
             raise RayUnreachable(f"no answer from Ray at {self.address} within {deadline:.0f} s") from None
+
+    def reconnect(self) -> None:
+        """Make a new client at the next call (a new token to send)."""
+        with self._lock:
+            self._client = None
 
     def _get_client(self) -> Any:
         with self._lock:

@@ -1,8 +1,10 @@
 """What the queue's decision (``core.queue.decide``) needs from the world, gathered for one
-admission pass: Ray's worker nodes and the GPUs in use on each (``jobsync.NodeCache``), the
-GPUs of admitted tasks that Ray does not show yet (claims), each user's quota (from their
-namespaces, read at most once per poll interval), the GPUs each user holds, and, for the
-fair policy, each user's decayed usage (from the tasks' own attempts)."""
+admission pass: each Ray cluster's worker nodes and the GPUs in use on each
+(``jobsync.NodeCache``, one per cluster: ``fleet.Fleet``), the GPUs of admitted tasks that
+Ray does not show yet (claims, on the cluster of each), each user's quota and each
+namespace's labels (from the users' namespaces, read at most once per poll interval), the
+clusters each task may use, the GPUs each user holds, and, for the fair policy, each user's
+decayed usage (from the tasks' own attempts)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ import math
 from collections.abc import Callable
 
 from ..adapters.kube import api_error
-from ..core.queue import Admission, Claim, QueueSettings, UsageRecord, decayed_usage, decide
+from ..core.clusters import placed_on
+from ..core.queue import Admission, Claim, QueueSettings, Room, UsageRecord, decayed_usage, decide
 from ..core.times import parse_time
 from ..core.user import quotas_by_user
-from ..core.vocabulary import Key, task_shape
+from ..core.vocabulary import Key, Reason, task_shape
+from .fleet import Fleet
 from .jobsync import JobSync, NodeCache
 from .ports import TaskStore
 from .settings import OperatorConfig
@@ -40,13 +44,15 @@ def queue_settings(c: OperatorConfig) -> QueueSettings:
 
 
 class AdmissionInputs:
-    def __init__(self, config: OperatorConfig, nodes: NodeCache, jobs: JobSync, store: TaskStore, monotonic: Callable[[], float]):
+    def __init__(self, config: OperatorConfig, fleet: Fleet, jobs: JobSync, store: TaskStore, monotonic: Callable[[], float]):
         self.config = config
-        self.nodes = nodes
+        self.fleet = fleet
         self.jobs = jobs
         self.store = store
         self.monotonic = monotonic
         self.quotas: dict[str, int | None] = {}
+        self.namespace_labels: dict[str, dict[str, str]] = {}  # the users' namespaces' labels (namespaceSelector)
+        self.rooms: list[Room] = []  # the last pass's clusters, as the queue saw them
         self._quotas_read_at: float | None = None
         self._usage: dict[Key, tuple[TaskView, list[UsageRecord]]] = {}  # each task's attempts, read once per view
         self.decide_seconds = 0.0  # the last decision's own time (no waiting on Ray or the API server)
@@ -56,17 +62,59 @@ class AdmissionInputs:
         return queue_settings(self.config)
 
     async def decide(self, queued: list[TaskView], active: list[TaskView], unvalidated: list[TaskView],
-                     every_task: list[TaskView], now: dt.datetime) -> tuple[Admission, str | None]:
-        """The queue's decision, and why Ray's capacity could not be read (None: it could)."""
-        capacity, ray_error = await self.nodes.capacity()
+                     every_task: list[TaskView], now: dt.datetime) -> tuple[Admission, dict[Key, tuple[str, Reason]]]:
+        """The queue's decision, and for each waiting task whose clusters could not be read
+        why (the error and its reason: RayUnreachable or RayAuthFailed)."""
+        await self.fleet.refresh()
+        placing = self.fleet.placing()
+        capacities = [await c.nodes.capacity() for c in placing]
         await self._read_quotas()
         started = self.monotonic()  # the pass's own work from here: the reads above wait on Ray and the API server
+        on: dict[str, list[TaskView]] = {}
+        for v in active:
+            on.setdefault(v.job_cluster, []).append(v)
+        self.rooms = [Room(c.name, capacity, tuple(self.claims(on.get(c.name, []), c.nodes)), len(on.get(c.name, [])),
+                           c.config.max_running, c.config.accepting)
+                      for c, (capacity, _) in zip(placing, capacities, strict=True)]
+        errors = {c.name: (error, c.nodes.error_reason) for c, (_, error) in zip(placing, capacities, strict=True) if error is not None}
         usage = decayed_usage(self._usage_records(every_task), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
-        decision = decide([v.as_queued() for v in [*queued, *unvalidated]], running=len(active), capacity=capacity,
-                          settings=self.settings, claims=self.claims(active), quotas=self.quotas, in_use=in_use(active),
-                          usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated))
+        tasks = [v.as_queued(self.clusters_for(v)) for v in queued] + [v.as_queued() for v in unvalidated]
+        decision = decide(tasks, running=len(active), settings=self.settings, quotas=self.quotas, in_use=in_use(active),
+                          usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated), rooms=self.rooms)
+        ray_errors: dict[Key, tuple[str, Reason]] = {}
+        if errors:
+            for task in tasks:
+                if task.key not in decision.waiting:
+                    continue
+                waits_for = decision.unreadable.get(task.key)
+                if waits_for is None:  # a task whose every cluster is unreadable waits for them, whatever else it waits for
+                    mine = [r.name for r in self.rooms if task.clusters is None or r.name in task.clusters]
+                    waits_for = mine[0] if mine and all(name in errors for name in mine) else None
+                if waits_for is not None and waits_for in errors:
+                    ray_errors[task.key] = errors[waits_for]
         self.decide_seconds = self.monotonic() - started
-        return decision, ray_error
+        return decision, ray_errors
+
+    def clusters_for(self, v: TaskView) -> tuple[str, ...] | None:
+        """The clusters a queued task may go to (None: any; the implicit cluster while there
+        is no ArgusCluster): those whose namespaceSelector takes its namespace, narrowed to
+        its spec.cluster, to the cluster its attempt was already submitted to (the placement
+        written before the submission), and, for a new attempt without spec.moveOnRetry, to
+        the last attempt's cluster (its checkpoints are in that cluster's shared tree)."""
+        if not self.fleet.has_named:
+            return None
+        labels = self.namespace_labels.get(v.namespace)
+        names = [c.name for c in self.fleet.placing() if c.config.admits(labels)]
+        pinned = v.spec.get("cluster")
+        if isinstance(pinned, str) and pinned:
+            names = [n for n in names if n == pinned]
+        placed = placed_on(v.annotations, v.state.attempt)
+        last = v.status.get("cluster")
+        if placed is not None:
+            names = [n for n in names if n == placed]
+        elif v.state.attempt > 1 and v.spec.get("moveOnRetry") is not True and last:
+            names = [n for n in names if n == last]
+        return tuple(names)
 
     def _usage_records(self, tasks: list[TaskView]) -> list[UsageRecord]:
         """``usage_records`` of every task, each task's read again only when it changed."""
@@ -80,7 +128,7 @@ class AdmissionInputs:
         self._usage = kept
         return out
 
-    def claims(self, active: list[TaskView]) -> list[Claim]:
+    def claims(self, active: list[TaskView], nodes: NodeCache) -> list[Claim]:
         """GPUs of admitted tasks that Ray does not show in use yet (their verl workers'
         placement groups do not exist yet): the queue holds them back. A torchrun driver's
         GPUs, once Ray has placed it, are claimed on its node (core.queue: Ray counts them
@@ -92,7 +140,7 @@ class AdmissionInputs:
                 claims.append(Claim(bundles=1, gpus_per_node=math.ceil(driver[2]), node_id=driver[1]))
                 continue
             per_node = task_shape(v.spec)[1]
-            pending = v.gpus - self.nodes.placed_gpus(self.jobs.job_ids.get(v.key))
+            pending = v.gpus - nodes.placed_gpus(self.jobs.job_ids.get(v.key))
             if pending > 0:
                 claims.append(Claim(bundles=math.ceil(pending / per_node), gpus_per_node=per_node))
         return claims
@@ -102,7 +150,9 @@ class AdmissionInputs:
         if self._quotas_read_at is not None and self.monotonic() - self._quotas_read_at < self.config.poll_interval:
             return
         try:
-            self.quotas = quotas_by_user(await self.store.user_namespaces())
+            namespaces = await self.store.user_namespaces()
+            self.quotas = quotas_by_user(namespaces)
+            self.namespace_labels = {ns: labels for ns, (_, _, labels) in namespaces.items()}
             self._quotas_read_at = self.monotonic()
         except Exception as exc:  # noqa: BLE001 - keep the last quotas; say why
             log.warning("cannot read the users' namespaces for their GPU quotas: %s; using the last ones read", api_error(exc))

@@ -26,13 +26,15 @@ from kubernetes.client.exceptions import ApiException
 from ..adapters.kube import api_error
 from ..core import lifecycle
 from ..core.clock import Clock
+from ..core.clusters import PLACEMENT_ANNOTATION, placement_annotation
 from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import ArgusTaskStatus, TaskPath
 from ..core.vocabulary import Key, task_log
+from .fleet import Fleet as Clusters
 from .jobsync import HistoryRemovals, JobSync
 from .metrics import Metrics
-from .ports import RayJobs, TaskStore
+from .ports import TaskStore
 from .view import TaskView
 from .writer import StatusWriter, status_document
 
@@ -72,9 +74,9 @@ class Draft:
 class Carrier:
     """Asks the lifecycle and carries out its answer, one task at a time."""
 
-    def __init__(self, ray: RayJobs, store: TaskStore, writer: StatusWriter, jobs: JobSync, removals: HistoryRemovals,
+    def __init__(self, clusters: Clusters, store: TaskStore, writer: StatusWriter, jobs: JobSync, removals: HistoryRemovals,
                  settings: LifecycleSettings, *, clock: Clock, metrics: Metrics):
-        self.ray = ray
+        self.clusters = clusters
         self.store = store
         self.writer = writer
         self.jobs = jobs
@@ -140,12 +142,13 @@ class Carrier:
                 if seen is not None:
                     pending += draft.take(self.step(draft.view, seen))
             elif isinstance(action, lifecycle.StopJob):
-                await self._stop(action.submission_id)
+                await self._stop(draft.view.cluster_of_job(action.submission_id), action.submission_id)
             elif isinstance(action, lifecycle.ReleaseFinalizer):
                 if await self.writer.remove_finalizer(draft.view):
                     log.info("released %s/%s", draft.view.namespace, draft.view.name, extra=task_log(draft.view.namespace, draft.view.name))
             elif isinstance(action, lifecycle.RemoveRayJobs):
-                if await self.removals.remove(action.submission_ids) and not draft.view.deleting:
+                jobs = tuple((sid, draft.view.cluster_of_job(sid)) for sid in action.submission_ids)
+                if await self.removals.remove(jobs) and not draft.view.deleting:
                     pending += draft.take(self.step(draft.view, lifecycle.RayJobsRemoved()))
             elif isinstance(action, lifecycle.DeleteTask):
                 if await self.store.delete_task(draft.view.namespace, draft.view.name):
@@ -167,18 +170,20 @@ class Carrier:
             await self.write(draft)
 
     async def _submit(self, draft: Draft, action: lifecycle.Submit) -> Observation | None:
-        """Put the finalizer on, then submit. None: the finalizer could not be added (the
-        object changed or went): the next tick tries again."""
-        with_finalizer = await self.writer.add_finalizer(draft.view)
+        """Put the finalizer on (with the placement, on a named cluster), then submit. None:
+        the finalizer could not be added (the object changed or went): the next tick tries again."""
+        plan = action.plan
+        assert plan.submission_id
+        placement = placement_annotation(plan.attempt, plan.cluster) if plan.cluster else None
+        with_finalizer = await self.writer.add_finalizer(draft.view, {PLACEMENT_ANNOTATION: placement} if placement else None)
         if with_finalizer is None:
             return None
         draft.view = with_finalizer
-        draft.persisted = draft.persisted.with_changes(finalizers=with_finalizer.finalizers)
-        plan = action.plan
-        assert plan.submission_id
+        draft.persisted = draft.persisted.with_changes(finalizers=with_finalizer.finalizers, annotations=with_finalizer.annotations)
+        cluster = self.clusters.get(plan.cluster)
         started = self.clock.monotonic()
         try:
-            fresh = await self.ray.submit(plan)
+            fresh = await self.clusters.ray(plan.cluster).submit(plan)
         except RayAuthFailed as exc:
             return lifecycle.SubmitResult("auth_failed", plan.submission_id, str(exc))
         except RayUnreachable as exc:
@@ -191,11 +196,12 @@ class Carrier:
         self.metrics.observe_submit_latency(draft.view.created)
         return lifecycle.SubmitResult("submitted" if fresh else "adopted", plan.submission_id,
                                       job_dir=TaskPath(user_path=plan.for_user(plan.job_dir), job_path=plan.job_dir),
-                                      log_file=TaskPath(user_path=plan.for_user(plan.log_file), job_path=plan.log_file))
+                                      log_file=TaskPath(user_path=plan.for_user(plan.log_file), job_path=plan.log_file),
+                                      cluster=plan.cluster, dashboard_url=cluster.config.address if cluster is not None else None)
 
-    async def _stop(self, submission_id: str) -> None:
+    async def _stop(self, cluster: str, submission_id: str) -> None:
         try:
-            await self.ray.stop(submission_id)
+            await self.clusters.ray(cluster).stop(submission_id)
         except RayJobUnknown:
             pass
         except (RayUnreachable, RayRefused) as exc:

@@ -123,8 +123,9 @@ class Doctor:
 
     async def _remove(self, sid: str) -> None:
         """Remove the probe from Ray's job history, and make sure it stays removed."""
-        removals = HistoryRemovals(self.ray, self.monotonic, settle=REMOVAL_SETTLE_SECONDS)
-        await removals.remove((sid,))
+        ray = self.ray
+        removals = HistoryRemovals(lambda _cluster: ray, self.monotonic, settle=REMOVAL_SETTLE_SECONDS)
+        await removals.remove(((sid, ""),))
         for _ in range(10):  # a few settle periods at most (Ray unreachable meanwhile: given up)
             due = removals.due_in()
             if due is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
@@ -19,6 +20,13 @@ from ..core.times import parse_time
 from ..core.vocabulary import Key, Reason
 from .ports import RayJobs
 from .view import TaskView
+
+
+class Clusters(Protocol):
+    """Each cluster's Ray client and node cache, by name (``fleet.Fleet``)."""
+
+    def ray(self, name: str | None) -> RayJobs: ...
+    def nodes(self, name: str | None) -> NodeCache | None: ...
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +64,16 @@ class NodeCache:
                 self.error_reason = ray_error_reason(exc)
         return self._nodes, self._error
 
+    @property
+    def refused(self) -> bool:
+        """Whether the last read failed because Ray refused the credentials."""
+        return self._error is not None and self.error_reason == Reason.RayAuthFailed
+
+    @property
+    def error(self) -> str | None:
+        """Why the last read failed (None: it did not)."""
+        return self._error
+
     def workers(self, nodes: list[RayNode]) -> list[RayNode]:
         return [n for n in nodes if self.worker_resource in n.resources_total]
 
@@ -88,11 +106,10 @@ class NodeCache:
 
 
 class JobSync:
-    """Which tasks' jobs to read now, and reading them."""
+    """Which tasks' jobs to read now, and reading them (each from its own cluster)."""
 
-    def __init__(self, ray: RayJobs, nodes: NodeCache, poll_interval: float, monotonic: Callable[[], float]):
-        self.ray = ray
-        self.nodes = nodes
+    def __init__(self, clusters: Clusters, poll_interval: float, monotonic: Callable[[], float]):
+        self.clusters = clusters
         self.poll_interval = poll_interval
         self.monotonic = monotonic
         self._read_at: dict[Key, float] = {}       # monotonic time of each followed task's last read
@@ -137,12 +154,13 @@ class JobSync:
             return last + FASTEST_POLL_SECONDS - self.monotonic()  # stopping: read (and stop) again soon
         return last + poll_delay(self._age(view, now), self.poll_interval, active) - self.monotonic()
 
-    async def observe(self, task: TaskState) -> Observation:
-        """Read the task's job from Ray; what that read means for the lifecycle."""
+    async def observe(self, task: TaskState, cluster: str = "") -> Observation:
+        """Read the task's job from Ray (of ``cluster``, where it was submitted); what that
+        read means for the lifecycle."""
         key = (task.namespace, task.name)
         self._read_at[key] = self.monotonic()
         try:
-            job = await self.ray.job(task.submission_id)
+            job = await self.clusters.ray(cluster).job(task.submission_id)
         except RayJobUnknown:
             return lifecycle.JobUnknown()
         except (RayUnreachable, RayRefused) as exc:
@@ -155,8 +173,9 @@ class JobSync:
         else:
             self.gpu_drivers.pop(key, None)
         on_worker: bool | None = None
-        if job.driver_node_id and self._known_drivers.get(key) != job.driver_node_id:
-            on_worker = await self.nodes.on_worker(job.driver_node_id)
+        nodes = self.clusters.nodes(cluster)
+        if job.driver_node_id and self._known_drivers.get(key) != job.driver_node_id and nodes is not None:
+            on_worker = await nodes.on_worker(job.driver_node_id)
             if on_worker is not None:
                 self._known_drivers[key] = job.driver_node_id
         return lifecycle.JobObserved(status=job.status, message=job.message, driver_node_id=job.driver_node_id,
@@ -172,26 +191,27 @@ REMOVAL_CHECKS = 3
 
 
 class HistoryRemovals:
-    """Removing ended jobs from Ray's job history, and making it stick (see above)."""
+    """Removing ended jobs from Ray's job history, and making it stick (see above). Each job
+    is removed from the cluster it ran on (``ray_of``: a cluster's name -> its Ray)."""
 
-    def __init__(self, ray: RayJobs, monotonic: Callable[[], float], settle: float = REMOVAL_SETTLE_SECONDS):
-        self.ray = ray
+    def __init__(self, ray_of: Callable[[str], RayJobs], monotonic: Callable[[], float], settle: float = REMOVAL_SETTLE_SECONDS):
+        self.ray_of = ray_of
         self.monotonic = monotonic
         self.settle = settle
-        self._checks: dict[str, tuple[float, int]] = {}  # submission id -> (due, checks left)
+        self._checks: dict[str, tuple[float, int, str]] = {}  # submission id -> (due, checks left, cluster)
 
-    async def remove(self, submission_ids: tuple[str, ...]) -> bool:
-        """Remove the jobs; True when Ray has none of them left (a later check makes sure it
-        stays so); False when Ray could not be asked (try again later)."""
+    async def remove(self, jobs: tuple[tuple[str, str], ...]) -> bool:
+        """Remove the jobs (submission id, cluster); True when Ray has none of them left (a
+        later check makes sure it stays so); False when Ray could not be asked (try again later)."""
         done = True
-        for sid in submission_ids:
-            if not await self._remove(sid, REMOVAL_CHECKS):
+        for sid, cluster in jobs:
+            if not await self._remove(sid, REMOVAL_CHECKS, cluster):
                 done = False
         return done
 
-    async def _remove(self, sid: str, checks: int) -> bool:
+    async def _remove(self, sid: str, checks: int, cluster: str) -> bool:
         try:
-            await self.ray.delete(sid)
+            await self.ray_of(cluster).delete(sid)
         except RayJobUnknown:
             self._checks.pop(sid, None)
             return True
@@ -203,33 +223,33 @@ class HistoryRemovals:
             self._checks.pop(sid, None)
             return True
         if checks > 0:
-            self._checks[sid] = (self.monotonic() + self.settle, checks - 1)
+            self._checks[sid] = (self.monotonic() + self.settle, checks - 1, cluster)
         return True
 
     def due_in(self) -> float | None:
         """Seconds until the next check is due (None: nothing to check)."""
         if not self._checks:
             return None
-        return min(due for due, _ in self._checks.values()) - self.monotonic()
+        return min(due for due, _, _ in self._checks.values()) - self.monotonic()
 
     async def check(self) -> None:
         """Look again at the jobs removed a while ago; remove any that came back."""
         now = self.monotonic()
-        for sid, (due, left) in list(self._checks.items()):
+        for sid, (due, left, cluster) in list(self._checks.items()):
             if due > now:
                 continue
             del self._checks[sid]
             try:
-                await self.ray.job(sid)
+                await self.ray_of(cluster).job(sid)
             except RayJobUnknown:
                 # Gone, for now: the monitor may not have noticed the supervisor's exit yet
                 # (later still on a loaded machine), so it is looked at until the checks run out.
                 if left > 0:
-                    self._checks[sid] = (now + self.settle, left - 1)
+                    self._checks[sid] = (now + self.settle, left - 1, cluster)
                 continue
             except RayUnreachable:
-                self._checks[sid] = (now + self.settle, left)  # ask again later
+                self._checks[sid] = (now + self.settle, left, cluster)  # ask again later
                 continue
             log.info("Ray job %s was back in Ray's history after its removal (Ray's job monitor wrote it "
                      "again as the job's supervisor exited); removing it again", sid)
-            await self._remove(sid, left)
+            await self._remove(sid, left, cluster)

@@ -47,6 +47,7 @@ class _Follower:
     submission_id: str
     reader: ProgressReader
     log_file: str | None = None  # the attempt's log in the job folder, as the jobs (and a mounted tree) see it
+    cluster: str = ""  # the cluster the job runs on (its Ray serves the stream)
     task: asyncio.Task[None] | None = None
     written_at: float | None = None  # monotonic time of the last progress write
     finishing_since: float | None = None  # monotonic time the task stopped running
@@ -56,12 +57,12 @@ class _Follower:
 
 
 class LogFollowers:
-    def __init__(self, ray: RayJobs, metrics: tuple[str, ...], interval: float,
+    def __init__(self, ray_of: Callable[[str], RayJobs], metrics: tuple[str, ...], interval: float,
                  now: Callable[[], dt.datetime], monotonic: Callable[[], float], *,
                  source: ProgressSource = ProgressSource.stream, files: LogFiles | None = None):
         if source == ProgressSource.file and files is None:
             raise ValueError("progress from log files needs the files")
-        self.ray = ray
+        self.ray_of = ray_of  # a cluster's name -> its Ray
         self.source = source
         self.files = files
         self.file_poll_seconds = FILE_POLL_SECONDS
@@ -74,26 +75,27 @@ class LogFollowers:
     def __len__(self) -> int:
         return len(self._followers)
 
-    def follow(self, running: dict[Key, tuple[str, str | None]]) -> None:
-        """Follow these tasks' jobs (key -> submission id and the attempt's log file). A task
-        no longer among them is finishing: its stream is read to its end (``finished``)."""
+    def follow(self, running: dict[Key, tuple[str, str | None, str]]) -> None:
+        """Follow these tasks' jobs (key -> submission id, the attempt's log file, the
+        cluster it runs on). A task no longer among them is finishing: its stream is read to
+        its end (``finished``)."""
         if self.source == ProgressSource.off:
             return
         now = self.monotonic()
         for key, follower in list(self._followers.items()):
-            sid = running.get(key, (None, None))[0]
+            sid = running.get(key, (None, None, ""))[0]
             if sid is None:
                 follower.finishing_since = follower.finishing_since or now
             elif sid != follower.submission_id:
                 self.drop(key)  # a new attempt
-        for key, (sid, log_file) in running.items():
+        for key, (sid, log_file, cluster) in running.items():
             if key not in self._followers:
                 if self.source == ProgressSource.file and not log_file:
                     continue  # a task submitted before the status named the file: no progress
                 # The first progress is written ``interval`` after the following starts, not
                 # at once: a run shorter than that gets its progress with its end, in the
                 # same status patch (one write fewer per task; issue 26).
-                follower = _Follower(sid, ProgressReader(self.metrics), log_file=log_file, written_at=now)
+                follower = _Follower(sid, ProgressReader(self.metrics), log_file=log_file, cluster=cluster, written_at=now)
                 read = self._read_file if self.source == ProgressSource.file else self._read
                 follower.task = asyncio.create_task(read(follower), name=f"argus log {key[0]}/{key[1]}")
                 self._followers[key] = follower
@@ -120,7 +122,7 @@ class LogFollowers:
         if follower.consumed > WHOLE_LOG_LIMIT:
             return
         try:
-            text = await self.ray.logs(follower.submission_id)
+            text = await self.ray_of(follower.cluster).logs(follower.submission_id)
         except (RayUnreachable, RayRefused, RayJobUnknown, OSError) as exc:
             log.debug("reading the end of %s's log failed (%s); its stream brings it", follower.submission_id, exc)
             return
@@ -146,7 +148,7 @@ class LogFollowers:
     async def _read(self, follower: _Follower) -> None:
         while True:
             try:
-                async for chunk in self.ray.tail_logs(follower.submission_id):
+                async for chunk in self.ray_of(follower.cluster).tail_logs(follower.submission_id):
                     follower.chunks += 1
                     follower.consumed += len(chunk)
                     follower.reader.feed(chunk, self.now())

@@ -38,11 +38,13 @@ from ..core.verlconfig import Composer
 from ..core.vocabulary import Key
 from .admission import AdmissionInputs, in_use
 from .carryout import Carrier, Draft
+from .clusterstatus import ClusterReports
+from .fleet import Connect, Fleet, implicit_cluster
 from .intake import Intake
-from .jobsync import HistoryRemovals, JobSync, NodeCache
+from .jobsync import HistoryRemovals, JobSync
 from .logfollow import LogFollowers
 from .metrics import Metrics
-from .ports import LogFiles, RayJobs, TaskSource, TaskStore
+from .ports import ClusterStore, LogFiles, RayJobs, TaskSource, TaskStore
 from .queuepass import QueuePass
 from .settings import OperatorConfig
 from .settled import SettledTasks
@@ -55,7 +57,11 @@ log = logging.getLogger(__name__)
 class Reconciler:
     def __init__(self, config: OperatorConfig, ray: RayJobs, store: TaskStore, tasks: TaskSource, *,
                  clock: Clock, metrics: Metrics, leads: Callable[[], bool] = lambda: True, composer: Composer | None = None,
-                 log_files: LogFiles | None = None):
+                 log_files: LogFiles | None = None, clusters: ClusterStore | None = None, connect: Connect | None = None,
+                 token_namespace: str | None = None):
+        """``ray``: the implicit cluster's client (--ray-address); ``clusters`` and ``connect``:
+        the ArgusClusters and how a client for one is made (without them: the implicit
+        cluster only)."""
         self.config = config
         self.tasks = tasks
         self.leads = leads
@@ -64,20 +70,24 @@ class Reconciler:
         self.wake = asyncio.Event()
         monotonic = clock.monotonic
         self.writer = StatusWriter(store, metrics, monotonic)
-        self.nodes = NodeCache(ray, config.platform.worker_resource, config.poll_interval, monotonic)
-        self.jobs = JobSync(ray, self.nodes, config.poll_interval, monotonic)
-        self.removals = HistoryRemovals(ray, monotonic)
+        self.fleet = Fleet(ray, implicit_cluster(config.ray_address, config.platform.worker_resource),
+                           poll_interval=config.poll_interval, monotonic=monotonic, store=clusters, connect=connect,
+                           token_namespace=token_namespace)
+        self.nodes = self.fleet.implicit.nodes
+        self.jobs = JobSync(self.fleet, config.poll_interval, monotonic)
+        self.removals = HistoryRemovals(self.fleet.ray, monotonic)
         self.settings = LifecycleSettings(ray_grace_seconds=config.ray_grace_seconds, delete_grace_seconds=config.delete_grace_seconds,
                                           dashboard_url=config.ray_address, worker_resource=config.platform.worker_resource,
                                           ray_job_retention_seconds=config.ray_job_retention_seconds,
                                           default_ttl_seconds=config.default_ttl_seconds,
                                           gitops_tracking_label=config.gitops_tracking_label)
-        self.logs = LogFollowers(ray, config.progress_metrics, config.progress_interval, clock.now, monotonic,
+        self.logs = LogFollowers(self.fleet.ray, config.progress_metrics, config.progress_interval, clock.now, monotonic,
                                  source=config.progress_source, files=log_files)
-        self.carrier = Carrier(ray, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
+        self.carrier = Carrier(self.fleet, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
         self.intake = Intake(config.platform, composer, store, self.carrier, monotonic)
-        self.queue = QueuePass(config.platform, composer, AdmissionInputs(config, self.nodes, self.jobs, store, monotonic),
-                               self.nodes, self.carrier, self.view, self.tasks.views, clock=clock, metrics=metrics)
+        self.queue = QueuePass(config.platform, composer, AdmissionInputs(config, self.fleet, self.jobs, store, monotonic),
+                               self.fleet, self.carrier, self.view, self.tasks.views, clock=clock, metrics=metrics)
+        self.cluster_reports = ClusterReports(self.fleet, clusters, clock, config.poll_interval) if clusters is not None else None
         self.settled = SettledTasks(self.settings)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
@@ -180,12 +190,17 @@ class Reconciler:
         active = [v for v in views if v.active]
         if queued:
             await self.queue.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
+        else:
+            await self.fleet.refresh()  # the clusters' status and finalizers follow them with or without a queue
         self.metrics.observe_users(in_use(active), queued, self.queue.inputs.quotas)
         await each(self.carrier.write_locked(d) for d in drafts.values())
         current = [v for v in self.views() if v.key in live]
         for v in current:
             self.settled.note(v, now)
         self.logs.follow({v.key: _job_log(v) for v in current if v.phase == Phase.Running.value and not v.deleting})
+        if self.cluster_reports is not None:
+            every = self.views()
+            await self.cluster_reports.write(every, self.queue.inputs.rooms, self.queue.inputs.clusters_for)
 
     def _prune(self, views: list[TaskView]) -> None:
         """Forget what was kept for tasks that are gone."""
@@ -205,7 +220,7 @@ class Reconciler:
             view = self.view(key)
             if view is None or not lifecycle.needs_ray(view.state):
                 return
-            seen = await self.jobs.observe(view.state)
+            seen = await self.jobs.observe(view.state, view.job_cluster)
             draft = Draft.of(view)
             ended = isinstance(seen, (lifecycle.JobUnknown,)) or (isinstance(seen, lifecycle.JobObserved) and not seen.active)
             if isinstance(seen, lifecycle.JobObserved) and not seen.active:
@@ -246,9 +261,9 @@ class Reconciler:
             self.logs.drop(key)
 
 
-def _job_log(view: TaskView) -> tuple[str, str | None]:
-    """A running task's job, for its log's follower: the submission id, and the attempt's log
-    file as the jobs see it."""
+def _job_log(view: TaskView) -> tuple[str, str | None, str]:
+    """A running task's job, for its log's follower: the submission id, the attempt's log
+    file as the jobs see it, and the cluster it runs on."""
     state = view.state
     log_file = state.status.log_file
-    return state.submission_id, log_file.job_path if log_file is not None else None
+    return state.submission_id, log_file.job_path if log_file is not None else None, view.job_cluster

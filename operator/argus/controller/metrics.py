@@ -74,11 +74,12 @@ class Metrics:
         self.queue_length = Gauge("argus_queue_length", "ArgusTasks waiting in the queue (the leader only)", registry=None)
         self.submit_latency = Histogram("argus_submit_latency_seconds", "Time from task creation to its Ray submission",
                                         buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400), registry=r)
-        self.ray_calls = Counter("argus_ray_api_calls_total", "Ray API calls made, by operation", ["operation"], registry=r)
-        self.ray_errors = Counter("argus_ray_api_errors_total", "Ray API calls that failed (Ray unreachable or refusing), by operation",
-                                  ["operation"], registry=r)
-        self.ray_call_seconds = Histogram("argus_ray_api_call_duration_seconds", "Duration of Ray API calls (answers and errors), by operation",
-                                          ["operation"], buckets=CALL_BUCKETS, registry=r)
+        # cluster: the ArgusCluster called ("" for --ray-address): bounded by the number of clusters.
+        self.ray_calls = Counter("argus_ray_api_calls_total", "Ray API calls made, by operation and cluster", ["operation", "cluster"], registry=r)
+        self.ray_errors = Counter("argus_ray_api_errors_total", "Ray API calls that failed (Ray unreachable or refusing), by operation and cluster",
+                                  ["operation", "cluster"], registry=r)
+        self.ray_call_seconds = Histogram("argus_ray_api_call_duration_seconds", "Duration of Ray API calls (answers and errors), by operation "
+                                          "and cluster", ["operation", "cluster"], buckets=CALL_BUCKETS, registry=r)
         self.jobs_lost = Counter("argus_ray_jobs_lost_total", "Submitted jobs Ray no longer knows (a head restart): tasks Failed/RayJobLost",
                                  registry=r)
         self.tasks_finished = Counter("argus_tasks_finished_total", "Tasks that reached an end phase (Succeeded, Failed, Stopped, Rejected), "
@@ -113,9 +114,10 @@ class Metrics:
                                         ["user"], registry=r)
         self._last_usage: dict[str, float] = {}  # monotonic time of the last GPU-seconds count, per user
         self._known_users: set[str] = set()      # users seen by an admission pass (their gauges go to 0, not away)
+        self._clusters_seen: set[str] = {""}      # clusters whose Ray call series exist
         for operation in RAY_OPERATIONS:
-            self.ray_calls.labels(operation)
-            self.ray_errors.labels(operation)
+            self.ray_calls.labels(operation, "")
+            self.ray_errors.labels(operation, "")
         self.build_info.labels(__version__, platform.python_version()).set(1)
         self.leader.set(0)
 
@@ -123,14 +125,19 @@ class Metrics:
         """``--metrics-port``: this registry over plain HTTP, from a thread of its own."""
         start_http_server(port, addr=host, registry=self.registry)
 
-    def count_ray_call(self, operation: str, outcome: str, seconds: float | None = None) -> None:
-        """``adapters.ray.RayJobsClient``'s call hook. An unknown job or an existing submission
-        id is an answer, not an error."""
-        self.ray_calls.labels(operation).inc()
+    def count_ray_call(self, operation: str, outcome: str, seconds: float | None = None, cluster: str = "") -> None:
+        """``adapters.ray.RayJobsClient``'s call hook (``cluster``: whose client). An unknown
+        job or an existing submission id is an answer, not an error."""
+        if cluster not in self._clusters_seen:
+            self._clusters_seen.add(cluster)
+            for op in RAY_OPERATIONS:  # every operation exported from the start, at 0
+                self.ray_calls.labels(op, cluster)
+                self.ray_errors.labels(op, cluster)
+        self.ray_calls.labels(operation, cluster).inc()
         if seconds is not None:
-            self.ray_call_seconds.labels(operation).observe(seconds)
+            self.ray_call_seconds.labels(operation, cluster).observe(seconds)
         if outcome in ("RayUnreachable", "RayAuthFailed", "RayRefused"):
-            self.ray_errors.labels(operation).inc()
+            self.ray_errors.labels(operation, cluster).inc()
 
     def observe_doctor(self, rows: Iterable[Row]) -> None:
         """argus doctor's rows: the series of the last run only (skipped checks are absent)."""

@@ -43,12 +43,24 @@ class TaskStore(Protocol):
     """The Kubernetes writes the controller makes, and the namespace read it needs."""
 
     async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool: ...
-    async def add_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool: ...
+    # The finalizer (and, when placing on a named cluster, the placement annotation) in one patch.
+    async def add_finalizer(self, namespace: str, name: str, finalizers: list[str], annotations: dict[str, str] | None = None,
+                            *, resource_version: str | None = None, annotated: bool = True) -> bool: ...
     async def remove_finalizer(self, namespace: str, name: str, finalizers: list[str]) -> bool: ...
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None: ...
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None: ...
     async def delete_task(self, namespace: str, name: str) -> bool: ...
-    async def user_namespaces(self) -> dict[str, tuple[str, int | None]]: ...  # namespace -> (user, GPU quota)
+    async def user_namespaces(self) -> dict[str, tuple[str, int | None, dict[str, str]]]: ...  # namespace -> (user, GPU quota, labels)
+
+
+class ClusterStore(Protocol):
+    """The ArgusClusters (cluster-scoped) and the Secrets their tokens are in
+    (``adapters.kube.KubeTaskStore``; tests/unit/fakes.py)."""
+
+    async def list_clusters(self) -> list[dict[str, Any]]: ...
+    async def patch_cluster_status(self, name: str, patch: dict[str, Any]) -> bool: ...  # False: gone
+    async def set_cluster_finalizers(self, name: str, before: list[str], after: list[str]) -> bool: ...  # False: changed or gone
+    async def secret_value(self, namespace: str, name: str, key: str) -> str | None: ...  # None: no such key, or empty
 
 
 class CrdReader(Protocol):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..core import lifecycle
 from ..core.clock import Clock
@@ -31,7 +32,7 @@ from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
 from .admission import AdmissionInputs
 from .carryout import Carrier, Draft
-from .jobsync import NodeCache
+from .fleet import Fleet
 from .metrics import Metrics
 from .view import TaskView
 from .writer import status_document
@@ -40,13 +41,13 @@ log = logging.getLogger(__name__)
 
 
 class QueuePass:
-    def __init__(self, platform: PlatformConfig, composer: Composer | None, inputs: AdmissionInputs, nodes: NodeCache,
+    def __init__(self, platform: PlatformConfig, composer: Composer | None, inputs: AdmissionInputs, fleet: Fleet,
                  carrier: Carrier, current: Callable[[Key], TaskView | None], every_task: Callable[[], list[TaskView]], *,
                  clock: Clock, metrics: Metrics):
         self.platform = platform
         self.composer = composer
         self.inputs = inputs
-        self.nodes = nodes
+        self.fleet = fleet
         self.carrier = carrier
         self.current = current        # a task as this process knows it now (its own writes included)
         self.every_task = every_task  # every task in the cache (the fair policy's usage)
@@ -60,7 +61,7 @@ class QueuePass:
 
     async def run(self, queued: list[TaskView], active: list[TaskView], not_ready: list[TaskView], drafts: dict[Key, Draft]) -> None:
         """Admit from the head of the queue and start those admitted; tell the others why they wait."""
-        decision, ray_error = await self.inputs.decide(queued, active, not_ready, self.every_task(), self.clock.now())
+        decision, ray_errors = await self.inputs.decide(queued, active, not_ready, self.every_task(), self.clock.now())
         started = self.clock.monotonic()
         by_key = {v.key: v for v in queued}
         told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
@@ -68,7 +69,8 @@ class QueuePass:
             if key not in by_key:
                 continue
             view = by_key[key]
-            seen = lifecycle.Waiting(reason, message, ray_error, self.nodes.error_reason)
+            ray_error, ray_reason = ray_errors.get(key, (None, Reason.RayUnreachable))
+            seen = lifecycle.Waiting(reason, message, ray_error, ray_reason)
             told[key] = (view, seen)
             last = self._told.get(key)
             if key not in drafts and last is not None and last[0] is view and last[1] == seen:
@@ -82,9 +84,20 @@ class QueuePass:
         # (argus_ray_api_call_duration_seconds); the starts are Ray submissions.
         self.last_seconds = self.inputs.decide_seconds + self.clock.monotonic() - started
         self.metrics.admission_pass.observe(self.last_seconds)
-        await self.carrier.each(self._start(drafts, by_key[t.key]) for t in decision.admit)
+        await self.carrier.each(self._start(drafts, by_key[t.key], decision.placed.get(t.key, "")) for t in decision.admit)
 
-    async def _start(self, drafts: dict[Key, Draft], view: TaskView) -> None:
+    def platform_on(self, cluster: str) -> PlatformConfig:
+        """The platform configuration a task placed on ``cluster`` is planned with: its
+        shared tree's root, verl snapshot and worker resource where its ArgusCluster says."""
+        found = self.fleet.get(cluster)
+        if found is None or not cluster:
+            return self.platform
+        c = found.config
+        return replace(self.platform, root=c.root or self.platform.root,
+                       verl_code_path=c.verl_code_path or self.platform.verl_code_path,
+                       worker_resource=c.worker_resource or self.platform.worker_resource)
+
+    async def _start(self, drafts: dict[Key, Draft], view: TaskView, cluster: str = "") -> None:
         """Submit an admitted task (under its lock: a cancel or delete may race it)."""
         async with self.carrier.lock(view.key):
             draft = drafts.get(view.key)
@@ -98,11 +111,11 @@ class QueuePass:
             # starts (a path root or verl snapshot changed while it waited applies to it),
             # with this attempt's submission id; intake's validation only admitted it to the
             # queue. A task that no longer passes is Rejected with the reason (docs/lifecycle.md).
-            verdict = validate_spec(draft.view.spec, draft.view.status.get("user") or "", self.platform,
+            verdict = validate_spec(draft.view.spec, draft.view.status.get("user") or "", self.platform_on(cluster),
                                     namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt,
                                     composer=self.composer)
             if not verdict.valid or verdict.plan is None:
                 seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.status.get("user"))
             else:
-                seen = lifecycle.Admitted(verdict.plan)
+                seen = lifecycle.Admitted(verdict.plan.model_copy(update={"cluster": cluster}))
             await self.carrier.decide_and_write(draft, seen)  # under the lock: a cancel or deletion must not overtake it

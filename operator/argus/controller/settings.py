@@ -29,6 +29,7 @@ class OperatorConfig:
     delete_grace_seconds: float = 300.0   # Ray unreachable this long -> finalizer released
     namespaces: tuple[str, ...] = ()      # empty: all namespaces
     leader_election_namespace: str | None = None  # set: only the Lease holder acts
+    own_namespace: str = "default"        # the operator's namespace: the ArgusClusters' token Secrets are here
     leader_election_name: str = "argus-operator"  # the Lease; the chart names it after the release
     leader_lease_seconds: float = 15.0
     health_host: str = "0.0.0.0"
@@ -164,6 +165,7 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         poll_interval=args.poll_interval, ray_grace_seconds=args.ray_grace, delete_grace_seconds=args.delete_grace,
         namespaces=tuple(args.namespaces),
         leader_election_namespace=args.leader_election_namespace if args.leader_elect else None,
+        own_namespace=args.leader_election_namespace,
         leader_election_name=args.leader_election_name, leader_lease_seconds=args.leader_lease_seconds,
         health_host=args.health_host, health_port=args.health_port,
         watch_seconds=args.watch_timeout, watch_stale_seconds=args.watch_stale_seconds,

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..core.clusters import PLACEMENT_ANNOTATION, placed_on
 from ..core.gitops import HELM_RELEASE, TRACKING_ID
 from ..core.lifecycle import FINALIZER, TaskState
 from ..core.queue import QueuedTask
@@ -29,7 +30,7 @@ STATUS_FIELDS = frozenset(f.alias or name for name, f in ArgusTaskStatus.model_f
 RESTART_POLICIES = frozenset(p.value for p in RestartPolicy)
 # Only the annotations the lifecycle reads are kept (core.gitops): a task's annotations may hold
 # a whole kubectl last-applied-configuration, and the cache holds every task.
-KEPT_ANNOTATIONS = (TRACKING_ID, HELM_RELEASE)
+KEPT_ANNOTATIONS = (TRACKING_ID, HELM_RELEASE, PLACEMENT_ANNOTATION)
 
 
 def _plain(value: Any) -> Any:
@@ -69,6 +70,7 @@ class TaskView:
     resource_version: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)  # KEPT_ANNOTATIONS only
+    annotated: bool = False  # whether the object has any annotation (a JSON patch adds to the map, or makes it)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> TaskView:
@@ -82,6 +84,7 @@ class TaskView:
             resource_version=str(meta.get("resourceVersion", "")),
             labels=dict(meta.get("labels") or {}),
             annotations={k: v for k, v in (meta.get("annotations") or {}).items() if k in KEPT_ANNOTATIONS},
+            annotated=bool(meta.get("annotations")),
         )
 
     def with_changes(self, **changes: Any) -> TaskView:
@@ -116,10 +119,25 @@ class TaskView:
     def gpus(self) -> int:
         return spec_gpus(self.spec)
 
-    def as_queued(self) -> QueuedTask:
+    @property
+    def job_cluster(self) -> str:
+        """The cluster the current attempt's job is on, or would be if it reached Ray: the
+        placement written before its submission, else the status's (the empty name: the
+        implicit cluster of --ray-address)."""
+        placed = placed_on(self.annotations, self.state.attempt)
+        return placed if placed is not None else (self.status.get("cluster") or "")
+
+    def cluster_of_job(self, submission_id: str) -> str:
+        """The cluster an attempt's job went to (its attempt record), else ``job_cluster``."""
+        for record in self.state.status.attempts or ():
+            if record.submission_id == submission_id and record.cluster is not None:
+                return record.cluster
+        return self.job_cluster
+
+    def as_queued(self, clusters: tuple[str, ...] | None = None) -> QueuedTask:
         nnodes, per_node = task_shape(self.spec)
         return QueuedTask(self.namespace, self.name, self._int("priority") or 0, self.created, gpus_per_node=per_node, nnodes=nnodes,
-                          user=self.status.get("user") or "")
+                          user=self.status.get("user") or "", clusters=clusters)
 
     def _int(self, field: str) -> int | None:
         value = self.spec.get(field)

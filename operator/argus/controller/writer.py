@@ -111,15 +111,23 @@ class StatusWriter:
         for event in events:
             self.in_background(self.store.event(view.namespace, view.name, view.uid, event.type, event.reason, event.message))
 
-    async def add_finalizer(self, view: TaskView) -> TaskView | None:
-        """The view with the finalizer on it; None if that failed (retry with a fresh view)."""
-        if view.holds_finalizer:
+    async def add_finalizer(self, view: TaskView, annotations: dict[str, str] | None = None) -> TaskView | None:
+        """The view with the finalizer (and ``annotations``) on it; None if that failed
+        (retry with a fresh view)."""
+        annotations = {k: v for k, v in (annotations or {}).items() if view.annotations.get(k) != v}
+        if view.holds_finalizer and not annotations:
             return view
-        if not await self.store.add_finalizer(view.namespace, view.name, list(view.finalizers)):
+        if annotations:
+            added = await self.store.add_finalizer(view.namespace, view.name, list(view.finalizers), annotations,
+                                                   resource_version=view.resource_version or None, annotated=view.annotated)
+        else:
+            added = await self.store.add_finalizer(view.namespace, view.name, list(view.finalizers))
+        if not added:
             return None
-        finalizers = (*view.finalizers, FINALIZER)
+        finalizers = view.finalizers if view.holds_finalizer else (*view.finalizers, FINALIZER)
         self._remember(view.key, finalizers=finalizers)
-        return view.with_changes(finalizers=finalizers)
+        return view.with_changes(finalizers=finalizers, annotations={**view.annotations, **annotations},
+                                 annotated=view.annotated or bool(annotations))
 
     async def remove_finalizer(self, view: TaskView) -> bool:
         if not view.holds_finalizer:

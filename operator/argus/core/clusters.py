@@ -26,7 +26,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from .spec import GROUP, VERSION, Condition
+from .spec import GROUP, Condition
 
 CLUSTER_KIND = "ArgusCluster"
 CLUSTER_PLURAL = "argusclusters"
@@ -210,3 +210,51 @@ def placed_on(annotations: Mapping[str, str] | None, attempt: int) -> str | None
     if found is None or int(found.group(1)) != attempt:
         return None
     return found.group(2)
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    """What the operator saw of one cluster in a pass, for its status (``cluster_status``)."""
+
+    error: str | None             # why Ray could not be read (None: it answered)
+    error_reason: str             # RayUnreachable or RayAuthFailed
+    version: str | None
+    worker_nodes: int | None      # None: not known (Ray could not be read)
+    gpus: float | None
+    free_gpus: float | None
+    running: int
+    queued: int
+    deleting: bool = False
+    holding: tuple[str, ...] = ()  # while deleting: the tasks (namespace/name) it waits for
+
+
+def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, address: str, now: str,
+                   generation: int | None) -> ArgusClusterStatus:
+    """The ArgusCluster's status after a pass: conditions move only when they change (their
+    lastTransitionTime with them); the figures of a cluster Ray could not be read for are
+    the last known ones."""
+    from .taskstate import set_condition  # noqa: PLC0415 - taskstate imports spec, as this module does
+
+    if report.error is None:
+        conditions = set_condition(previous.conditions, "RayReachable", True, "RayReachable", f"Ray answers at {address}",
+                                   now=now, generation=generation)
+    else:
+        conditions = set_condition(previous.conditions, "RayReachable", False, report.error_reason,
+                                   f"Ray at {address} cannot be read: {report.error}", now=now, generation=generation)
+    if report.deleting:
+        held = ", ".join(report.holding[:10]) + (f" and {len(report.holding) - 10} more" if len(report.holding) > 10 else "")
+        message = (f"waiting for the tasks on it to end before it goes: {held} (set spec.cancel on them to stop them now)"
+                   if report.holding else "no task is on it: it goes now")
+        conditions = set_condition(conditions, "Deleting", True, "TasksOnCluster" if report.holding else "NoTasks", message,
+                                   now=now, generation=generation)
+    known = report.worker_nodes is not None
+    return previous.model_copy(update={
+        "conditions": conditions,
+        "ray_version": report.version or previous.ray_version,
+        "worker_nodes": report.worker_nodes if known else previous.worker_nodes,
+        "gpus": int(report.gpus or 0) if known else previous.gpus,
+        "free_gpus": int(report.free_gpus or 0) if known else previous.free_gpus,
+        "running": report.running,
+        "queued": report.queued,
+        "observed_generation": generation,
+    })

@@ -274,8 +274,9 @@ def _submit_result(task: TaskState, seen: SubmitResult, now: dt.datetime, settin
     # A job Ray has just accepted is PENDING by Ray's definition; an adopted one's state
     # is learnt at the next read.
     ray_job = RayJobStatus(submission_id=seen.submission_id, status="PENDING" if fresh else None,
-                           dashboard_url=settings.dashboard_url)
+                           dashboard_url=seen.dashboard_url or settings.dashboard_url)
     status = ray_reachable(task, status, True, "", stamp)  # Ray just answered
+    status = status.model_copy(update={"cluster": seen.cluster or None})  # before its attempt's record, which names it
     status = status.model_copy(update={"attempt": task.attempt, "attempts": current_attempts(task, status),
                                        "job_dir": seen.job_dir or status.job_dir, "log_file": seen.log_file or status.log_file})
     return Decision(enter(task, status, Phase.Submitted, reason, message, stamp,

@@ -70,6 +70,8 @@ class SubmitResult:
     detail: str = ""
     job_dir: TaskPath | None = None   # where the job runs and writes its log
     log_file: TaskPath | None = None
+    cluster: str = ""                 # the ArgusCluster it went to ("": the implicit cluster)
+    dashboard_url: str | None = None  # that cluster's dashboard
 
 
 @dataclass(frozen=True)

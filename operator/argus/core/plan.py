@@ -70,6 +70,7 @@ class SubmissionPlan(BaseModel):
     attempt: int = 1
     log_file: str = ""  # the attempt's log in the job folder: everything the driver printed
     home: str = ""      # the user's home as the job sees it (for paths as the user sees them)
+    cluster: str = ""   # the ArgusCluster it is submitted to ("": the implicit cluster of --ray-address)
 
     def for_user(self, path: str) -> str:
         """A path in the user's home as the file browser shows it: $HOME/..."""

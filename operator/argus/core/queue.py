@@ -308,15 +308,7 @@ def decide(
             result.waiting[task.key] = (Reason.QuotaExceeded, f"waiting: its {task.gpus} GPUs would take user {task.user} over the "
                                                          f"{quota} GPUs of its quota")
             continue
-        placed = None
-        if not blocked and slots > 0:
-            for room in fits:
-                chosen = _place(free[room.name], task.nnodes, task.gpus_per_node) if room_slots[room.name] > 0 else None
-                if chosen is not None:
-                    placed = room
-                    for i in chosen:
-                        free[room.name][i] -= task.gpus_per_node
-                    break
+        placed = _first_fit(task, fits, free, room_slots) if not blocked and slots > 0 else None
         if placed is not None:
             result.admit.append(task)
             result.placed[task.key] = placed.name
@@ -326,7 +318,6 @@ def decide(
             room_slots[placed.name] -= 1
             in_use[task.user] = held + task.gpus
             continue
-        on = f" on cluster {fits[0].name}" if len(rooms) > 1 and fits else ""
         if not fits:
             # Every cluster it may use that could hold it cannot be read now: it waits for them.
             result.unreadable[task.key] = next(r.name for r in usable if r.capacity is None)
@@ -336,21 +327,37 @@ def decide(
         elif slots <= 0:
             message = f"waiting for a free slot ({settings.max_running} tasks may run at once)"
             blocked = True  # no slot for anyone behind it either
-        elif all(room_slots[r.name] <= 0 for r in fits):
-            # Its clusters' own caps: nobody else starts there either, the others go on.
-            message = "waiting for a free slot on " + ", ".join(f"cluster {r.name} ({r.max_running} tasks may run there)" for r in fits)
         else:
-            # It fits a cluster, not yet: on the most preferred one with a slot, the nodes
-            # closest to holding it are reserved for it (nothing else starts there, so they
-            # only drain), and the tasks behind it may use the other nodes. It is never
-            # starved by smaller tasks.
-            room = next(r for r in fits if room_slots[r.name] > 0)
-            _reserve(free[room.name], room.capacity, task)
-            on = f" on cluster {room.name}" if len(rooms) > 1 else ""
-            message = (f"waiting for {task.nnodes} worker node(s) with {task.gpus_per_node} free GPUs each{on}; "
-                       "the nodes closest to holding it are kept for it as they drain")
+            message = _wait_for_room(task, fits, free, room_slots, named=len(rooms) > 1)
         result.waiting[task.key] = (Reason.Queued, message)
     return result
+
+
+def _first_fit(task: QueuedTask, fits: list[Room], free: dict[str, list[float]], room_slots: dict[str, float]) -> Room | None:
+    """The first cluster (in preference order) with a slot and the nodes for the task now;
+    the nodes it takes are taken from ``free``."""
+    for room in fits:
+        chosen = _place(free[room.name], task.nnodes, task.gpus_per_node) if room_slots[room.name] > 0 else None
+        if chosen is not None:
+            for i in chosen:
+                free[room.name][i] -= task.gpus_per_node
+            return room
+    return None
+
+
+def _wait_for_room(task: QueuedTask, fits: list[Room], free: dict[str, list[float]], room_slots: dict[str, float], *, named: bool) -> str:
+    """Why a task that fits some cluster, with the queue's slots free, waits: its clusters'
+    own caps (nobody else starts there either, the others go on), or free GPUs."""
+    if all(room_slots[r.name] <= 0 for r in fits):
+        return "waiting for a free slot on " + ", ".join(f"cluster {r.name} ({r.max_running} tasks may run there)" for r in fits)
+    # It fits a cluster, not yet: on the most preferred one with a slot, the nodes closest to
+    # holding it are reserved for it (nothing else starts there, so they only drain), and the
+    # tasks behind it may use the other nodes. It is never starved by smaller tasks.
+    room = next(r for r in fits if room_slots[r.name] > 0)
+    _reserve(free[room.name], room.capacity, task)
+    on = f" on cluster {room.name}" if named else ""
+    return (f"waiting for {task.nnodes} worker node(s) with {task.gpus_per_node} free GPUs each{on}; "
+            "the nodes closest to holding it are kept for it as they drain")
 
 
 def _no_cluster(task: QueuedTask, eligible: list[Room]) -> str:

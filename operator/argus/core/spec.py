@@ -192,6 +192,7 @@ class AttemptRecord(_StatusModel):
     end_time: str | None = Field(None, json_schema_extra={"format": "date-time"}, description="When it ended (or was found lost).")
     outcome: str | None = Field(None, description="How it ended: RayJobLost, RayJobFailed, ... (empty while it runs).")
     last_step: int | None = Field(None, ge=0, description="The last training step it reported.")
+    cluster: str | None = Field(None, description="The ArgusCluster it ran on (empty: the operator's own --ray-address).")
 
 
 class VerlConfigSource(_StatusModel):

@@ -194,6 +194,7 @@ def current_attempts(task: TaskState, status: ArgusTaskStatus, *, outcome: str |
         "end_time": (job.end_time if job else None) or (current.end_time if current else None),
         "outcome": outcome or (current.outcome if current else None),
         "last_step": status.progress.step if status.progress and status.progress.step is not None else (current.last_step if current else None),
+        "cluster": status.cluster if status.cluster else (current.cluster if current else None),
     }
     record = current.model_copy(update=fields) if current else AttemptRecord(attempt=task.attempt, **fields)
     return [r for r in records if r.attempt != task.attempt] + [record]

@@ -70,7 +70,7 @@ class Rule:
 _EVENTS_ON_A_READ = (event(Reason.PlacementViolation),)
 _ADOPTED = event(Reason.AdoptedExistingJob)
 _REJECTED = REASONS_BY_PHASE[Phase.Rejected]
-_WAITING = (Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.RayUnreachable, Reason.RayAuthFailed)
+_WAITING = (Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.NoCluster, Reason.RayUnreachable, Reason.RayAuthFailed)
 
 
 def _job_observed(source: Phase) -> list[Rule]:
@@ -215,7 +215,8 @@ def require(move: Move) -> None:
 PHASE_MEANINGS: dict[Phase | None, str] = {
     None: "Just created; the operator has not looked yet.",
     Phase.Queued: "Valid, waiting for a slot and GPUs (why in `message`; its place: `argus queue`). `QuotaExceeded`: its user's GPU quota "
-                  "is full. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
+                  "is full. `NoCluster`: no Ray cluster it may use takes tasks (its `spec.cluster`, the ArgusClusters' `namespaceSelector`, "
+                  "a drained or deleted cluster). `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
                   "the next waits.",
     Phase.Submitted: "Ray has the job (PENDING). A task admitted at once goes from nothing to `Submitted` in one write. "
                      "`RayJobPending`: Ray reports the job pending again after it ran.",

@@ -5,6 +5,7 @@ the operator reads it from the namespace label ``argus.io/user``, the CLI from `
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from .vocabulary import Reason
 
@@ -44,11 +45,11 @@ def quota_from_annotation(value: object) -> int | None:
     return int(value.strip())
 
 
-def quotas_by_user(namespaces: dict[str, tuple[str, int | None]]) -> dict[str, int | None]:
+def quotas_by_user(namespaces: Mapping[str, tuple[str, int | None, Mapping[str, str]]]) -> dict[str, int | None]:
     """A user's quota: the smallest among their namespaces' (a user with several namespaces
     gets no more by spreading tasks over them); users whose namespaces set none are absent."""
     out: dict[str, int] = {}
-    for user, quota in namespaces.values():
+    for user, quota, _labels in namespaces.values():
         if quota is not None:
             out[user] = min(quota, out.get(user, quota))
     return dict(out)

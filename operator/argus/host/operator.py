@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..adapters.kube import KubeTaskStore, load_kube_config
+from ..adapters.kube import KubeClusterStore, KubeTaskStore, load_kube_config
 from ..adapters.logfiles import LocalLogFiles
 from ..adapters.ray import RayJobsClient, client_version, version_note
 from ..adapters.taskcache import TaskCache
 from ..controller.crdcheck import CrdCheck
 from ..controller.doctor import Doctor, DoctorLoop
+from ..controller.fleet import LogRouter
 from ..controller.loop import Reconciler
 from ..controller.metrics import Metrics
 from ..controller.settings import OperatorConfig
 from ..controller.view import TaskView, worth_a_look
 from ..core.clock import Clock
+from ..core.clusters import ClusterConfig
 from ..core.crd import built_schema_hash
 from ..core.doctor import DoctorSettings
 from ..core.progress import ProgressSource
@@ -64,13 +67,22 @@ class Operator:
         load_kube_config(kubeconfig)
         store = KubeTaskStore(now=clock.now)
         ray = RayJobsClient(config.ray_address, monotonic=clock.monotonic, on_call=metrics.count_ray_call, token_file=config.ray_token_file)
+
+        def connect(cluster: ClusterConfig, token: Callable[[], str | None]) -> RayJobsClient:
+            """An ArgusCluster's Ray client: its calls counted under its name; its token from its Secret."""
+            def on_call(operation: str, outcome: str, seconds: float | None) -> None:
+                metrics.count_ray_call(operation, outcome, seconds, cluster=cluster.name)
+            secret = cluster.token_secret
+            return RayJobsClient(cluster.address, monotonic=clock.monotonic, on_call=on_call, token=token if secret else None,
+                                 token_where=f"Secret {config.own_namespace}/{secret.name}" if secret else "")
         leader = LeaderElection(config.leader_election_namespace, config.leader_election_name, lease_seconds=config.leader_lease_seconds,
                                 clock=clock, metrics=metrics) if config.leader_election_namespace else None
         metrics.leader.set(0 if leader else 1)
         cache: TaskCache[TaskView] = TaskCache(TaskView.from_body, config.namespaces, watch_seconds=config.watch_seconds, monotonic=clock.monotonic)
         files = LocalLogFiles(config.platform.users_root()) if config.progress_source == ProgressSource.file else None
         reconciler = Reconciler(config, ray, store, cache, clock=clock, metrics=metrics,
-                                leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer, log_files=files)
+                                leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer, log_files=files,
+                                clusters=KubeClusterStore(store), connect=connect, token_namespace=config.own_namespace)
 
         def on_change(old: TaskView | None, new: TaskView | None) -> None:
             if worth_a_look(old, new):
@@ -83,7 +95,7 @@ class Operator:
             from ..adapters.kubeauth import read_front_proxy, subject_access_review  # noqa: PLC0415
             from ..controller.admission import queue_settings  # noqa: PLC0415
             from ..servers.logapi.server import LogApi  # noqa: PLC0415
-            api = LogApi(logs_api, ray, cache.get, subject_access_review, read_front_proxy, clock=clock,
+            api = LogApi(logs_api, LogRouter(reconciler.fleet, cache.views), cache.get, subject_access_review, read_front_proxy, clock=clock,
                          queue=(cache.views, queue_settings(config)))
         return cls(config=config, clock=clock, metrics=metrics, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook,
                    logs_api=api, composer=composer)

@@ -1,0 +1,111 @@
+"""The ArgusClusters' side of a tick, as the leader: each one's status (``core.clusters.
+cluster_status``: reachable or not, Ray version, worker nodes, GPUs, running and queued
+tasks), written at most once per poll interval and only when it changed; and its finalizer.
+
+The finalizer (``CLUSTER_FINALIZER``) is on an ArgusCluster while tasks are on it (admitted
+there and not ended): deleting it then waits, its Deleting condition naming the tasks, and
+no new task is placed there; once they have ended the finalizer goes and so does the
+object. An idle cluster is deleted at once, and uninstalling Argus never leaves one stuck.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ..adapters.kube import api_error
+from ..core.clock import Clock
+from ..core.clusters import CLUSTER_FINALIZER, ArgusClusterStatus, ClusterReport, cluster_status
+from ..core.queue import Room, free_per_node
+from ..core.times import format_time
+from ..core.vocabulary import END_PHASES
+from .fleet import Cluster, Fleet
+from .ports import ClusterStore
+from .view import TaskView
+
+log = logging.getLogger(__name__)
+VERSION_REREAD_SECONDS = 600.0
+_ENDED = frozenset(p.value for p in END_PHASES)
+
+
+class ClusterReports:
+    def __init__(self, fleet: Fleet, store: ClusterStore, clock: Clock, poll_interval: float):
+        self.fleet = fleet
+        self.store = store
+        self.clock = clock
+        self.poll_interval = poll_interval
+        self._written_at: float | None = None
+        self._versions: dict[str, tuple[str, float]] = {}  # cluster -> (Ray version, when read)
+
+    async def write(self, views: list[TaskView], rooms: list[Room], clusters_for: Callable[[TaskView], tuple[str, ...] | None]) -> None:
+        """Every ArgusCluster's status and finalizer (at most once per poll interval)."""
+        if not self.fleet.named:
+            return
+        now = self.clock.monotonic()
+        on: dict[str, list[TaskView]] = {}
+        for v in views:
+            if v.holds_finalizer and v.phase not in _ENDED:
+                on.setdefault(v.job_cluster, []).append(v)
+        # A deletion waits for nothing else: its finalizer goes as soon as its tasks have ended.
+        due = self._written_at is None or now - self._written_at >= self.poll_interval
+        if due:
+            self._written_at = now
+        queued = [v for v in views if v.phase == "Queued" and not v.cancel and not v.deleting]
+        by_room = {r.name: r for r in rooms}
+        for cluster in list(self.fleet.named.values()):
+            mine = on.get(cluster.name, [])
+            try:
+                await self._finalizer(cluster, bool(mine))
+                if due or cluster.config.deleting:
+                    await self._status(cluster, mine, queued, by_room.get(cluster.name), clusters_for)
+            except Exception as exc:  # noqa: BLE001 - one cluster's write must not stop the others
+                log.warning("cannot update ArgusCluster %s: %s", cluster.name, api_error(exc))
+
+    async def _finalizer(self, cluster: Cluster, in_use: bool) -> None:
+        held = CLUSTER_FINALIZER in cluster.finalizers
+        if in_use and not held and not cluster.config.deleting:
+            after = [*cluster.finalizers, CLUSTER_FINALIZER]
+        elif not in_use and held:
+            after = [f for f in cluster.finalizers if f != CLUSTER_FINALIZER]
+        else:
+            return
+        if await self.store.set_cluster_finalizers(cluster.name, list(cluster.finalizers), after):
+            cluster.finalizers = tuple(after)
+            if not in_use and cluster.config.deleting:
+                log.info("ArgusCluster %s: no task is on it any more; released for deletion", cluster.name)
+
+    async def _status(self, cluster: Cluster, on_it: list[TaskView], queued: list[TaskView], room: Room | None,
+                      clusters_for: Callable[[TaskView], tuple[str, ...] | None]) -> None:
+        capacity, error = await cluster.nodes.capacity()
+        version = await self._version(cluster, error is None)
+        claims = room.claims if room is not None else ()
+        report = ClusterReport(
+            error=error, error_reason=str(cluster.nodes.error_reason), version=version,
+            worker_nodes=len(capacity.workers) if capacity is not None else None,
+            gpus=capacity.total_gpus if capacity is not None else None,
+            free_gpus=sum(free_per_node(capacity, claims)) if capacity is not None else None,
+            running=len(on_it),
+            queued=sum(1 for v in queued if (c := clusters_for(v)) is None or cluster.name in c),
+            deleting=cluster.config.deleting,
+            holding=tuple(f"{v.namespace}/{v.name}" for v in on_it),
+        )
+        previous = ArgusClusterStatus.model_validate(cluster.status or {})
+        status = cluster_status(previous, report, address=cluster.config.address, now=format_time(self.clock.now()),
+                                generation=cluster.config.generation)
+        document = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if document != previous.model_dump(by_alias=True, exclude_none=True, mode="json"):
+            if await self.store.patch_cluster_status(cluster.name, document):
+                cluster.status = document
+
+    async def _version(self, cluster: Cluster, reachable: bool) -> str | None:
+        kept = self._versions.get(cluster.name)
+        now = self.clock.monotonic()
+        if not reachable or (kept is not None and now - kept[1] < VERSION_REREAD_SECONDS):
+            return kept[0] if kept else None
+        try:
+            version = await cluster.ray.cluster_version()
+        except Exception:  # noqa: BLE001 - the version is a nicety; the next pass asks again
+            return kept[0] if kept else None
+        self._versions[cluster.name] = (version, now)
+        return version
+
