@@ -1,0 +1,174 @@
+"""Several Ray clusters (issue 23) on the real API server and two real Ray clusters on
+loopback: ``a`` (the session's cluster: one worker with 4 declared GPUs, no token, most
+preferred) and ``b`` (a worker with 2 GPUs, token authentication, its token in a Secret in
+the operator's namespace, closed to namespaces labelled ``argus.io/team=a-only``).
+
+What is checked: a task goes to ``b`` when ``a`` is full, and its job is in ``b``'s Ray; a
+namespace that may use only ``a`` is never placed on ``b``; both ArgusClusters report
+themselves (reachable, Ray version, workers, GPUs, running); deleting ``b`` with a task on
+it waits for the task (its Deleting condition names it; nothing new goes there) and
+completes once it ends; with ``b`` down, a task pinned to it waits (RayUnreachable) while
+``a`` keeps admitting and running. The ArgusClusters are removed at the end: the control
+plane is shared with later modules, whose operators would otherwise place tasks on them."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from argus_testbed import RayCluster
+from argus_testbed.harness import advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
+
+pytestmark = pytest.mark.integration
+
+TOKEN = secrets.token_hex(16)
+
+
+@pytest.fixture(scope="module")
+def ray_b(tmp_path_factory: pytest.TempPathFactory, ray_cluster_options: dict) -> Iterator[RayCluster]:
+    rc = RayCluster.start(Path(tmp_path_factory.mktemp("ray-b")), worker_gpus=2, auth_token=TOKEN, **ray_cluster_options)
+    yield rc
+    rc.stop()
+
+
+def cluster_object(name: str, address: str, **spec: Any) -> str:
+    return json.dumps({"apiVersion": "argus.io/v1alpha1", "kind": "ArgusCluster", "metadata": {"name": name},
+                       "spec": {"address": address, **spec}})
+
+
+@pytest.fixture(scope="module")
+def fleet(control_plane: Any, crd_installed: None, ray_cluster: RayCluster, ray_b: RayCluster) -> Iterator[dict[str, str]]:
+    """The two ArgusClusters (names unique to this run) and the operator's namespace with b's token."""
+    suffix = uuid.uuid4().hex[:6]
+    names = {"a": f"a-{suffix}", "b": f"b-{suffix}", "ns": f"argus-system-{suffix}"}
+    cp = control_plane
+    cp.kubectl("create", "namespace", names["ns"])
+    cp.kubectl("create", "secret", "generic", "ray-b-token", "-n", names["ns"], f"--from-literal=token={TOKEN}")
+    apply_text(cp, "default", cluster_object(names["a"], ray_cluster.dashboard_url, preference=10))
+    apply_text(cp, "default", cluster_object(
+        names["b"], ray_b.dashboard_url, tokenSecret={"name": "ray-b-token"},
+        namespaceSelector={"matchExpressions": [{"key": "argus.io/team", "operator": "NotIn", "values": ["a-only"]}]}))
+    yield names
+    for key in ("a", "b"):
+        cp.kubectl("patch", "arguscluster", names[key], "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+        cp.kubectl("delete", "arguscluster", names[key], "--ignore-not-found", "--wait=false", check=False)
+
+
+def arguscluster(cp: Any, name: str) -> dict[str, Any] | None:
+    out = cp.kubectl("get", "arguscluster", name, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
+
+
+def long_task(name: str, gpus: int, **spec: Any) -> str:
+    doc = json.loads(advanced_task(name, ppo_command(steps=100000, gpus=gpus), gpus=gpus))
+    doc["spec"].update(spec)
+    return json.dumps(doc)
+
+
+def short_task(name: str, **spec: Any) -> str:
+    doc = json.loads(advanced_task(name, ppo_command(steps=3)))
+    doc["spec"].update(spec)
+    return json.dumps(doc)
+
+
+def cancel(cp: Any, ns: str, name: str) -> None:
+    cp.kubectl("patch", "argustask", name, "-n", ns, "--type=merge", "-p", '{"spec":{"cancel":true}}')
+
+
+def test_placement_across_two_clusters(control_plane, ray_cluster, ray_b, fleet, user_namespace, run_operator) -> None:
+    cp = control_plane
+    anyone, a_only = user_namespace("alice"), user_namespace("bob")
+    cp.kubectl("label", "namespace", a_only, "argus.io/team=a-only")
+    op = run_operator([anyone, a_only], extra_env={"POD_NAMESPACE": fleet["ns"]})
+    a, b = fleet["a"], fleet["b"]
+    # Both report in: reachable (b with its token from the Secret), their Ray and workers.
+    for name, gpus in ((a, 4), (b, 2)):
+        obj = wait_for(lambda n=name: (o := arguscluster(cp, n)) and condition(o, "RayReachable").get("status") == "True" and o, 60,
+                       f"ArgusCluster {name} reachable", on_timeout=op.log_tail)
+        assert obj["status"]["gpus"] == gpus and obj["status"]["workerNodes"] == 1 and obj["status"]["rayVersion"], obj["status"]
+
+    apply_text(cp, anyone, long_task("big", 4))
+    big = wait_phase(cp, anyone, "big", "Running", op=op)
+    assert big["status"]["cluster"] == a and big["status"]["rayJob"]["dashboardUrl"] == ray_cluster.dashboard_url
+    # a is full: the next task goes to b, and its job is in b's Ray (found with b's token).
+    apply_text(cp, anyone, short_task("small"))
+    small = wait_phase(cp, anyone, "small", "Succeeded", op=op)
+    assert small["status"]["cluster"] == b and small["status"]["attempts"][0]["cluster"] == b
+    assert [j.submission_id for j in ray_jobs_for(ray_b.dashboard_url, anyone, headers=ray_b.auth_headers)] == \
+        [small["status"]["rayJob"]["submissionId"]]
+    assert {j.submission_id for j in ray_jobs_for(ray_cluster.dashboard_url, anyone)} == {big["status"]["rayJob"]["submissionId"]}
+    assert get_task(cp, anyone, "small")["metadata"]["annotations"]["argus.io/placement"] == f"1:{b}"
+
+    # A namespace that may use only a waits for a, though b has room, and is never placed on b.
+    apply_text(cp, a_only, short_task("mine"))
+    waiting = wait_for(lambda: (t := get_task(cp, a_only, "mine")).get("status", {}).get("reason") == "Queued" and t, 30,
+                       "mine waiting", on_timeout=op.log_tail)
+    assert f"on cluster {a}" in waiting["status"]["message"], waiting["status"]
+    counted = wait_for(lambda: (o := arguscluster(cp, a)) and (s := o.get("status") or {}).get("running") == 1 and s.get("queued") == 1
+                       and o, 30, "a's running and queued counts")
+    assert counted["status"]["freeGpus"] == 0, counted["status"]
+    assert ray_jobs_for(ray_b.dashboard_url, a_only, headers=ray_b.auth_headers) == []
+    cancel(cp, anyone, "big")
+    mine = wait_phase(cp, a_only, "mine", "Succeeded", op=op)
+    assert mine["status"]["cluster"] == a
+
+
+def test_deleting_a_cluster_waits_for_its_tasks(control_plane, ray_b, fleet, user_namespace, run_operator) -> None:
+    cp = control_plane
+    ns = user_namespace("alice")
+    op = run_operator([ns], extra_env={"POD_NAMESPACE": fleet["ns"]})
+    b = fleet["b"]
+    apply_text(cp, ns, long_task("onb", 1, cluster=b))
+    wait_phase(cp, ns, "onb", "Running", op=op)
+    wait_for(lambda: "argus.io/tasks-on-cluster" in ((arguscluster(cp, b) or {}).get("metadata") or {}).get("finalizers", []), 30,
+             "b's finalizer while a task runs on it", on_timeout=op.log_tail)
+    cp.kubectl("delete", "arguscluster", b, "--wait=false")
+    deleting = wait_for(lambda: condition(o := arguscluster(cp, b), "Deleting").get("status") == "True" and o, 30,
+                        "b's Deleting condition", on_timeout=op.log_tail)
+    assert f"{ns}/onb" in condition(deleting, "Deleting")["message"]
+    # Nothing new goes to a cluster being deleted: a task pinned to it waits (NoCluster).
+    apply_text(cp, ns, short_task("late", cluster=b))
+    late = wait_for(lambda: (t := get_task(cp, ns, "late")).get("status", {}).get("reason") == "NoCluster" and t, 30,
+                    "late NoCluster", on_timeout=op.log_tail)
+    assert "takes no new tasks" in late["status"]["message"]
+    cancel(cp, ns, "onb")
+    wait_phase(cp, ns, "onb", "Stopped", op=op)
+    wait_for(lambda: arguscluster(cp, b) is None, 30, "b deleted once its task ended", on_timeout=op.log_tail)
+    # Gone: the pinned task now names a cluster that does not exist.
+    late = wait_for(lambda: "no Ray cluster it may use exists" in (get_task(cp, ns, "late").get("status") or {}).get("message", "")
+                    and get_task(cp, ns, "late"), 30, "late waits for a cluster that exists")
+    assert late["status"]["phase"] == "Queued"
+    # Put b back for the next test.
+    apply_text(cp, "default", cluster_object(
+        b, ray_b.dashboard_url, tokenSecret={"name": "ray-b-token"},
+        namespaceSelector={"matchExpressions": [{"key": "argus.io/team", "operator": "NotIn", "values": ["a-only"]}]}))
+    wait_phase(cp, ns, "late", "Succeeded", op=op)
+
+
+def test_one_cluster_down_the_other_runs_on(control_plane, ray_cluster, ray_b, fleet, user_namespace, run_operator) -> None:
+    cp = control_plane
+    ns = user_namespace("alice")
+    op = run_operator([ns], extra_env={"POD_NAMESPACE": fleet["ns"]})
+    a, b = fleet["a"], fleet["b"]
+    wait_for(lambda: condition(arguscluster(cp, b), "RayReachable").get("status") == "True", 60, "b reachable", on_timeout=op.log_tail)
+    ray_b.stop()
+    down = wait_for(lambda: condition(o := arguscluster(cp, b), "RayReachable").get("status") == "False" and o, 60,
+                    "b unreachable", on_timeout=op.log_tail)
+    assert condition(down, "RayReachable")["reason"] == "RayUnreachable"
+    assert condition(arguscluster(cp, a), "RayReachable")["status"] == "True"
+    apply_text(cp, ns, short_task("pinned", cluster=b))
+    apply_text(cp, ns, short_task("free"))
+    free = wait_phase(cp, ns, "free", "Succeeded", op=op)
+    assert free["status"]["cluster"] == a
+    pinned = get_task(cp, ns, "pinned")
+    assert (pinned["status"]["phase"], pinned["status"]["reason"]) == ("Queued", "RayUnreachable"), pinned["status"]
