@@ -16,10 +16,11 @@ from collections.abc import Callable
 from ..adapters.kube import api_error
 from ..core.clock import Clock
 from ..core.clusters import CLUSTER_FINALIZER, ArgusClusterStatus, ClusterReport, cluster_status
-from ..core.queue import Room, free_per_node
+from ..core.queue import Claim, free_per_node
 from ..core.times import format_time
 from ..core.vocabulary import END_PHASES
 from .fleet import Cluster, Fleet
+from .jobsync import NodeCache
 from .ports import ClusterStore
 from .view import TaskView
 
@@ -37,8 +38,11 @@ class ClusterReports:
         self._written_at: float | None = None
         self._versions: dict[str, tuple[str, float]] = {}  # cluster -> (Ray version, when read)
 
-    async def write(self, views: list[TaskView], rooms: list[Room], clusters_for: Callable[[TaskView], tuple[str, ...] | None]) -> None:
-        """Every ArgusCluster's status and finalizer (at most once per poll interval)."""
+    async def write(self, views: list[TaskView], claims: Callable[[list[TaskView], NodeCache], list[Claim]],
+                    clusters_for: Callable[[TaskView], tuple[str, ...] | None]) -> None:
+        """Every ArgusCluster's status and finalizer (at most once per poll interval).
+        ``claims``: the GPUs of a cluster's active tasks that Ray does not show yet
+        (``AdmissionInputs.claims``); ``clusters_for``: the clusters a queued task may use."""
         if not self.fleet.named:
             return
         now = self.clock.monotonic()
@@ -51,13 +55,13 @@ class ClusterReports:
         if due:
             self._written_at = now
         queued = [v for v in views if v.phase == "Queued" and not v.cancel and not v.deleting]
-        by_room = {r.name: r for r in rooms}
         for cluster in list(self.fleet.named.values()):
             mine = on.get(cluster.name, [])
             try:
                 await self._finalizer(cluster, bool(mine))
                 if due or cluster.config.deleting:
-                    await self._status(cluster, mine, queued, by_room.get(cluster.name), clusters_for)
+                    claimed = claims([v for v in mine if v.active], cluster.nodes)
+                    await self._status(cluster, mine, queued, claimed, clusters_for)
             except Exception as exc:  # noqa: BLE001 - one cluster's write must not stop the others
                 log.warning("cannot update ArgusCluster %s: %s", cluster.name, api_error(exc))
 
@@ -74,11 +78,10 @@ class ClusterReports:
             if not in_use and cluster.config.deleting:
                 log.info("ArgusCluster %s: no task is on it any more; released for deletion", cluster.name)
 
-    async def _status(self, cluster: Cluster, on_it: list[TaskView], queued: list[TaskView], room: Room | None,
+    async def _status(self, cluster: Cluster, on_it: list[TaskView], queued: list[TaskView], claims: list[Claim],
                       clusters_for: Callable[[TaskView], tuple[str, ...] | None]) -> None:
         capacity, error = await cluster.nodes.capacity()
         version = await self._version(cluster, error is None)
-        claims = room.claims if room is not None else ()
         report = ClusterReport(
             error=error, error_reason=str(cluster.nodes.error_reason), version=version,
             worker_nodes=len(capacity.workers) if capacity is not None else None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
@@ -21,12 +21,16 @@ from ..core.vocabulary import Key, Reason
 from .ports import RayJobs
 from .view import TaskView
 
+if TYPE_CHECKING:
+    from .fleet import Cluster
+
 
 class Clusters(Protocol):
     """Each cluster's Ray client and node cache, by name (``fleet.Fleet``)."""
 
     def ray(self, name: str | None) -> RayJobs: ...
     def nodes(self, name: str | None) -> NodeCache | None: ...
+    def get(self, name: str | None) -> Cluster | None: ...  # None: no such cluster
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +182,10 @@ class JobSync:
             on_worker = await nodes.on_worker(job.driver_node_id)
             if on_worker is not None:
                 self._known_drivers[key] = job.driver_node_id
+        found = self.clusters.get(cluster)
         return lifecycle.JobObserved(status=job.status, message=job.message, driver_node_id=job.driver_node_id,
-                                     start_time_ms=job.start_time_ms, end_time_ms=job.end_time_ms, driver_on_worker=on_worker)
+                                     start_time_ms=job.start_time_ms, end_time_ms=job.end_time_ms, driver_on_worker=on_worker,
+                                     cluster=cluster, dashboard_url=found.config.address if found is not None and cluster else None)
 
 
 # Ray's job monitor notices a job's supervisor has exited up to a second after the job's end

@@ -347,6 +347,7 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         # The job reached Ray before the status said so (the operator died in between):
         # adopt it, never a second job.
         adopted = f"Ray already had job {sid} (submitted before a restart); adopted it, no second job"
+        status = status.model_copy(update={"cluster": job.cluster or None})  # where it was found
         status = enter(task, status, Phase.Submitted, Reason.AdoptedExistingJob, adopted, stamp, admitted_at=status.admitted_at or stamp)
         actions.append(PostEvent("Normal", Reason.AdoptedExistingJob, adopted))
     cancelled, late = task.cancel, task.deadline_passed(now)
@@ -356,7 +357,7 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
     ray_job = RayJobStatus(
         submission_id=sid, status=job.status, driver_node_id=job.driver_node_id,
         start_time=from_epoch_ms(job.start_time_ms), end_time=from_epoch_ms(job.end_time_ms),
-        dashboard_url=(previous.dashboard_url if previous and previous.dashboard_url else settings.dashboard_url),
+        dashboard_url=job.dashboard_url or (previous.dashboard_url if previous and previous.dashboard_url else settings.dashboard_url),
     )
     status = status.model_copy(update={"ray_job": ray_job, "ray_unreachable_since": None})
     if job.driver_on_worker is False and job.driver_node_id != (previous.driver_node_id if previous else None):

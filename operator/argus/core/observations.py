@@ -85,6 +85,8 @@ class JobObserved:
     start_time_ms: int | None = None
     end_time_ms: int | None = None
     driver_on_worker: bool | None = None
+    cluster: str = ""                 # the ArgusCluster it was read from ("": the implicit cluster)
+    dashboard_url: str | None = None  # that cluster's dashboard
 
     @property
     def active(self) -> bool:

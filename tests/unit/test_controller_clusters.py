@@ -1,0 +1,253 @@
+"""The controller over several Ray clusters (issue 23), tick by tick over the fakes: each
+ArgusCluster its own FakeRay; placement, the placement annotation before a submission (a
+restarted operator submits again to the same cluster: adopted), every Ray call on the task's
+own cluster, a new attempt's cluster (spec.moveOnRetry), each ArgusCluster's status and
+finalizer, a token read from its Secret, and an install without ArgusClusters unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from argus.controller.loop import Reconciler
+from argus.controller.metrics import Metrics
+from argus.controller.settings import OperatorConfig
+from argus.core.clusters import ClusterConfig
+from argus.core.config import PlatformConfig
+from fakes import FakeClock, FakeCluster, FakeRay
+
+pytestmark = pytest.mark.unit
+
+NS = "team"
+CMD = ("python3 -m verl.trainer.main_ppo data.train_files=$HOME/datasets/a.parquet data.val_files=$HOME/datasets/b.parquet "
+       "+ray_kwargs.ray_init.address=auto trainer.nnodes=1 trainer.n_gpus_per_node={g}")
+
+
+def spec(gpus: int = 1, **extra: Any) -> dict[str, Any]:
+    return {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": gpus, "command": CMD.format(g=gpus), **extra}
+
+
+class Fleet:
+    """A reconciler over a fake API server, the implicit cluster's FakeRay and one FakeRay per
+    ArgusCluster (made when the operator first connects to it)."""
+
+    def __init__(self, *, gpus: dict[str, float], max_running: int = 8, restart_policy_retry: bool = False):
+        self.clock = FakeClock()
+        self.api = FakeCluster(self.clock)
+        self.implicit = FakeRay(self.clock, worker_gpus=4)
+        self.gpus = gpus
+        self.rays: dict[str, FakeRay] = {}
+        self.tokens: dict[str, Callable[[], str | None]] = {}
+        self.config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=max_running,
+                                     poll_interval=2.0)
+        self.loop = asyncio.new_event_loop()
+        self.api.onboard(NS, "alice")
+        self.reconciler = self.make()
+
+    def connect(self, config: ClusterConfig, token: Callable[[], str | None]) -> FakeRay:
+        ray = self.rays.get(config.name) or FakeRay(self.clock, worker_gpus=self.gpus[config.name])
+        self.rays[config.name] = ray
+        self.tokens[config.name] = token
+        return ray
+
+    def make(self) -> Reconciler:
+        r = Reconciler(self.config, self.implicit, self.api, self.api, clock=self.clock, metrics=Metrics(self.clock),
+                       clusters=self.api, connect=self.connect, token_namespace="argus-system")
+        r.carrier.strict_transitions = True
+        return r
+
+    def tick(self, after: float = 2.0) -> None:
+        self.clock.advance(after)
+
+        async def go() -> None:
+            await asyncio.sleep(0)
+            await self.reconciler.tick()
+            await self.reconciler.idle()
+        self.loop.run_until_complete(go())
+
+    def status(self, key: tuple[str, str]) -> dict[str, Any]:
+        return self.api.status(key)
+
+    def sid(self, key: tuple[str, str]) -> str:
+        view = self.api.get(key)
+        assert view is not None
+        return view.state.submission_id
+
+    def close(self) -> None:
+        self.reconciler.logs.close()
+        self.loop.run_until_complete(asyncio.sleep(0))
+        self.loop.close()
+
+
+@pytest.fixture
+def made() -> Iterator[list[Fleet]]:
+    fleets: list[Fleet] = []
+    yield fleets
+    for f in fleets:
+        f.close()
+
+
+def fleet_of(made: list[Fleet], **kwargs: Any) -> Fleet:
+    f = Fleet(**kwargs)
+    made.append(f)
+    return f
+
+
+def test_tasks_go_to_the_preferred_cluster_then_the_next_and_each_call_to_its_own(made: list[Fleet]) -> None:
+    f = fleet_of(made, gpus={"a": 2, "b": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265", preference=10)
+    f.api.add_cluster("b", address="http://ray-b:8265")
+    one, two = f.api.create("one", spec(2)), f.api.create("two", spec(2))
+    f.tick()
+    assert (f.status(one)["cluster"], f.status(two)["cluster"]) == ("a", "b")
+    assert f.status(one)["rayJob"]["dashboardUrl"] == "http://ray-a:8265"
+    assert f.sid(one) in f.rays["a"].jobs and f.sid(two) in f.rays["b"].jobs
+    assert f.implicit.jobs == {}  # nothing goes to --ray-address once ArgusClusters exist
+    # Reads, stops and history removals go to each task's own cluster.
+    f.rays["a"].run(f.sid(one))
+    f.rays["b"].run(f.sid(two))
+    f.tick()
+    assert (f.status(one)["phase"], f.status(two)["phase"]) == ("Running", "Running")
+    assert ("status", f.sid(two)) in f.rays["b"].calls and ("status", f.sid(two)) not in f.rays["a"].calls
+    f.api.cancel(two)
+    f.tick()
+    assert ("stop", f.sid(two)) in f.rays["b"].calls and not any(c == ("stop", f.sid(two)) for c in f.rays["a"].calls)
+    sid = f.sid(two)
+    f.api.delete(two)
+    f.rays["b"].finish(sid, "STOPPED")
+    for _ in range(4):
+        f.tick()
+    assert ("delete", sid) in f.rays["b"].calls
+
+
+def test_the_placement_is_written_with_the_finalizer_and_a_restart_submits_to_the_same_cluster(made: list[Fleet]) -> None:
+    f = fleet_of(made, gpus={"a": 1, "b": 1})
+    f.api.add_cluster("a", address="http://ray-a:8265", preference=10)
+    f.api.add_cluster("b", address="http://ray-b:8265")
+    key = f.api.create("t", spec())
+    # Ray takes the job and the operator dies before the status write: the status never says a.
+    original = f.api.patch_status
+    died: list[bool] = []
+
+    async def die(namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        died.append(True)
+        raise RuntimeError("the operator died here")
+    f.api.patch_status = die  # type: ignore[method-assign]
+    f.tick()
+    f.api.patch_status = original  # type: ignore[method-assign]
+    assert died and f.sid(key) in f.rays["a"].jobs
+    assert f.api.objects[key]["metadata"]["annotations"]["argus.io/placement"] == "1:a"
+    assert not f.status(key).get("cluster")
+    # a is full (a job outside Argus, say), b has room: a fresh operator goes where the
+    # placement says, finds the job on a and adopts it; nothing goes to b.
+    node = f.rays["a"].nodes_[1]
+    f.rays["a"].nodes_[1] = node.__class__("w1", node.resources_total, gpus_used=1.0)
+    f.reconciler = f.make()
+    f.tick()
+    f.tick()
+    assert (f.status(key)["phase"], f.status(key)["reason"]) == ("Submitted", "AdoptedExistingJob")
+    assert f.status(key)["cluster"] == "a" and f.rays["b"].jobs == {}
+    assert not [c for c in f.rays["b"].calls if c[0] in ("submit", "status")]
+
+
+def test_a_namespace_selector_and_spec_cluster_limit_the_clusters(made: list[Fleet]) -> None:
+    f = fleet_of(made, gpus={"a": 1, "b": 8})
+    f.api.onboard("secret", "alice", labels={"team": "red"})
+    f.api.add_cluster("a", address="http://ray-a:8265", preference=10,
+                      namespaceSelector={"matchLabels": {"team": "red"}})
+    f.api.add_cluster("b", address="http://ray-b:8265",
+                      namespaceSelector={"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["red"]}]})
+    red1, red2 = f.api.create("r1", spec(), namespace="secret"), f.api.create("r2", spec(), namespace="secret")
+    pinned = f.api.create("p", spec(cluster="a"))
+    f.tick()
+    assert f.status(red1)["cluster"] == "a"
+    assert (f.status(red2)["phase"], f.status(red2)["reason"]) == ("Queued", "Queued")  # a is full; b is not the red team's
+    assert (f.status(pinned)["phase"], f.status(pinned)["reason"]) == ("Queued", "NoCluster")
+    assert f.rays["b"].jobs == {}
+
+
+def test_each_clusters_status_and_its_finalizer_while_tasks_are_on_it(made: list[Fleet]) -> None:
+    f = fleet_of(made, gpus={"a": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    key = f.api.create("t", spec(2))
+    f.tick()
+    f.tick()
+    obj = f.api.clusters["a"]
+    status = obj["status"]
+    assert (status["workerNodes"], status["gpus"], status["running"], status["rayVersion"]) == (1, 4, 1, "2.60.0")
+    assert status["freeGpus"] == 2  # the task's claim: Ray does not show its GPUs in use yet
+    reachable = next(c for c in status["conditions"] if c["type"] == "RayReachable")
+    assert (reachable["status"], reachable["reason"]) == ("True", "RayReachable")
+    assert obj["metadata"]["finalizers"] == ["argus.io/tasks-on-cluster"]
+    f.api.delete_cluster("a")
+    f.tick()
+    deleting = next(c for c in f.api.clusters["a"]["status"]["conditions"] if c["type"] == "Deleting")
+    assert f"{NS}/t" in deleting["message"]
+    f.rays["a"].run(f.sid(key))
+    f.rays["a"].finish(f.sid(key))
+    f.tick()
+    f.tick()
+    assert f.status(key)["phase"] == "Succeeded"
+    assert "a" not in f.api.clusters  # its finalizer went with its last task
+
+
+def test_an_unreachable_cluster_shows_on_its_status_and_holds_only_its_own_tasks(made: list[Fleet]) -> None:
+    f = fleet_of(made, gpus={"a": 4, "b": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265", preference=10)
+    f.api.add_cluster("b", address="http://ray-b:8265")
+    f.tick(0)
+    f.rays["a"].reachable = False
+    pinned, free = f.api.create("p", spec(cluster="a")), f.api.create("f", spec())
+    for _ in range(3):
+        f.tick()
+    assert (f.status(pinned)["phase"], f.status(pinned)["reason"]) == ("Queued", "RayUnreachable")
+    assert f.status(free)["cluster"] == "b"
+    conditions = {c["type"]: c for c in f.api.clusters["a"]["status"]["conditions"]}
+    assert (conditions["RayReachable"]["status"], conditions["RayReachable"]["reason"]) == ("False", "RayUnreachable")
+
+
+def test_a_clusters_token_comes_from_its_secret(made: list[Fleet]) -> None:
+    f = fleet_of(made, gpus={"a": 1})
+    f.api.secrets[("argus-system", "ray-a")] = {"token": "s3cret"}
+    f.api.add_cluster("a", address="http://ray-a:8265", tokenSecret={"name": "ray-a"})
+    f.tick()
+    assert f.tokens["a"]() == "s3cret"
+
+
+def test_a_new_attempt_stays_on_its_cluster_unless_move_on_retry(made: list[Fleet]) -> None:
+    f = fleet_of(made, gpus={"a": 1, "b": 1})
+    f.api.add_cluster("a", address="http://ray-a:8265", preference=10)
+    f.api.add_cluster("b", address="http://ray-b:8265")
+    stay = f.api.create("stay", spec(restartPolicy="OnFailure"))
+    move = f.api.create("move", spec(restartPolicy="OnFailure", moveOnRetry=True))
+    f.tick()
+    assert (f.status(stay)["cluster"], f.status(move)["cluster"]) == ("a", "b")
+    # Both fail; a is taken by a job outside Argus meanwhile.
+    for key in (stay, move):
+        ray = f.rays[f.status(key)["cluster"]]
+        ray.run(f.sid(key))
+        ray.finish(f.sid(key), "FAILED")
+    node = f.rays["a"].nodes_[1]
+    f.rays["a"].nodes_[1] = node.__class__("w1", node.resources_total, gpus_used=1.0)
+    for _ in range(3):
+        f.tick()
+    assert (f.status(stay)["attempt"], f.status(stay)["phase"]) == (2, "Queued")  # waits for a
+    assert (f.status(move)["attempt"], f.status(move)["cluster"]) == (2, "b")
+    f.rays["a"].nodes_[1] = node
+    f.tick()
+    assert (f.status(stay)["attempt"], f.status(stay)["cluster"], f.status(stay)["phase"]) == (2, "a", "Submitted")
+    records = f.status(stay)["attempts"]
+    assert [r.get("cluster") for r in records] == ["a", "a"]
+
+
+def test_without_argusclusters_everything_goes_to_ray_address(made: list[Fleet]) -> None:
+    f = fleet_of(made, gpus={})
+    key = f.api.create("t", spec())
+    f.tick()
+    assert f.sid(key) in f.implicit.jobs
+    status = f.status(key)
+    assert "cluster" not in status and "argus.io/placement" not in (f.api.objects[key]["metadata"].get("annotations") or {})
+    assert status["rayJob"]["dashboardUrl"] == "http://ray-head:8265"
