@@ -75,9 +75,13 @@ def _age(created: str | None, now: Any) -> str:
 
 
 def queue_rows(tasks: list[dict[str, Any]], quotas: dict[str, int | None] | None,
-               places: dict[tuple[str, str], int] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+               places: dict[tuple[str, str], int] | None = None, cluster: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The waiting tasks in queue order, and per user: GPUs in use, quota, tasks queued.
-    ``places``: each waiting task's place, from the operator's queue view (None: not served)."""
+    ``places``: each waiting task's place, from the operator's queue view (None: not served).
+    Each waiting task's ``cluster``: the one it must run on (its spec.cluster, or the cluster
+    its attempt was already submitted to), "" when any it may use will do; ``cluster`` set:
+    only the waiting tasks that may run there."""
+    from .core.clusters import placed_on
     waiting: list[dict[str, Any]] = []
     users: dict[str, dict[str, Any]] = {}
     for t in tasks:
@@ -90,7 +94,11 @@ def queue_rows(tasks: list[dict[str, Any]], quotas: dict[str, int | None] | None
         elif status.get("phase") == "Queued":
             row["queued"] += 1
             key = (meta.get("namespace") or "", meta.get("name") or "")
-            waiting.append({"position": (places or {}).get(key), "user": user, "namespace": meta.get("namespace"),
+            spec = t.get("spec") or {}
+            must = spec.get("cluster") or placed_on(meta.get("annotations"), status.get("attempt") or 1) or ""
+            if cluster is not None and must not in ("", cluster):
+                continue
+            waiting.append({"position": (places or {}).get(key), "user": user, "namespace": meta.get("namespace"), "cluster": must,
                             "name": meta.get("name"), "gpus": spec_gpus(t.get("spec") or {}), "priority": (t.get("spec") or {}).get("priority", 0),
                             "waitingSince": meta.get("creationTimestamp"), "reason": status.get("reason"), "message": status.get("message")})
     waiting.sort(key=lambda r: (r["position"] is None, r["position"] or 0, r["waitingSince"] or ""))
@@ -132,16 +140,16 @@ def cmd_queue(args: argparse.Namespace) -> int:
         print(f"argus queue: {exc}", file=sys.stderr)
         return EXIT_FAIL
     places, places_note = _places(custom, scope)
-    waiting, users = queue_rows(tasks, quotas, places)
+    waiting, users = queue_rows(tasks, quotas, places, args.cluster)
     if args.output == "json":
         print(json.dumps({"queue": waiting, "users": users}, indent=2))
         return EXIT_OK
     now = SystemClock().now()
-    table = [("POSITION", "USER", "NAMESPACE/NAME", "GPUS", "PRIORITY", "WAITING", "REASON")]
+    table = [("POSITION", "USER", "NAMESPACE/NAME", "GPUS", "PRIORITY", "CLUSTER", "WAITING", "REASON")]
     for r in waiting:
         reason = f"{r['reason']}: {r['message']}" if r["message"] else (r["reason"] or "")
         table.append((str(r["position"] or "-"), r["user"], f"{r['namespace']}/{r['name']}", str(r["gpus"]), str(r["priority"]),
-                      _age(r["waitingSince"], now), reason[:100]))
+                      r["cluster"] or "any", _age(r["waitingSince"], now), reason[:100]))
     print_table(table)
     print()
     print_table([("USER", "GPUS IN USE", "QUOTA", "QUEUED")] +
@@ -245,6 +253,8 @@ def register_cluster_commands(sub: Any) -> None:
     p = sub.add_parser("queue", help="the tasks waiting in the queue, in order, and each user's GPUs in use and quota")
     p.add_argument("-n", "--namespace", help="only this namespace (default: every namespace you may list)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("--cluster", help="only the waiting tasks that may run on this ArgusCluster (those bound to it, and those "
+                                     "that may go to any); the CLUSTER column says where each must run (any: wherever it may)")
     p.add_argument("--kubeconfig")
     p.add_argument("--context")
     p.set_defaults(func=cmd_queue)

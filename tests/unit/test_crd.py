@@ -85,6 +85,7 @@ def test_printer_columns(version: dict[str, Any]) -> None:
         ("Ray job", ".status.rayJob.submissionId", 1),
         ("Reason", ".status.reason", 1),
         ("Attempt", ".status.attempt", 1),
+        ("Cluster", ".status.cluster", 1),
     ]
     types = {c["name"]: c["type"] for c in version["additionalPrinterColumns"]}
     assert types["Nodes"] == types["GPUs/node"] == "integer" and types["Age"] == "date"
@@ -271,3 +272,51 @@ def test_cel_and_python_renderings_of_the_rules_agree(spec_schema: dict[str, Any
     creation_messages = {r.group for r in KIND_RULES}
     cel_update = [m for m in _failing(rules, new, old) if m not in creation_messages]
     assert sorted(cel_update) == sorted(change_problems(_defaults(old), _defaults(new))), (old, new)
+
+
+# --- ArgusCluster -------------------------------------------------------------------------
+
+def test_arguscluster_crd_is_committed_cluster_scoped_and_reports_itself() -> None:
+    from argus.core.crd import arguscluster_crd
+    crd = arguscluster_crd()
+    committed = REPO / "crds" / "argus.io_argusclusters.yaml"
+    assert committed.read_text() == crd_yaml("ArgusCluster"), f"{committed.relative_to(REPO)} {STALE}"
+    assert (REPO / "charts" / "argus" / "crds" / "argus.io_argusclusters.yaml").read_text() == committed.read_text()
+    spec = crd["spec"]
+    assert (spec["scope"], spec["names"]["kind"], spec["names"]["shortNames"]) == ("Cluster", "ArgusCluster", ["acluster"])
+    (version,) = spec["versions"]
+    assert version["subresources"] == {"status": {}}
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["Reachable"] == '.status.conditions[?(@.type=="RayReachable")].status'
+    schema = version["schema"]["openAPIV3Schema"]
+    assert schema["properties"]["spec"]["required"] == ["address"]
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+@pytest.mark.parametrize(("requirement", "holds"), [
+    ({"key": "team", "operator": "In", "values": ["a"]}, True),
+    ({"key": "team", "operator": "In"}, False),
+    ({"key": "team", "operator": "Exists"}, True),
+    ({"key": "team", "operator": "Exists", "values": ["a"]}, False),
+])
+def test_the_selector_rule_is_the_same_in_cel_and_in_python(requirement: dict[str, Any], holds: bool) -> None:
+    """The one rule of namespaceSelector's terms: the CRD's CEL (evaluated by the subset
+    translation above) and the model's check agree."""
+    from pydantic import ValidationError
+
+    from argus.core.clusters import SELECTOR_VALUES_RULE, LabelSelectorRequirement
+    cel = SELECTOR_VALUES_RULE[1]
+    expr = (cel.replace("self.operator in ['In', 'NotIn']", "new['operator'] in ['In', 'NotIn']")
+               .replace("has(self.values)", "('values' in new)").replace("size(self.values)", "len(new['values'])")
+               .replace("&&", " and ").replace("||", " or ").replace("!(", " not ("))
+    cond, rest = expr.split(" ? ", 1)
+    then, other = rest.split(" : ", 1)
+    python = f"({then}) if ({cond}) else ({other})"
+    assert eval(python, {}, {"new": requirement}) is holds  # noqa: S307
+    try:
+        LabelSelectorRequirement.model_validate(requirement)
+        parsed = True
+    except ValidationError as exc:
+        assert SELECTOR_VALUES_RULE[0] in str(exc)
+        parsed = False
+    assert parsed is holds

@@ -101,6 +101,21 @@ def test_queue_rows_in_order_with_users_in_use_and_quota() -> None:
     assert {u["quota"] for u in unknown} == {"?"}
 
 
+def test_queue_rows_say_where_each_task_must_run_and_filter_by_cluster() -> None:
+    from argus.clusterctl import queue_rows
+
+    def task(name: str, spec: dict, annotations: dict | None = None, attempt: int = 1) -> dict:
+        return {"metadata": {"namespace": "ns", "name": name, "creationTimestamp": "2026-12-05T08:00:00Z", "annotations": annotations or {}},
+                "spec": {"nnodes": 1, "nGpusPerNode": 1, **spec},
+                "status": {"phase": "Queued", "user": "alice", "attempt": attempt}}
+    tasks = [task("anywhere", {}), task("pinned", {"cluster": "b"}), task("placed", {}, {"argus.io/placement": "2:a"}, attempt=2),
+             task("stale", {}, {"argus.io/placement": "1:a"}, attempt=2)]  # the placement of an earlier attempt binds nothing
+    waiting, _ = queue_rows(tasks, None)
+    assert {r["name"]: r["cluster"] for r in waiting} == {"anywhere": "", "pinned": "b", "placed": "a", "stale": ""}
+    on_a, _ = queue_rows(tasks, None, cluster="a")
+    assert sorted(r["name"] for r in on_a) == ["anywhere", "placed", "stale"]
+
+
 def test_sso_user_is_bound_by_its_kubernetes_name_and_runs_as_the_argus_id(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "onboard", "alice", "--k8s-user", "alice@corp.example", "--dry-run")
     assert code == 0, err

@@ -193,6 +193,7 @@ def _crd_spec() -> dict[str, Any]:
         {"name": "Ray job", "type": "string", "jsonPath": ".status.rayJob.submissionId", "priority": 1},
         {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
         {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt", "priority": 1},
+        {"name": "Cluster", "type": "string", "jsonPath": ".status.cluster", "priority": 1},
     ]
     return {
         "group": GROUP,
