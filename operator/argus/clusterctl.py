@@ -212,13 +212,56 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from .controller.doctor import Doctor
     from .core.doctor import DoctorSettings
     logging.getLogger("argus.adapters.ray").addHandler(logging.NullHandler())  # a refusal is a row, not a log line
+    address, token = args.ray_address, None
+    if args.cluster:
+        try:
+            address, config, token = _argus_cluster(args, config)
+        except ClusterError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return EXIT_FAIL
     settings = DoctorSettings(config, expected_verl=args.expect_verl or None,
-                              token_configured=bool(args.ray_token_file))
+                              token_configured=bool(args.ray_token_file or token))
     clock = SystemClock()  # this command's composition root
-    ray = RayJobsClient(args.ray_address, monotonic=clock.monotonic, threads=8, token_file=args.ray_token_file or None)
-    rows = asyncio.run(Doctor(ray, settings, address=args.ray_address, start_timeout=args.start_timeout, run_timeout=args.timeout,
+    ray = RayJobsClient(address, monotonic=clock.monotonic, threads=8, token_file=args.ray_token_file or None,
+                        token=(lambda: token) if token else None, token_where=f"the ArgusCluster {args.cluster}'s Secret")
+    rows = asyncio.run(Doctor(ray, settings, address=address, start_timeout=args.start_timeout, run_timeout=args.timeout,
                               monotonic=clock.monotonic).run())
     return print_doctor(rows, args.output)
+
+
+def _argus_cluster(args: argparse.Namespace, config: Any) -> tuple[str, Any, str | None]:
+    """``--cluster``: the ArgusCluster's address, the platform as its jobs see it (its root,
+    verl snapshot and worker resource), and its token (from its Secret in --secrets-namespace)."""
+    import base64
+    import dataclasses
+
+    from kubernetes.client.exceptions import ApiException
+
+    from .adapters.kube import api_error
+    from .core.clusters import CLUSTER_PLURAL, InvalidCluster, parse_cluster
+    from .core.spec import GROUP, VERSION
+    client = load_kube(args.kubeconfig, args.context)
+    try:
+        cluster = parse_cluster(client.CustomObjectsApi().get_cluster_custom_object(GROUP, VERSION, CLUSTER_PLURAL, args.cluster))
+    except ApiException as exc:
+        raise ClusterError(f"--cluster {args.cluster}: {api_error(exc)}") from None
+    except InvalidCluster as exc:
+        raise ClusterError(str(exc)) from None
+    config = dataclasses.replace(config, root=cluster.root or config.root, verl_code_path=cluster.verl_code_path or config.verl_code_path,
+                                 worker_resource=cluster.worker_resource or config.worker_resource)
+    token = None
+    if cluster.token_secret is not None:
+        ref = cluster.token_secret
+        try:
+            secret = client.CoreV1Api().read_namespaced_secret(ref.name, args.secrets_namespace)
+        except ApiException as exc:
+            raise ClusterError(f"the token of ArgusCluster {args.cluster} (Secret {args.secrets_namespace}/{ref.name}): {api_error(exc)}; "
+                               "--secrets-namespace names the operator's namespace") from None
+        raw = (secret.data or {}).get(ref.key)
+        token = base64.b64decode(raw).decode("utf-8", errors="replace").strip() if raw else None
+        if not token:
+            raise ClusterError(f"Secret {args.secrets_namespace}/{ref.name} has no key {ref.key} (the token of ArgusCluster {args.cluster})")
+    return cluster.address, config, token
 
 
 def print_doctor(rows: list[Any], output: str) -> int:
@@ -247,6 +290,13 @@ def register_cluster_commands(sub: Any) -> None:
     p.add_argument("--start-timeout", type=float, default=60.0, help="seconds a probe may wait to start (default 60)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a probe may run (default 120)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("--cluster", help="check this ArgusCluster: its address, root, verl snapshot and worker resource, and its "
+                                     "token from its Secret, read through the Kubernetes API (instead of --ray-address)")
+    p.add_argument("--secrets-namespace", default=os.environ.get("POD_NAMESPACE") or "argus-system",
+                   help="with --cluster: the operator's namespace, where the ArgusClusters' token Secrets are (default "
+                        "$POD_NAMESPACE or argus-system)")
+    p.add_argument("--kubeconfig", help="with --cluster: the kubeconfig to read it with")
+    p.add_argument("--context", help="with --cluster: the kubeconfig context")
     add_platform_flags(p)
     p.set_defaults(func=cmd_doctor)
 

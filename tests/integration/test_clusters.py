@@ -14,7 +14,10 @@ plane is shared with later modules, whose operators would otherwise place tasks 
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +26,7 @@ from typing import Any
 import pytest
 
 from argus_testbed import RayCluster
-from argus_testbed.harness import advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
+from argus_testbed.harness import STANDIN, advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 
@@ -121,6 +124,22 @@ def test_placement_across_two_clusters(control_plane, ray_cluster, ray_b, fleet,
     cancel(cp, anyone, "big")
     mine = wait_phase(cp, a_only, "mine", "Succeeded", op=op)
     assert mine["status"]["cluster"] == a
+
+
+def test_doctor_checks_an_argus_cluster_with_its_token(control_plane, ray_b, fleet, argus_root) -> None:
+    """argus doctor --cluster: the ArgusCluster's address, and its token from its Secret."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "ARGUS_"))}
+    proc = subprocess.run([sys.executable, "-m", "argus.cli", "doctor", "--cluster", fleet["b"], "--secrets-namespace", fleet["ns"],
+                           "--kubeconfig", str(control_plane.kubeconfig), "--root", str(argus_root), "--verl-code-path", str(STANDIN),
+                           "-o", "json"], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)
+    worker = {r["check"]: r for r in report["checks"] if r["node"].startswith(ray_b.worker_node_ids[0][:12])}
+    assert worker["probe"]["status"] == "ok" and worker["worker-resource"]["status"] == "ok", worker
+    wrong = subprocess.run([sys.executable, "-m", "argus.cli", "doctor", "--cluster", fleet["b"], "--secrets-namespace", "nowhere",
+                            "--kubeconfig", str(control_plane.kubeconfig), "--root", str(argus_root)],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert wrong.returncode == 1 and len(wrong.stderr.strip().splitlines()) == 1 and "Secret nowhere/ray-b-token" in wrong.stderr, wrong.stderr
 
 
 def test_deleting_a_cluster_waits_for_its_tasks(control_plane, ray_b, fleet, user_namespace, run_operator) -> None:
