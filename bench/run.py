@@ -506,6 +506,10 @@ def scale_section() -> list[str]:
             lines.append(f"| {after['objects']:,} | {before['tick_ms_median']:.1f} | {after['tick_ms_median']:.1f} | "
                          f"{after['tick_ms_median'] / before['tick_ms_median']:.2f} |")
         lines.append("")
+    clusters = REPO / "docs" / "benchmarks-clusters.json"
+    if clusters.exists():
+        import clusters_cost  # bench/clusters_cost.py: its section rendered in one place
+        lines += clusters_cost.section(json.loads(clusters.read_text()))
     return lines
 
 
