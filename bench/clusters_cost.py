@@ -275,7 +275,7 @@ def table(res: dict[str, Any]) -> list[str]:
                   if v.get("nodes") or (n == IMPLICIT and not c["argus_clusters"])) for c in configs)]]
     rows += [["Queue pass CPU, median / p99 (ms)", *(f"{c['queue_pass_ms']['median']:.2f} / {c['queue_pass_ms']['p99']:.2f}" for c in configs)],
              ["… of which the decision, median / p99 (ms)", *(f"{c['decide_ms']['median']:.2f} / {c['decide_ms']['p99']:.2f}" for c in configs)],
-             ["ArgusClusters' status and finalizers (`ClusterReports.write`, every tick), median / p99 (ms)", *(
+             ["ArgusClusters' status and finalizers (`ClusterReports.write`, its work at most once per poll interval), median / p99 (ms)", *(
                  f"{c['cluster_reports_ms']['median']:.2f} / {c['cluster_reports_ms']['p99']:.2f}" if c["cluster_reports_ms"] else "(none)"
                  for c in configs)],
              ["Tick CPU, median / p99 (ms)", *(f"{c['tick_ms']['median']:.2f} / {c['tick_ms']['p99']:.2f}" for c in configs)],
@@ -341,10 +341,10 @@ def section(res: dict[str, Any]) -> list[str]:
                   f"; the queue pass {one['queue_pass_ms']['median']:.1f} -> {four['queue_pass_ms']['median']:.1f} ms, of which the decision "
                   f"{one['decide_ms']['median']:.1f} -> {four['decide_ms']['median']:.1f} ms; the ArgusClusters' reports "
                   f"{one['cluster_reports_ms']['median']:.1f} -> {four['cluster_reports_ms']['median']:.1f} ms a tick. None of this waits on Ray (the fakes answer at once): "
-                  "`ClusterReports.write` looks at every task in the cache on every tick (ended ones too, which the rest of the tick "
-                  "passes by) and, when a status is due, counts each cluster's queued tasks by asking each queued task's clusters "
-                  "(`clusters_for`) once per cluster; the decision asks each queued task's clusters once per pass. So this part grows "
-                  "with the tasks in the cache and the queue (times the clusters, for the queued counts), not with the running tasks.",
+                  "`ClusterReports.write` looks through the tasks in the cache once per poll interval (ended ones too, which the rest "
+                  "of the tick passes by), working out each queued task's clusters (`clusters_for`) once; the decision works them out "
+                  "once per queued task per pass. So this part grows with the tasks in the cache and the queue, not with the running "
+                  "tasks, and not with clusters times tasks.",
                   f"- **ArgusCluster status patches grow with clusters.** {one['argus_cluster_status_patches_per_minute']:g} a minute with one "
                   f"cluster, {four['argus_cluster_status_patches_per_minute']:g} with four ({patches4} on each, with "
                   f"{four['ray_calls_per_minute'].get('submit', 0):g} admissions a minute): each status holds the queued tasks that may go "

@@ -38,30 +38,35 @@ class ClusterReports:
         self._written_at: float | None = None
         self._versions: dict[str, tuple[str, float]] = {}  # cluster -> (Ray version, when read)
 
-    async def write(self, views: list[TaskView], claims: Callable[[list[TaskView], NodeCache], list[Claim]],
+    async def write(self, views: Callable[[], list[TaskView]], claims: Callable[[list[TaskView], NodeCache], list[Claim]],
                     clusters_for: Callable[[TaskView], tuple[str, ...] | None]) -> None:
-        """Every ArgusCluster's status and finalizer (at most once per poll interval).
+        """Every ArgusCluster's status and finalizer, at most once per poll interval (the
+        clusters themselves are read as often): the tasks are looked through only then.
         ``claims``: the GPUs of a cluster's active tasks that Ray does not show yet
         (``AdmissionInputs.claims``); ``clusters_for``: the clusters a queued task may use."""
         if not self.fleet.named:
             return
         now = self.clock.monotonic()
+        if self._written_at is not None and now - self._written_at < self.poll_interval:
+            return
+        self._written_at = now
         on: dict[str, list[TaskView]] = {}
-        for v in views:
+        may: dict[str, int] = {}  # queued tasks that may go to each cluster (each task's clusters worked out once)
+        anywhere = 0
+        for v in views():
             if v.holds_finalizer and v.phase not in _ENDED:
                 on.setdefault(v.job_cluster, []).append(v)
-        # A deletion waits for nothing else: its finalizer goes as soon as its tasks have ended.
-        due = self._written_at is None or now - self._written_at >= self.poll_interval
-        if due:
-            self._written_at = now
-        queued = [v for v in views if v.phase == "Queued" and not v.cancel and not v.deleting]
+            elif v.phase == "Queued" and not v.cancel and not v.deleting:
+                names = clusters_for(v)
+                if names is None:
+                    anywhere += 1
+                for name in names or ():
+                    may[name] = may.get(name, 0) + 1
         for cluster in list(self.fleet.named.values()):
             mine = on.get(cluster.name, [])
             try:
                 await self._finalizer(cluster, bool(mine))
-                if due or cluster.config.deleting:
-                    claimed = claims([v for v in mine if v.active], cluster.nodes)
-                    await self._status(cluster, mine, queued, claimed, clusters_for)
+                await self._status(cluster, mine, may.get(cluster.name, 0) + anywhere, claims([v for v in mine if v.active], cluster.nodes))
             except Exception as exc:  # noqa: BLE001 - one cluster's write must not stop the others
                 log.warning("cannot update ArgusCluster %s: %s", cluster.name, api_error(exc))
 
@@ -78,8 +83,7 @@ class ClusterReports:
             if not in_use and cluster.config.deleting:
                 log.info("ArgusCluster %s: no task is on it any more; released for deletion", cluster.name)
 
-    async def _status(self, cluster: Cluster, on_it: list[TaskView], queued: list[TaskView], claims: list[Claim],
-                      clusters_for: Callable[[TaskView], tuple[str, ...] | None]) -> None:
+    async def _status(self, cluster: Cluster, on_it: list[TaskView], queued: int, claims: list[Claim]) -> None:
         capacity, error = await cluster.nodes.capacity()
         version = await self._version(cluster, error is None)
         report = ClusterReport(
@@ -88,7 +92,7 @@ class ClusterReports:
             gpus=capacity.total_gpus if capacity is not None else None,
             free_gpus=sum(free_per_node(capacity, claims)) if capacity is not None else None,
             running=len(on_it),
-            queued=sum(1 for v in queued if (c := clusters_for(v)) is None or cluster.name in c),
+            queued=queued,
             deleting=cluster.config.deleting,
             holding=tuple(f"{v.namespace}/{v.name}" for v in on_it),
         )

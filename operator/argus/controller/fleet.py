@@ -104,6 +104,7 @@ class Fleet:
         self.token_namespace = token_namespace
         self.implicit = Cluster(implicit_config, implicit, self._node_cache(implicit, implicit_config))
         self.named: dict[str, Cluster] = {}
+        self._placing: list[Cluster] = []  # the named clusters, most preferred first
         self._read_at: float | None = None
         self._problems: dict[str, str] = {}  # what was said about each object, said again only when it changes
         self._missing: dict[str, MissingCluster] = {}
@@ -151,6 +152,7 @@ class Fleet:
         for gone in set(self.named) - set(seen):
             log.info("ArgusCluster %s is gone; its tasks' Ray calls now fail as unreachable", gone)
         self.named = seen
+        self._placing = [seen[c.name] for c in preference_order([c.config for c in seen.values()])]
         for cluster in seen.values():
             await self._read_token(cluster)
 
@@ -208,10 +210,8 @@ class Fleet:
 
     def placing(self) -> list[Cluster]:
         """The clusters new tasks are placed on, most preferred first: the ArgusClusters, or
-        the implicit cluster while there is none."""
-        if self.named:
-            return [self.named[c.name] for c in preference_order([c.config for c in self.named.values()])]
-        return [self.implicit]
+        the implicit cluster while there is none (ordered once per read of the clusters)."""
+        return self._placing if self.named else [self.implicit]
 
     def get(self, name: str | None) -> Cluster | None:
         if not name:

@@ -199,8 +199,7 @@ class Reconciler:
             self.settled.note(v, now)
         self.logs.follow({v.key: _job_log(v) for v in current if v.phase == Phase.Running.value and not v.deleting})
         if self.cluster_reports is not None:
-            every = self.views()
-            await self.cluster_reports.write(every, self.queue.inputs.claims, self.queue.inputs.clusters_for)
+            await self.cluster_reports.write(self.views, self.queue.inputs.claims, self.queue.inputs.clusters_for)
 
     def _prune(self, views: list[TaskView]) -> None:
         """Forget what was kept for tasks that are gone."""
