@@ -61,6 +61,14 @@ KUBE_VERSION = "1.34.4"  # what `helm template` is told (it assumes 1.20 otherwi
 FORBIDDEN = ("Forbidden", "forbidden")
 CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
 
+# values.clusters with two Ray clusters, as an admin would write them.
+TWO_CLUSTERS: list[dict[str, Any]] = [
+    {"name": "gpu-a", "address": "http://ray-a-head-svc.ray-a.svc:8265", "tokenSecret": {"name": "ray-a-token", "key": "auth_token"},
+     "preference": 10, "namespaceSelector": {"matchLabels": {"argus.io/team": "a"}}, "root": "/private-a", "maxRunning": 8},
+    {"name": "gpu-b.lab", "address": "https://ray-b.example.com/", "workerResource": "gpu_worker", "verlCodePath": "/private-b/verl",
+     "namespaceSelector": {"matchExpressions": [{"key": "argus.io/team", "operator": "In", "values": ["b", "c"]}]}, "drain": True},
+]
+
 # name -> extra helm arguments. Each is rendered, parsed and dry-run applied on the server.
 MATRIX: dict[str, list[str]] = {
     "defaults": [],
@@ -106,6 +114,8 @@ MATRIX: dict[str, list[str]] = {
     "logs-api-cert-manager-issuer": ["--set", "logsApi.enabled=true", "--set", "logsApi.certificate.source=cert-manager",
                                      "--set", "logsApi.certificate.certManager.issuerRef.kind=ClusterIssuer",
                                      "--set", "logsApi.certificate.certManager.issuerRef.name=corp-ca"],
+    # Two Ray clusters as ArgusClusters: the server's dry run checks them against the CRD.
+    "clusters": ["--set-json", 'clusters=' + json.dumps(TWO_CLUSTERS)],
     "everything": ["--set", "operator.verlCodePath=/private/common/code/verl/v1", "--set-json", 'operator.hfHome=""', "--set", "operator.maxRunning=16",
                    "--set", "operator.pollInterval=0.5", "--set-json", 'operator.entrypointAllowlist=["python3 -m verl.trainer.*","torchrun -m verl.*"]',
                    "--set", "operator.logLevel=debug", "--set-json", 'nodeSelector={"node-role.kubernetes.io/control-plane":""}',
@@ -392,7 +402,7 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
     for o in objs:
         assert o.get("apiVersion") and o.get("kind") and o.get("metadata", {}).get("name"), o
         cluster_scoped = o["kind"] in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration",
-                                       "APIService")
+                                       "APIService", "ArgusCluster")
         assert cluster_scoped or o["metadata"].get("namespace"), f"{o['kind']} {o['metadata']['name']} has no namespace"
     for o in objs:
         ns = o["metadata"].get("namespace")
@@ -740,12 +750,55 @@ def test_operator_reads_argusclusters_cluster_wide_and_secrets_only_in_its_names
     (["--set", "operator.logFormat=yaml"], "logFormat"),
     (["--set", "operator.progress.source=files"], "source"),
     (["--set", "operator.verbose=true"], "additional properties 'verbose' not allowed"),
+    (["--set-json", 'clusters=[{"name":"gpu-a"}]'], "missing property 'address'"),
+    (["--set-json", 'clusters=[{"name":"GPU_A","address":"http://ray-a:8265"}]'], "/clusters/0/name"),
+    (["--set-json", 'clusters=[{"name":"gpu-a","address":"http://ray-a:8265","prefrence":3}]'], "additional properties 'prefrence' not allowed"),
+    (["--set-json", 'clusters=[{"name":"gpu-a","address":"ray-a:8265"}]'], "/clusters/0/address"),
 ])
 def test_values_mistake_fails_helm_install(values: list[str], message: str, helm: Any, control_plane: KubeCluster) -> None:
     out = helm("install", "typo", str(CHART), "--namespace", "typo-system", "--create-namespace", *values, check=False, cluster=True)
     assert out.returncode != 0
     assert "values don't meet the specifications of the schema" in out.stderr and message in out.stderr, out.stderr
     assert helm("status", "typo", "--namespace", "typo-system", check=False, cluster=True).returncode != 0
+
+
+def test_clusters_values_become_argusclusters(helm: Any) -> None:
+    """values.clusters: one cluster-scoped ArgusCluster per item, named by the item, its spec
+    the item's other fields as given; none by default."""
+    assert not [o for o in render(helm) if o["kind"] == "ArgusCluster"]
+    objs = render(helm, "--set-json", "clusters=" + json.dumps(TWO_CLUSTERS))
+    made = [o for o in objs if o["kind"] == "ArgusCluster"]
+    assert [o["metadata"]["name"] for o in made] == ["gpu-a", "gpu-b.lab"]
+    for obj, item in zip(made, TWO_CLUSTERS, strict=True):
+        assert obj["apiVersion"] == "argus.io/v1alpha1" and "namespace" not in obj["metadata"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+        assert obj["spec"] == {k: v for k, v in item.items() if k != "name"}
+        assert set(obj) == {"apiVersion", "kind", "metadata", "spec"}  # no status: the operator writes it
+    # The operator's own objects are unchanged by it: same flags (--ray-address stays the fallback).
+    assert _operator_argv(one(objs, "Deployment")) == _operator_argv(one(render(helm), "Deployment"))
+
+
+def test_clusters_schema_is_the_crds() -> None:
+    """values.schema.json's clusters item: a name, and the CRD's spec fields with the CRD's own
+    checks (types, patterns, bounds, required), unknown keys refused at every level."""
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["clusters"]["items"]
+    crd = yaml.safe_load((REPO / "crds" / "argus.io_argusclusters.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+    def as_json_schema(node: Any) -> Any:  # the CRD's schema without Kubernetes' extensions, objects closed
+        if isinstance(node, list):
+            return [as_json_schema(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: as_json_schema(v) for k, v in node.items() if not k.startswith("x-kubernetes-")}
+        if out.get("type") == "object" and "properties" in out:
+            out["additionalProperties"] = False
+        return out
+    props = dict(schema["properties"])
+    name = props.pop("name")
+    assert props == as_json_schema(spec["properties"])
+    assert schema["required"] == ["name", *spec["required"]] and schema["additionalProperties"] is False
+    assert (name["pattern"], name["maxLength"]) == (r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", 253)
 
 
 def test_progress_from_files_without_the_shared_tree_is_refused(helm: Any) -> None:
