@@ -349,9 +349,16 @@ def test_helm_lint_is_clean(helm: Any) -> None:
 
 def test_chart_crd_is_the_generated_one() -> None:
     # tests/unit/test_crd.py checks byte equality; here: the chart ships exactly these CRDs.
-    assert (CHART / "crds" / "argus.io_argustasks.yaml").read_text() == (REPO / "crds" / "argus.io_argustasks.yaml").read_text()
+    files = ("argus.io_argustasks.yaml", "argus.io_argusclusters.yaml")
+    for name in files:
+        assert (CHART / "crds" / name).read_text() == (REPO / "crds" / name).read_text(), name
+    assert sorted(p.name for p in (CHART / "crds").glob("*.yaml")) == sorted(files)
     names = {d["metadata"]["name"] for f in sorted((CHART / "crds").glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d}
-    assert names == {"argustasks.argus.io"}  # no kopf peering CRDs: leader election guards the replicas
+    assert names == {"argustasks.argus.io", "argusclusters.argus.io"}  # no kopf peering CRDs: leader election guards the replicas
+    # Chart.yaml names both files, and Artifact Hub both kinds.
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert all(f"crds/{name}" in chart["annotations"]["argus.io/crds"] for name in files)
+    assert [c["name"] for c in yaml.safe_load(chart["annotations"]["artifacthub.io/crds"])] == ["argustasks.argus.io", "argusclusters.argus.io"]
 
 
 def test_chart_needs_kubernetes_1_28(helm: Any) -> None:
