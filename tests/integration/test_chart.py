@@ -709,7 +709,15 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     assert [o["metadata"]["name"] for o in render(helm, "--set", "logsApi.enabled=true")
             if o["kind"] in ("ClusterRole", "Role") and "argustasks/log" in json.dumps(o.get("rules"))] == ["argus-edit", "argus-view"]
     assert "argustasks/status" not in json.dumps([edit, view])
-    assert not [o for o in render(helm, "--set", "rbac.userRoles=false") if o["metadata"]["name"] in ("argus-edit", "argus-view")]
+    # The ArgusClusters are cluster-scoped: a namespace's RoleBinding to argus-view cannot grant
+    # them, so reading them is a ClusterRole of its own (bound by an admin; aggregated into view).
+    cluster_view = one(objs, "ClusterRole", f"{SA}-cluster-view")
+    assert cluster_view["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argusclusters"], "verbs": ["get", "list", "watch"]}]
+    assert cluster_view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert "argusclusters" not in json.dumps([edit, view])
+    assert [o["metadata"]["name"] for o in objs if "argusclusters" in json.dumps(o.get("rules"))] == [SA, f"{SA}-cluster-view"]
+    assert not [o for o in render(helm, "--set", "rbac.userRoles=false")
+                if o["metadata"]["name"] in ("argus-edit", "argus-view", f"{SA}-cluster-view")]
 
 
 @pytest.mark.parametrize("values", [[], ["--set", "operator.watchNamespaces={team-a,team-b}"], ["--set", "leaderElection.enabled=false"]])
