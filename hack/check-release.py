@@ -93,7 +93,7 @@ def check_chart(folder: Path, version: str, work: Path) -> None:
     annotations = meta.get("annotations", {})
     images = yaml.safe_load(annotations.get("artifacthub.io/images", "[]"))
     crds = yaml.safe_load(annotations.get("artifacthub.io/crds", "[]"))
-    if not readme.startswith("# Argus chart") or not images or [c["name"] for c in crds] != ["argustasks.argus.io"]:
+    if not readme.startswith("# Argus chart") or not images or [c["name"] for c in crds] != ["argustasks.argus.io", "argusclusters.argus.io"]:
         raise Failed(f"{chart.name}: no README, or no Artifact Hub images/crds annotations")
     image = images[0]["image"]
     if not image.endswith(f":{version}") or "/" not in image:
@@ -118,7 +118,7 @@ def check_chart(folder: Path, version: str, work: Path) -> None:
         got = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
         if got != image:
             raise Failed(f"the installed Deployment runs {got}, the chart's Artifact Hub annotation says {image}")
-        cp.kubectl("get", "crd", "argustasks.argus.io")
+        cp.kubectl("get", "crd", "argustasks.argus.io", "argusclusters.argus.io")
         # The same package rendered and applied server-side, as GitOps tools apply it (a second
         # release; the user ClusterRoles are the first one's).
         rendered = run(helm, "template", "argus-ssa", chart, "--namespace", "argus-ssa", "--kube-version", KUBE_VERSION,
@@ -136,7 +136,7 @@ def check_chart(folder: Path, version: str, work: Path) -> None:
 
 # Kinds the chart may render that live outside namespaces.
 CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "CustomResourceDefinition", "Namespace",
-                 "PriorityClass"}
+                 "PriorityClass", "ArgusCluster"}
 
 
 def check_wheel(folder: Path, version: str, work: Path) -> None:

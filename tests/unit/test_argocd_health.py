@@ -1,6 +1,7 @@
-"""The Argo CD health check for ArgusTask (deploy/argocd/resource_customizations/argus.io/
-ArgusTask), run for real: every case of its health_test.yaml (Argo CD's own layout and test
-format) through health.lua in Lua 5.1, the dialect of Argo CD's gopher-lua, via lupa."""
+"""The Argo CD health checks for ArgusTask and ArgusCluster (deploy/argocd/
+resource_customizations/argus.io/<Kind>), run for real: every case of each kind's
+health_test.yaml (Argo CD's own layout and test format) through its health.lua in Lua 5.1, the
+dialect of Argo CD's gopher-lua, via lupa."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ import yaml
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
-HEALTH = REPO / "deploy" / "argocd" / "resource_customizations" / "argus.io" / "ArgusTask"
-CASES = yaml.safe_load((HEALTH / "health_test.yaml").read_text())["tests"]
+KINDS = ("ArgusTask", "ArgusCluster")
+CHECKS = {kind: REPO / "deploy" / "argocd" / "resource_customizations" / "argus.io" / kind for kind in KINDS}
+HEALTH = CHECKS["ArgusTask"]
+CASES_OF = {kind: yaml.safe_load((CHECKS[kind] / "health_test.yaml").read_text())["tests"] for kind in KINDS}
+CASES = CASES_OF["ArgusTask"]
+ALL_CASES = [(kind, case) for kind in KINDS for case in CASES_OF[kind]]
 PHASES = ("Queued", "Submitted", "Running", "Succeeded", "Failed", "Stopped", "Rejected")
 
 
@@ -40,22 +45,29 @@ def to_lua(lua: Any, value: Any) -> Any:
     return value
 
 
-def health(obj: dict[str, Any]) -> dict[str, Any]:
+def health(obj: dict[str, Any], kind: str = "ArgusTask") -> dict[str, Any]:
     lua = lua_runtime()
     lua.globals().obj = to_lua(lua, obj)
-    result = lua.execute((HEALTH / "health.lua").read_text())
+    result = lua.execute((CHECKS[kind] / "health.lua").read_text())
     return {"status": result["status"], "message": result["message"]}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[Path(c["inputPath"]).stem for c in CASES])
-def test_health_test_yaml_case(case: dict[str, Any]) -> None:
-    obj = yaml.safe_load((HEALTH / case["inputPath"]).read_text())
-    assert health(obj) == case["healthStatus"]
+@pytest.mark.parametrize("kind,case", ALL_CASES, ids=[f"{k}-{Path(c['inputPath']).stem}" for k, c in ALL_CASES])
+def test_health_test_yaml_case(kind: str, case: dict[str, Any]) -> None:
+    obj = yaml.safe_load((CHECKS[kind] / case["inputPath"]).read_text())
+    assert obj["kind"] == kind
+    assert health(obj, kind) == case["healthStatus"]
 
 
-def test_every_testdata_file_is_a_case_and_every_phase_is_covered() -> None:
-    files = {f"testdata/{p.name}" for p in (HEALTH / "testdata").glob("*.yaml")}
-    assert files == {c["inputPath"] for c in CASES}
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_testdata_file_is_a_case(kind: str) -> None:
+    files = {f"testdata/{p.name}" for p in (CHECKS[kind] / "testdata").glob("*.yaml")}
+    assert files == {c["inputPath"] for c in CASES_OF[kind]}
+    # Never Suspended: in Argo CD that means "paused, waiting to resume".
+    assert {c["healthStatus"]["status"] for c in CASES_OF[kind]} == {"Healthy", "Degraded", "Progressing"}
+
+
+def test_every_task_phase_is_covered() -> None:
     phases = {(yaml.safe_load((HEALTH / c["inputPath"]).read_text()).get("status") or {}).get("phase") for c in CASES}
     assert set(PHASES) | {None} <= phases
     statuses = {c["healthStatus"]["status"] for c in CASES}
@@ -81,23 +93,31 @@ def test_generation_ahead_is_progressing_until_observed() -> None:
     assert health(obj)["status"] == "Progressing" and health(obj)["message"].startswith("Queued")
 
 
-def test_the_script_only_reads_obj() -> None:
+@pytest.mark.parametrize("kind,obj", [
+    ("ArgusTask", {"metadata": {}, "status": {"phase": "Succeeded"}}),
+    ("ArgusCluster", {"metadata": {}, "status": {"conditions": [{"type": "RayReachable", "status": "True"}]}}),
+])
+def test_the_script_only_reads_obj(kind: str, obj: dict[str, Any]) -> None:
     """Argo CD runs the script in a sandbox with only ``obj`` (and the standard library)."""
     lua = lua_runtime()
-    lua.globals().obj = to_lua(lua, {"metadata": {}, "status": {"phase": "Succeeded"}})
+    lua.globals().obj = to_lua(lua, obj)
     before = set(lua.globals().keys())
-    lua.execute((HEALTH / "health.lua").read_text())
+    lua.execute((CHECKS[kind] / "health.lua").read_text())
     assert set(lua.globals().keys()) == before  # no globals leaked (every variable is local)
 
 
-def test_docs_snippet_is_the_script() -> None:
-    """docs/argocd.md's argocd-cm snippet carries health.lua verbatim (indented 4)."""
+@pytest.mark.parametrize("kind", KINDS)
+def test_docs_snippet_is_the_script(kind: str) -> None:
+    """docs/argocd.md's argocd-cm snippet carries each health.lua verbatim (indented 4)."""
     doc = (REPO / "docs" / "argocd.md").read_text()
-    key = "  resource.customizations.health.argus.io_ArgusTask: |\n"
-    assert key in doc
-    block = doc.split(key, 1)[1].split("```", 1)[0]
+    key = f"  resource.customizations.health.argus.io_{kind}: |\n"
+    assert doc.count(key) == 1
+    block = doc.split(key, 1)[1]
+    block = block.split("```", 1)[0]
+    # The next key of the same ConfigMap, if any, ends this one.
+    block = block.split("\n  resource.customizations.", 1)[0] + ("\n" if "\n  resource.customizations." in block else "")
     unindented = "".join(line[4:] if line.strip() else line for line in block.splitlines(True))
-    assert unindented == (HEALTH / "health.lua").read_text()
+    assert unindented == (CHECKS[kind] / "health.lua").read_text()
 
 
 def lifecycle_task(phase: str, reason: str, seen: object) -> dict[str, Any]:
@@ -145,3 +165,75 @@ def test_an_unschedulable_task_is_degraded_a_waiting_one_is_not() -> None:
     reachable = {"type": "RayReachable", "status": "True", "reason": "RayReachable", "message": "the Ray dashboard answers"}
     running = {"metadata": {"generation": 1}, "status": {"phase": "Running", "observedGeneration": 1, "message": "ok", "conditions": [reachable]}}
     assert health(running) == {"status": "Progressing", "message": "Running: ok"}
+
+
+# --------------------------------------------------------------------------- ArgusCluster
+
+def argus_cluster(*conditions: dict[str, Any], **figures: Any) -> dict[str, Any]:
+    return {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusCluster", "metadata": {"name": "gpu-a", "generation": 1},
+            "spec": {"address": "http://ray-a:8265"}, "status": {"conditions": list(conditions), **figures}}
+
+
+REACHABLE = {"type": "RayReachable", "status": "True", "reason": "RayReachable", "message": "Ray answers at http://ray-a:8265"}
+
+
+@pytest.mark.parametrize("reason", ["RayUnreachable", "RayAuthFailed"])
+def test_cluster_ray_lost_is_degraded_with_the_reason(reason: str) -> None:
+    lost = {"type": "RayReachable", "status": "False", "reason": reason, "message": "Ray at http://ray-a:8265 cannot be read: boom"}
+    assert health(argus_cluster(lost), "ArgusCluster") == {
+        "status": "Degraded", "message": f"{reason}: Ray at http://ray-a:8265 cannot be read: boom"}
+
+
+def test_cluster_reachable_is_healthy_with_its_figures() -> None:
+    obj = argus_cluster(REACHABLE, rayVersion="2.47.1", workerNodes=1, gpus=4, freeGpus=0, running=4, queued=12)
+    assert health(obj, "ArgusCluster") == {"status": "Healthy", "message": "Ray 2.47.1, worker nodes: 1, GPUs free: 0/4, running: 4, queued: 12"}
+
+
+def test_cluster_deleting_wins_whatever_ray_says() -> None:
+    deleting = {"type": "Deleting", "status": "True", "reason": "TasksOnCluster", "message": "waiting for the tasks on it to end: a/t"}
+    for ray in (REACHABLE, {**REACHABLE, "status": "False", "reason": "RayUnreachable"}):
+        assert health(argus_cluster(ray, deleting), "ArgusCluster") == {"status": "Progressing", "message": "Deleting: waiting for the tasks on it to end: a/t"}
+    assert health(argus_cluster(deleting), "ArgusCluster")["status"] == "Progressing"
+    # A Deleting condition that is no longer True counts for nothing.
+    assert health(argus_cluster(REACHABLE, {**deleting, "status": "False"}), "ArgusCluster")["status"] == "Healthy"
+
+
+@pytest.mark.parametrize("obj", [{"metadata": {"name": "gpu-a"}}, {"metadata": {}, "status": {}}, {"metadata": {}, "status": {"conditions": []}},
+                                 argus_cluster({"type": "Deleting", "status": "False", "reason": "NoTasks", "message": ""})])
+def test_cluster_not_yet_looked_at_is_progressing(obj: dict[str, Any]) -> None:
+    assert health(obj, "ArgusCluster") == {"status": "Progressing", "message": "Waiting for the Argus operator's first look at this Ray cluster"}
+
+
+def test_cluster_testdata_is_valid_argusclusters() -> None:
+    """The cases are objects the CRD admits: their spec and status parse with the API's models."""
+    from argus.core.clusters import ArgusClusterStatus, parse_cluster  # noqa: PLC0415
+
+    for case in CASES_OF["ArgusCluster"]:
+        obj = yaml.safe_load((CHECKS["ArgusCluster"] / case["inputPath"]).read_text())
+        parse_cluster(obj)
+        ArgusClusterStatus.model_validate(obj.get("status") or {})
+
+
+@pytest.mark.parametrize("error,reason", [(None, ""), ("Cannot connect to http://ray-a:8265", "RayUnreachable"),
+                                          ("HTTP 401: the Ray cluster requires a token", "RayAuthFailed")])
+@pytest.mark.parametrize("holding", [None, (), ("alice/t",)])
+def test_cluster_status_as_the_operator_writes_it(error: str | None, reason: str, holding: tuple[str, ...] | None) -> None:
+    """The status the operator's own code writes after a pass (core.clusters.cluster_status)."""
+    clusters = pytest.importorskip("argus.core.clusters")
+    if not hasattr(clusters, "cluster_status"):
+        pytest.skip("the installed argus has no core.clusters.cluster_status (the operator side of ArgusCluster)")
+    report = clusters.ClusterReport(error=error, error_reason=reason, version="2.52.1" if error is None else None,
+                                    worker_nodes=2 if error is None else None, gpus=8.0 if error is None else None,
+                                    free_gpus=3.0 if error is None else None, running=len(holding or ()), queued=1,
+                                    deleting=holding is not None, holding=holding or ())
+    status = clusters.cluster_status(clusters.ArgusClusterStatus(), report, address="http://ray-a:8265", now="2026-12-01T10:00:00Z",
+                                     generation=1)
+    obj = {"metadata": {"name": "gpu-a", "generation": 1}, "status": status.model_dump(by_alias=True, exclude_none=True, mode="json")}
+    result = health(obj, "ArgusCluster")
+    if holding is not None:
+        assert result["status"] == "Progressing" and result["message"].startswith("Deleting: ")
+        assert all(task in result["message"] for task in holding)
+    elif error is None:
+        assert result == {"status": "Healthy", "message": "Ray 2.52.1, worker nodes: 2, GPUs free: 3/8, running: 0, queued: 1"}
+    else:
+        assert result["status"] == "Degraded" and result["message"].startswith(f"{reason}: ") and error in result["message"]

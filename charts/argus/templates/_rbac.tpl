@@ -39,6 +39,39 @@
 {{- end }}
 {{- end }}
 
+{{- define "argus.argusClusterRules" -}}
+# The ArgusClusters (cluster-scoped, so a ClusterRole in every mode): the Ray clusters tasks
+# are placed on. list: the operator reads them all (at most once per poll interval); patch:
+# it puts its finalizer argus.io/tasks-on-cluster on while tasks are active on a cluster
+# (deleting the cluster then waits for them) and takes it off (JSON patches that test the
+# list first). get, watch, update: not called by this version (it lists and patches); granted
+# so a cache that watches them, or a write by name, needs no chart change.
+- apiGroups: [argus.io]
+  resources: [argusclusters]
+  verbs: [get, list, watch, patch, update]
+# Their status: RayReachable, Ray version, worker nodes, GPUs, running and queued tasks, and
+# the Deleting condition (the leader's merge patches, at most once per poll interval; get and
+# update: as above, not called by this version).
+- apiGroups: [argus.io]
+  resources: [argusclusters/status]
+  verbs: [get, patch, update]
+# The finalizers subresource: the OwnerReferencesPermissionEnforcement admission plugin (on
+# OpenShift) checks it when an object's ownerReference to an ArgusCluster sets
+# blockOwnerDeletion. Not needed for the operator's own finalizer (that is the patch above).
+- apiGroups: [argus.io]
+  resources: [argusclusters/finalizers]
+  verbs: [update]
+{{- end }}
+
+{{- define "argus.tokenSecretRules" -}}
+# An ArgusCluster's spec.tokenSecret names a Secret in the operator's namespace (the release's)
+# holding that Ray cluster's token: read by name when the cluster appears and again after Ray
+# refuses it (a rotated token counts). get only: no list or watch, and in this namespace only.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+{{- end }}
+
 {{- define "argus.leaseRules" -}}
 # Leader election: the <fullname>-leader Lease in the release's namespace. Created once
 # (create cannot be limited to a name), then read and renewed (update) only that one.
