@@ -174,6 +174,24 @@ def test_deleting_a_cluster_waits_for_its_tasks(control_plane, ray_b, fleet, use
     wait_phase(cp, ns, "late", "Succeeded", op=op)
 
 
+def test_the_uninstall_hook_stops_a_job_on_its_own_cluster(control_plane, ray_cluster, ray_b, fleet, user_namespace, run_operator) -> None:
+    """argus-operator --release-finalizers stops each job where it runs: b's, with b's token."""
+    cp = control_plane
+    ns = user_namespace("alice")
+    op = run_operator([ns], extra_env={"POD_NAMESPACE": fleet["ns"]})
+    apply_text(cp, ns, long_task("onb", 1, cluster=fleet["b"]))
+    sid = wait_phase(cp, ns, "onb", "Running", op=op)["status"]["rayJob"]["submissionId"]
+    op.stop()  # the operator is gone, as after an uninstall
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "ARGUS_"))}, "POD_NAMESPACE": fleet["ns"]}
+    out = subprocess.run([sys.executable, "-m", "argus", "--release-finalizers", "--namespace", ns, "--ray-address", ray_cluster.dashboard_url,
+                          "--kubeconfig", str(cp.kubeconfig)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{ns}/onb: Ray job {sid} stopped or gone; finalizer removed" in out.stdout, out.stdout
+    (job,) = [j for j in ray_jobs_for(ray_b.dashboard_url, ns, headers=ray_b.auth_headers) if j.submission_id == sid]
+    assert job.status.value == "STOPPED"
+    assert TOKEN not in out.stdout + out.stderr
+
+
 def test_one_cluster_down_the_other_runs_on(control_plane, ray_cluster, ray_b, fleet, user_namespace, run_operator) -> None:
     cp = control_plane
     ns = user_namespace("alice")

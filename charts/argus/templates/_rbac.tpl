@@ -44,23 +44,15 @@
 # are placed on. list: the operator reads them all (at most once per poll interval); patch:
 # it puts its finalizer argus.io/tasks-on-cluster on while tasks are active on a cluster
 # (deleting the cluster then waits for them) and takes it off (JSON patches that test the
-# list first). get, watch, update: not called by this version (it lists and patches); granted
-# so a cache that watches them, or a write by name, needs no chart change.
+# list first). Nothing else: it neither watches nor writes them by name.
 - apiGroups: [argus.io]
   resources: [argusclusters]
-  verbs: [get, list, watch, patch, update]
+  verbs: [list, patch]
 # Their status: RayReachable, Ray version, worker nodes, GPUs, running and queued tasks, and
-# the Deleting condition (the leader's merge patches, at most once per poll interval; get and
-# update: as above, not called by this version).
+# the Deleting condition (the leader's merge patches, at most once per poll interval).
 - apiGroups: [argus.io]
   resources: [argusclusters/status]
-  verbs: [get, patch, update]
-# The finalizers subresource: the OwnerReferencesPermissionEnforcement admission plugin (on
-# OpenShift) checks it when an object's ownerReference to an ArgusCluster sets
-# blockOwnerDeletion. Not needed for the operator's own finalizer (that is the patch above).
-- apiGroups: [argus.io]
-  resources: [argusclusters/finalizers]
-  verbs: [update]
+  verbs: [patch]
 {{- end }}
 
 {{- define "argus.tokenSecretRules" -}}

@@ -20,7 +20,7 @@ from ..adapters.ray import RayJobsClient, client_version, version_note
 from ..adapters.taskcache import TaskCache
 from ..controller.crdcheck import CrdCheck
 from ..controller.doctor import Doctor, DoctorLoop
-from ..controller.fleet import LogRouter
+from ..controller.fleet import Connect, LogRouter
 from ..controller.loop import Reconciler
 from ..controller.metrics import Metrics
 from ..controller.settings import OperatorConfig
@@ -39,6 +39,19 @@ from .health import Checks, HealthServer
 from .leader import LeaderElection
 
 log = logging.getLogger(__name__)
+
+
+def cluster_connector(config: OperatorConfig, clock: Clock, metrics: Metrics | None = None) -> Connect:
+    """How an ArgusCluster's Ray client is made (``controller.fleet``): its calls counted
+    under its name; its token, from its Secret, sent when it has one."""
+    def connect(cluster: ClusterConfig, token: Callable[[], str | None]) -> RayJobsClient:
+        def on_call(operation: str, outcome: str, seconds: float | None) -> None:
+            if metrics is not None:
+                metrics.count_ray_call(operation, outcome, seconds, cluster=cluster.name)
+        secret = cluster.token_secret
+        return RayJobsClient(cluster.address, monotonic=clock.monotonic, on_call=on_call, token=token if secret else None,
+                             token_where=f"Secret {config.own_namespace}/{secret.name}" if secret else "")
+    return connect
 
 
 @dataclass
@@ -67,14 +80,7 @@ class Operator:
         load_kube_config(kubeconfig)
         store = KubeTaskStore(now=clock.now)
         ray = RayJobsClient(config.ray_address, monotonic=clock.monotonic, on_call=metrics.count_ray_call, token_file=config.ray_token_file)
-
-        def connect(cluster: ClusterConfig, token: Callable[[], str | None]) -> RayJobsClient:
-            """An ArgusCluster's Ray client: its calls counted under its name; its token from its Secret."""
-            def on_call(operation: str, outcome: str, seconds: float | None) -> None:
-                metrics.count_ray_call(operation, outcome, seconds, cluster=cluster.name)
-            secret = cluster.token_secret
-            return RayJobsClient(cluster.address, monotonic=clock.monotonic, on_call=on_call, token=token if secret else None,
-                                 token_where=f"Secret {config.own_namespace}/{secret.name}" if secret else "")
+        connect = cluster_connector(config, clock, metrics)
         leader = LeaderElection(config.leader_election_namespace, config.leader_election_name, lease_seconds=config.leader_lease_seconds,
                                 clock=clock, metrics=metrics) if config.leader_election_namespace else None
         metrics.leader.set(0 if leader else 1)

@@ -11,7 +11,12 @@ whose job Ray does not confirm ended within ``--release-timeout`` keeps its fina
 the command exits 1 naming it; run it again once Ray answers. Tasks are left in place with
 their status: only the finalizer goes.
 
-Runs one scope at a time with the same RBAC as the operator (list and patch on argustasks).
+Each job is stopped on the cluster it ran on (its ArgusCluster, or ``--ray-address``), and
+the ArgusClusters' own finalizer (``argus.io/tasks-on-cluster``) is taken off at the end, so
+that deleting them does not wait either.
+
+Runs one scope at a time with the same RBAC as the operator (list and patch on argustasks and
+argusclusters, get on the token Secrets).
 """
 
 from __future__ import annotations
@@ -20,14 +25,18 @@ import asyncio
 import logging
 from typing import Any, cast
 
-from ..adapters.kube import KubeTaskStore, api_error
+from ..adapters.kube import KubeClusterStore, KubeTaskStore, api_error
 from ..adapters.ray import RayJobsClient
+from ..controller.fleet import Fleet, implicit_cluster
+from ..controller.ports import RayJobs
 from ..controller.settings import OperatorConfig
 from ..controller.view import TaskView
 from ..core.clock import Clock
+from ..core.clusters import CLUSTER_FINALIZER
 from ..core.lifecycle import FINALIZER
 from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import GROUP, PLURAL, VERSION
+from .operator import cluster_connector
 
 log = logging.getLogger(__name__)
 ENDED = {"STOPPED", "SUCCEEDED", "FAILED"}
@@ -53,7 +62,7 @@ def list_tasks(namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
     return items
 
 
-async def _stop_and_wait(ray: RayJobsClient, submission_id: str, timeout: float, clock: Clock) -> str | None:
+async def _stop_and_wait(ray: RayJobs, submission_id: str, timeout: float, clock: Clock) -> str | None:
     """None when the job has ended or Ray does not know it; else why not."""
     deadline = clock.monotonic() + timeout
     try:
@@ -81,6 +90,11 @@ async def release_finalizers(config: OperatorConfig, *, clock: Clock, stop_jobs:
     store = KubeTaskStore(now=clock.now)
     # a token-protected Ray refuses the stops without it
     ray = RayJobsClient(config.ray_address, monotonic=clock.monotonic, token_file=config.ray_token_file)
+    clusters = KubeClusterStore(store)
+    fleet = Fleet(ray, implicit_cluster(config.ray_address, config.platform.worker_resource), poll_interval=config.poll_interval,
+                  monotonic=clock.monotonic, store=clusters, connect=cluster_connector(config, clock),
+                  token_namespace=config.own_namespace)
+    await fleet.refresh(fresh=True)
     items = await asyncio.to_thread(list_tasks, config.namespaces)
     views = [TaskView.from_body(i) for i in items]
     held = [v for v in views if v.holds_finalizer]
@@ -92,7 +106,7 @@ async def release_finalizers(config: OperatorConfig, *, clock: Clock, stop_jobs:
         sid = view.state.submission_id  # the current attempt's
         if stop_jobs:
             for attempt_sid in view.state.submission_ids():
-                problem = await _stop_and_wait(ray, attempt_sid, timeout, clock)
+                problem = await _stop_and_wait(fleet.ray(view.cluster_of_job(attempt_sid)), attempt_sid, timeout, clock)
                 if problem:
                     failed.append(f"{what}: {problem}; its finalizer stays")
                     return
@@ -113,6 +127,17 @@ async def release_finalizers(config: OperatorConfig, *, clock: Clock, stop_jobs:
         failed.append(f"{what}: the finalizers kept changing; try again")
 
     await asyncio.gather(*(one(v) for v in held))
+    if not failed and not config.namespaces:  # every task's job is stopped: the clusters hold nothing any more
+        for cluster in fleet.named.values():
+            if CLUSTER_FINALIZER in cluster.finalizers:
+                after = [f for f in cluster.finalizers if f != CLUSTER_FINALIZER]
+                try:
+                    if await clusters.set_cluster_finalizers(cluster.name, list(cluster.finalizers), after):
+                        print(f"ArgusCluster {cluster.name}: {CLUSTER_FINALIZER} removed")
+                        continue
+                    failed.append(f"ArgusCluster {cluster.name}: its finalizers changed meanwhile; try again")
+                except Exception as exc:  # noqa: BLE001 - report it with the others
+                    failed.append(f"ArgusCluster {cluster.name}: cannot remove {CLUSTER_FINALIZER}: {api_error(exc)}")
     for line in failed:
         print(f"argus-operator: {line}")
     return 1 if failed else 0
