@@ -48,18 +48,18 @@ def test_metrics_endpoint_counts_a_succeeded_task(control_plane, ray_cluster, us
     outcomes = re.findall(r'^argus_tasks_finished_total\{phase="(\w+)",reason="(\w+)"\} (\S+)$', text, re.M)
     assert outcomes == [("Succeeded", "RayJobSucceeded", "1.0")], outcomes
     assert sample(text, "argus_leader") == 1  # no leader election: this process acts
-    assert sample(text, "argus_ray_api_call_duration_seconds_count", '{operation="submit",cluster=""}') == 1
+    assert sample(text, "argus_ray_api_call_duration_seconds_count", '{cluster="",operation="submit"}') == 1
     assert sample(text, "argus_admission_pass_seconds_count") >= 1
     assert 0 <= sample(text, "argus_task_watch_age_seconds") < 300
     assert sample(text, "argus_queue_length") == 0
     assert sample(text, "argus_submit_latency_seconds_count") >= 1
-    assert sample(text, "argus_ray_api_calls_total", '{operation="submit",cluster=""}') == 1
-    assert sample(text, "argus_ray_api_calls_total", '{operation="status",cluster=""}') >= 1
-    assert sample(text, "argus_ray_api_calls_total", '{operation="nodes",cluster=""}') >= 1
+    assert sample(text, "argus_ray_api_calls_total", '{cluster="",operation="submit"}') == 1
+    assert sample(text, "argus_ray_api_calls_total", '{cluster="",operation="status"}') >= 1
+    assert sample(text, "argus_ray_api_calls_total", '{cluster="",operation="nodes"}') >= 1
     assert sample(text, "argus_reconcile_errors_total") == 0
     assert sample(text, "argus_ray_jobs_lost_total") == 0
     for operation in ("nodes", "submit", "status", "stop", "logs"):  # exported at 0 for alerts
-        assert sample(text, "argus_ray_api_errors_total", f'{{operation="{operation}",cluster=""}}') == 0
+        assert sample(text, "argus_ray_api_errors_total", f'{{cluster="",operation="{operation}"}}') == 0
     for phase in ("Queued", "Submitted", "Running", "Failed", "Stopped", "Rejected"):
         assert sample(text, "argus_tasks", f'{{phase="{phase}"}}') is not None
 
@@ -77,5 +77,5 @@ def test_progress_from_the_log_file_opens_no_ray_log_stream(control_plane, ray_c
     assert status["phase"] == "Succeeded", status
     assert status["progress"]["step"] == 5 and status["progress"]["totalSteps"] == 5, status
     text = scrape(port)
-    assert sample(text, "argus_ray_api_calls_total", '{operation="logs",cluster=""}') == 0, text
-    assert sample(text, "argus_ray_api_calls_total", '{operation="submit",cluster=""}') == 1
+    assert sample(text, "argus_ray_api_calls_total", '{cluster="",operation="logs"}') == 0, text
+    assert sample(text, "argus_ray_api_calls_total", '{cluster="",operation="submit"}') == 1
