@@ -232,12 +232,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def _argus_cluster(args: argparse.Namespace, config: Any) -> tuple[str, Any, str | None]:
     """``--cluster``: the ArgusCluster's address, the platform as its jobs see it (its root,
     verl snapshot and worker resource), and its token (from its Secret in --secrets-namespace)."""
-    import base64
-    import dataclasses
-
     from kubernetes.client.exceptions import ApiException
 
-    from .adapters.kube import api_error
+    from .adapters.kube import api_error, secret_key
     from .core.clusters import CLUSTER_PLURAL, InvalidCluster, parse_cluster
     from .core.spec import GROUP, VERSION
     client = load_kube(args.kubeconfig, args.context)
@@ -247,8 +244,7 @@ def _argus_cluster(args: argparse.Namespace, config: Any) -> tuple[str, Any, str
         raise ClusterError(f"--cluster {args.cluster}: {api_error(exc)}") from None
     except InvalidCluster as exc:
         raise ClusterError(str(exc)) from None
-    config = dataclasses.replace(config, root=cluster.root or config.root, verl_code_path=cluster.verl_code_path or config.verl_code_path,
-                                 worker_resource=cluster.worker_resource or config.worker_resource)
+    config = cluster.platform(config)
     token = None
     if cluster.token_secret is not None:
         ref = cluster.token_secret
@@ -257,8 +253,7 @@ def _argus_cluster(args: argparse.Namespace, config: Any) -> tuple[str, Any, str
         except ApiException as exc:
             raise ClusterError(f"the token of ArgusCluster {args.cluster} (Secret {args.secrets_namespace}/{ref.name}): {api_error(exc)}; "
                                "--secrets-namespace names the operator's namespace") from None
-        raw = (secret.data or {}).get(ref.key)
-        token = base64.b64decode(raw).decode("utf-8", errors="replace").strip() if raw else None
+        token = secret_key(secret, ref.key)
         if not token:
             raise ClusterError(f"Secret {args.secrets_namespace}/{ref.name} has no key {ref.key} (the token of ArgusCluster {args.cluster})")
     return cluster.address, config, token

@@ -27,6 +27,14 @@ JSON_PATCH = "application/json-patch+json"
 REQUEST_TIMEOUT = 30
 
 
+def secret_key(secret: Any, key: str) -> str | None:
+    """A V1Secret's key, decoded and stripped (None: no such key, or empty)."""
+    import base64
+    raw = (secret.data or {}).get(key)
+    value = base64.b64decode(raw).decode("utf-8", errors="replace").strip() if raw else ""
+    return value or None
+
+
 class KubeConfigError(Exception):
     """No usable credentials."""
 
@@ -262,8 +270,4 @@ class KubeClusterStore:
     async def secret_value(self, namespace: str, name: str, key: str) -> str | None:
         """A Secret's key, decoded (None: no such key, or empty). Raises ApiException (404
         included: a missing Secret is the admin's to fix, and the message says which)."""
-        import base64
-        secret = await self._run(self.core.read_namespaced_secret, name, namespace, _request_timeout=REQUEST_TIMEOUT)
-        raw = (secret.data or {}).get(key)
-        value = base64.b64decode(raw).decode("utf-8", errors="replace").strip() if raw else ""
-        return value or None
+        return secret_key(await self._run(self.core.read_namespaced_secret, name, namespace, _request_timeout=REQUEST_TIMEOUT), key)

@@ -81,7 +81,6 @@ class Cluster:
     config: ClusterConfig
     ray: RayJobs
     nodes: NodeCache
-    token: str | None = None
     token_read_at: float | None = None
     token_problem: str | None = None
     finalizers: tuple[str, ...] = ()
@@ -109,7 +108,6 @@ class Fleet:
         self._problems: dict[str, str] = {}  # what was said about each object, said again only when it changes
         self._missing: dict[str, MissingCluster] = {}
         self._tokens: dict[str, dict[str, str | None]] = {}  # each cluster's token, as its client reads it
-        self.listed = store is None  # whether the ArgusClusters were read at least once
 
     def _node_cache(self, ray: RayJobs, config: ClusterConfig) -> NodeCache:
         return NodeCache(ray, config.worker_resource or self.default_worker_resource, self.poll_interval, self.monotonic)
@@ -130,7 +128,6 @@ class Fleet:
             self._say("list", f"cannot read the ArgusClusters: {api_error(exc)}; using the ones last read")
             return
         self._problems.pop("list", None)
-        self.listed = True
         seen: dict[str, Cluster] = {}
         for obj in objects:
             name = (obj.get("metadata") or {}).get("name") or ""

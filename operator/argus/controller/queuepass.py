@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 
 from ..core import lifecycle
 from ..core.clock import Clock
@@ -90,12 +89,7 @@ class QueuePass:
         """The platform configuration a task placed on ``cluster`` is planned with: its
         shared tree's root, verl snapshot and worker resource where its ArgusCluster says."""
         found = self.fleet.get(cluster)
-        if found is None or not cluster:
-            return self.platform
-        c = found.config
-        return replace(self.platform, root=c.root or self.platform.root,
-                       verl_code_path=c.verl_code_path or self.platform.verl_code_path,
-                       worker_resource=c.worker_resource or self.platform.worker_resource)
+        return self.platform if found is None or not cluster else found.config.platform(self.platform)
 
     async def _start(self, drafts: dict[Key, Draft], view: TaskView, cluster: str = "") -> None:
         """Submit an admitted task (under its lock: a cancel or delete may race it)."""

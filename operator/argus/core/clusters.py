@@ -19,14 +19,14 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from .spec import GROUP, Condition
+from .config import PlatformConfig
+from .spec import GROUP, Condition, _CamelModel, _StatusModel
 
 CLUSTER_KIND = "ArgusCluster"
 CLUSTER_PLURAL = "argusclusters"
@@ -43,14 +43,6 @@ PLACEMENT_ANNOTATION = f"{GROUP}/placement"
 # The cluster of --ray-address, when no ArgusCluster exists (status.cluster stays empty).
 IMPLICIT_CLUSTER = ""
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-
-
-class _CamelModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True)
-
-
-class _StatusModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", use_enum_values=True)
 
 
 class SelectorOperator(str, Enum):
@@ -169,6 +161,12 @@ class ClusterConfig:
     @property
     def accepting(self) -> bool:
         return not self.drain and not self.deleting
+
+    def platform(self, base: PlatformConfig) -> PlatformConfig:
+        """The platform configuration as this cluster's jobs see it: its shared tree's root,
+        verl snapshot and worker resource where it names them, the operator's otherwise."""
+        return replace(base, root=self.root or base.root, verl_code_path=self.verl_code_path or base.verl_code_path,
+                       worker_resource=self.worker_resource or base.worker_resource)
 
 
 class InvalidCluster(ValueError):

@@ -142,6 +142,32 @@ def _model_schema(model: type) -> dict[str, Any]:
     return _openapi(raw, raw.get("$defs", {}))
 
 
+def _status_schema(model: type) -> dict[str, Any]:
+    """A status subresource's schema: the operator's own record, conditions a map by type."""
+    status = _model_schema(model)
+    status["description"] = "Written by the Argus operator only."
+    conditions = status["properties"]["conditions"]
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    return status
+
+
+def _object_schema(kind: str, description: str, spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """The whole object's schema around its spec and status."""
+    return {
+        "type": "object",
+        "description": description,
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": f"APIVersion of this object: {API_VERSION}."},
+            "kind": {"type": "string", "description": f"Kind of this object: {kind}."},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+
+
 def argustask_crd() -> dict[str, Any]:
     spec = _crd_spec()
     return {
@@ -156,11 +182,7 @@ def _crd_spec() -> dict[str, Any]:
     spec = _model_schema(ArgusTaskSpec)
     spec["description"] = "What to train. Immutable after creation, except spec.cancel (false -> true)."
     spec["x-kubernetes-validations"] = [r.cel() for r in KIND_RULES] + change_rules_cel(spec["properties"], spec.get("required", []))
-    status = _model_schema(ArgusTaskStatus)
-    status["description"] = "Written by the Argus operator only."
-    conditions = status["properties"]["conditions"]
-    conditions["x-kubernetes-list-type"] = "map"
-    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    status = _status_schema(ArgusTaskStatus)
     status["properties"]["warnings"]["x-kubernetes-list-type"] = "atomic"
     # kopf keeps its handler progress here unless told otherwise; give it room so the API
     # server does not prune it.
@@ -169,18 +191,8 @@ def _crd_spec() -> dict[str, Any]:
         "x-kubernetes-preserve-unknown-fields": True,
         "description": "Bookkeeping of the kopf framework the operator is built on.",
     }
-    schema = {
-        "type": "object",
-        "description": f"{KIND} is one verl training run (PPO, GRPO or SFT) that Argus queues and runs on the shared Ray cluster.",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string", "description": "APIVersion of this object: argus.io/v1alpha1."},
-            "kind": {"type": "string", "description": "Kind of this object: ArgusTask."},
-            "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
-        },
-    }
+    schema = _object_schema(KIND, f"{KIND} is one verl training run (PPO, GRPO or SFT) that Argus queues and runs on the shared Ray cluster.",
+                            spec, status)
     columns = [
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
         {"name": "Workload", "type": "string", "jsonPath": ".spec.workload"},
@@ -225,23 +237,8 @@ def arguscluster_crd() -> dict[str, Any]:
     spec = _model_schema(ArgusClusterSpec)
     selector = spec["properties"]["namespaceSelector"]["properties"]["matchExpressions"]["items"]
     selector["x-kubernetes-validations"] = [{"rule": SELECTOR_VALUES_RULE[1], "message": SELECTOR_VALUES_RULE[0]}]
-    status = _model_schema(ArgusClusterStatus)
-    status["description"] = "Written by the Argus operator only."
-    conditions = status["properties"]["conditions"]
-    conditions["x-kubernetes-list-type"] = "map"
-    conditions["x-kubernetes-list-map-keys"] = ["type"]
-    schema = {
-        "type": "object",
-        "description": f"{CLUSTER_KIND} is one Ray cluster Argus places ArgusTasks on: its dashboard, who may use it, how many tasks it runs.",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string", "description": f"APIVersion of this object: {API_VERSION}."},
-            "kind": {"type": "string", "description": f"Kind of this object: {CLUSTER_KIND}."},
-            "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
-        },
-    }
+    schema = _object_schema(CLUSTER_KIND, f"{CLUSTER_KIND} is one Ray cluster Argus places ArgusTasks on: its dashboard, who may use it, "
+                            "how many tasks it runs.", spec, _status_schema(ArgusClusterStatus))
     reachable = '.status.conditions[?(@.type=="RayReachable")]'
     columns = [
         {"name": "Address", "type": "string", "jsonPath": ".spec.address"},
