@@ -11,9 +11,11 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
+from .core.clusters import DEFAULT_KUBERAY_URL
 from .core.vocabulary import is_active, spec_gpus
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -244,6 +246,8 @@ def _argus_cluster(args: argparse.Namespace, config: Any) -> tuple[str, Any, str
         raise ClusterError(f"--cluster {args.cluster}: {api_error(exc)}") from None
     except InvalidCluster as exc:
         raise ClusterError(str(exc)) from None
+    if cluster.ray_cluster_ref is not None:
+        cluster = replace(cluster, address=_raycluster_address(client, cluster.ray_cluster_ref, args.kuberay_dashboard_url))
     config = cluster.platform(config)
     token = None
     if cluster.token_secret is not None:
@@ -257,6 +261,47 @@ def _argus_cluster(args: argparse.Namespace, config: Any) -> tuple[str, Any, str
         if not token:
             raise ClusterError(f"Secret {args.secrets_namespace}/{ref.name} has no key {ref.key} (the token of ArgusCluster {args.cluster})")
     return cluster.address, config, token
+
+
+def _raycluster_address(client: Any, ref: Any, template: str) -> str:
+    """An ArgusCluster's rayClusterRef, resolved as the operator does (``controller.fleet``):
+    the RayCluster, its head Service, that Service's dashboard port."""
+    from kubernetes.client.exceptions import ApiException
+
+    from .adapters.kube import api_error
+    from .core.clusters import (
+        KUBERAY_GROUP,
+        KUBERAY_PLURAL,
+        KUBERAY_VERSION,
+        UnresolvedRef,
+        check_kuberay_url,
+        head_dashboard_address,
+        head_service_name,
+        missing_raycluster,
+    )
+    try:
+        check_kuberay_url(template)
+    except ValueError as exc:
+        raise ClusterError(str(exc)) from None
+
+    def read(call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise ClusterError(f"spec.rayClusterRef {ref}: {api_error(exc)}") from None
+    try:
+        raycluster = read(lambda: client.CustomObjectsApi().get_namespaced_custom_object(
+            KUBERAY_GROUP, KUBERAY_VERSION, ref.namespace, KUBERAY_PLURAL, ref.name))
+        if raycluster is None:
+            raise missing_raycluster(ref)
+        name = head_service_name(ref, raycluster)
+        found = read(lambda: client.CoreV1Api().read_namespaced_service(name, ref.namespace))
+        service = client.ApiClient().sanitize_for_serialization(found) if found is not None else None
+        return head_dashboard_address(ref, name, service, template)
+    except UnresolvedRef as exc:
+        raise ClusterError(str(exc)) from None
 
 
 def print_doctor(rows: list[Any], output: str) -> int:
@@ -290,6 +335,10 @@ def register_cluster_commands(sub: Any) -> None:
     p.add_argument("--secrets-namespace", default=os.environ.get("POD_NAMESPACE") or "argus-system",
                    help="with --cluster: the operator's namespace, where the ArgusClusters' token Secrets are (default "
                         "$POD_NAMESPACE or argus-system)")
+    p.add_argument("--kuberay-dashboard-url", default=os.environ.get("ARGUS_KUBERAY_DASHBOARD_URL") or DEFAULT_KUBERAY_URL,
+                   help="with --cluster, for an ArgusCluster with spec.rayClusterRef: how its head Service's dashboard is reached "
+                        "(fields {service}, {namespace}, {port}, {clusterIP}; default " + DEFAULT_KUBERAY_URL +
+                        "; from outside the cluster, e.g. through kubectl port-forward: http://127.0.0.1:{port})")
     p.add_argument("--kubeconfig", help="with --cluster: the kubeconfig to read it with")
     p.add_argument("--context", help="with --cluster: the kubeconfig context")
     add_platform_flags(p)

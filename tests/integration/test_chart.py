@@ -811,7 +811,11 @@ def test_clusters_schema_is_the_crds() -> None:
     props = dict(schema["properties"])
     name = props.pop("name")
     assert props == as_json_schema(spec["properties"])
-    assert schema["required"] == ["name", *spec["required"]] and schema["additionalProperties"] is False
+    assert schema["required"] == ["name", *spec.get("required", [])] and schema["additionalProperties"] is False
+    # The CRD's CEL rule (exactly one of address and rayClusterRef), as JSON Schema says it.
+    assert spec["x-kubernetes-validations"] == [{"rule": "has(self.address) != has(self.rayClusterRef)",
+                                                 "message": "exactly one of address and rayClusterRef must be set"}]
+    assert schema["oneOf"] == [{"required": ["address"]}, {"required": ["rayClusterRef"]}]
     assert (name["pattern"], name["maxLength"]) == (r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", 253)
 
 

@@ -307,6 +307,11 @@ class FakeCluster:
         self.clusters: dict[str, dict[str, Any]] = {}
         self.secrets: dict[tuple[str, str], dict[str, str]] = {}
         self.cluster_list_error: Exception | None = None
+        # KubeRay's RayClusters and the Services KubeRay makes: (namespace, name) -> object
+        self.rayclusters: dict[tuple[str, str], dict[str, Any]] = {}
+        self.services: dict[tuple[str, str], dict[str, Any]] = {}
+        self.ref_reads = 0           # RayCluster and Service reads made
+        self.ref_error: Exception | None = None  # raised by those reads while set
 
     # -- test helpers -------------------------------------------------------------------
     def onboard(self, namespace: str, user: str = "alice", labels: dict[str, str] | None = None) -> str:
@@ -474,6 +479,20 @@ class FakeCluster:
             from kubernetes.client.exceptions import ApiException
             raise ApiException(status=404, reason=f"secrets \"{name}\" not found")
         return self.secrets[(namespace, name)].get(key) or None
+
+    async def ray_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.ref_reads += 1
+        if self.ref_error is not None:
+            raise self.ref_error
+        found = self.rayclusters.get((namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    async def service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.ref_reads += 1
+        if self.ref_error is not None:
+            raise self.ref_error
+        found = self.services.get((namespace, name))
+        return copy.deepcopy(found) if found is not None else None
 
     async def crd_annotations(self, name: str) -> dict[str, str] | None:
         if self.crd_error is not None:

@@ -41,6 +41,7 @@ class Fleet:
         self.gpus = gpus
         self.rays: dict[str, FakeRay] = {}
         self.tokens: dict[str, Callable[[], str | None]] = {}
+        self.connected: list[tuple[str, str]] = []  # (cluster, address) of every client made
         self.config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=max_running,
                                      poll_interval=2.0)
         self.loop = asyncio.new_event_loop()
@@ -51,6 +52,7 @@ class Fleet:
         ray = self.rays.get(config.name) or FakeRay(self.clock, worker_gpus=self.gpus[config.name])
         self.rays[config.name] = ray
         self.tokens[config.name] = token
+        self.connected.append((config.name, config.address))
         return ray
 
     def make(self) -> Reconciler:
@@ -207,6 +209,102 @@ def test_an_unreachable_cluster_shows_on_its_status_and_holds_only_its_own_tasks
     assert f.status(free)["cluster"] == "b"
     conditions = {c["type"]: c for c in f.api.clusters["a"]["status"]["conditions"]}
     assert (conditions["RayReachable"]["status"], conditions["RayReachable"]["reason"]) == ("False", "RayUnreachable")
+
+
+def kuberay(f: Fleet, dashboard_port: int = 8265, *, service_name: str | None = "gpu-head-svc") -> None:
+    """A RayCluster ray/gpu as KubeRay keeps it, and its head Service."""
+    status = {"head": {"serviceName": service_name}} if service_name else {}
+    f.api.rayclusters[("ray", "gpu")] = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "gpu", "namespace": "ray"},
+                                         "status": {"state": "ready", **status}}
+    f.api.services[("ray", "gpu-head-svc")] = {"metadata": {"name": "gpu-head-svc", "namespace": "ray"}, "spec": {
+        "clusterIP": "10.96.0.9", "ports": [{"name": "client", "port": 10001}, {"name": "dashboard", "port": dashboard_port}]}}
+
+
+def test_a_raycluster_ref_is_reached_through_its_head_service_and_followed(made: list[Fleet]) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from argus.controller.fleet import REF_REREAD_SECONDS
+    f = fleet_of(made, gpus={"k": 4})
+    kuberay(f)
+    f.api.add_cluster("k", rayClusterRef={"name": "gpu", "namespace": "ray"})
+    key = f.api.create("t", spec(2))
+    f.tick()
+    f.tick()
+    url = "http://gpu-head-svc.ray.svc.cluster.local:8265"
+    assert f.connected == [("k", url)]
+    assert (f.status(key)["cluster"], f.status(key)["rayJob"]["dashboardUrl"]) == ("k", url)
+    status = f.api.clusters["k"]["status"]
+    assert status["address"] == url and next(c for c in status["conditions"] if c["type"] == "RayReachable")["status"] == "True"
+    # While its Ray answers, the reference is read again only every REF_REREAD_SECONDS.
+    reads = f.api.ref_reads
+    assert reads == 2  # the RayCluster and its Service
+    for _ in range(int(REF_REREAD_SECONDS // 2) - 2):
+        f.tick()
+    assert f.api.ref_reads == reads
+    # KubeRay's head Service moves to another port: followed, with a new client.
+    kuberay(f, 8266)
+    for _ in range(3):
+        f.tick()
+    assert f.connected[-1] == ("k", "http://gpu-head-svc.ray.svc.cluster.local:8266")
+    # The API server cannot be read: the address last read is kept (no new client).
+    f.api.ref_error = ApiException(status=500, reason="etcdserver: leader changed")
+    made_before = len(f.connected)
+    for _ in range(int(REF_REREAD_SECONDS // 2) + 2):
+        f.tick()
+    assert len(f.connected) == made_before and f.api.clusters["k"]["status"]["address"].endswith(":8266")
+    f.api.ref_error = None
+    # The RayCluster is deleted: the cluster says why, and its task's Ray calls fail as unreachable.
+    del f.api.rayclusters[("ray", "gpu")]
+    for _ in range(int(REF_REREAD_SECONDS // 2) + 2):
+        f.tick()
+    reachable = next(c for c in f.api.clusters["k"]["status"]["conditions"] if c["type"] == "RayReachable")
+    assert (reachable["status"], reachable["reason"]) == ("False", "RayClusterRefUnresolved")
+    assert reachable["message"] == "spec.rayClusterRef: RayCluster ray/gpu does not exist (KubeRay's ray.io/v1)"
+    assert "address" not in f.api.clusters["k"]["status"]
+    task_reachable = next(c for c in f.status(key)["conditions"] if c["type"] == "RayReachable")
+    assert (task_reachable["status"], task_reachable["message"]) == ("False", reachable["message"])
+    assert f.status(key)["phase"] == "Submitted" and f.status(key)["rayUnreachableSince"]  # the outage grace counts
+    # Back, as KubeRay makes it again: read at the next pass (unresolved: read at every one).
+    kuberay(f)
+    f.tick()
+    f.tick()
+    assert f.connected[-1] == ("k", url)
+    assert next(c for c in f.api.clusters["k"]["status"]["conditions"] if c["type"] == "RayReachable")["status"] == "True"
+
+
+@pytest.mark.parametrize(("service_name", "port_name", "words"), [
+    (None, "dashboard", None),  # status names no Service: <name>-head-svc
+    ("other-svc", "dashboard", "its head Service ray/other-svc does not exist"),
+    ("gpu-head-svc", "dash", "has no port named dashboard"),
+])
+def test_a_raycluster_ref_without_a_usable_head_service_holds_its_tasks(made: list[Fleet], service_name: str | None, port_name: str,
+                                                                        words: str | None) -> None:
+    f = fleet_of(made, gpus={"k": 4})
+    kuberay(f, service_name=service_name)
+    f.api.services[("ray", "gpu-head-svc")]["spec"]["ports"][1]["name"] = port_name
+    f.api.add_cluster("k", rayClusterRef={"name": "gpu", "namespace": "ray"})
+    key = f.api.create("t", spec())
+    f.tick()
+    f.tick()
+    reachable = next(c for c in f.api.clusters["k"]["status"]["conditions"] if c["type"] == "RayReachable")
+    if words is None:
+        assert reachable["status"] == "True" and f.status(key)["cluster"] == "k"
+        return
+    assert (reachable["status"], reachable["reason"]) == ("False", "RayClusterRefUnresolved") and words in reachable["message"]
+    assert f.connected == [] and f.status(key)["phase"] == "Queued"
+
+
+def test_the_doctor_verdict_shows_in_the_clusters_status(made: list[Fleet]) -> None:
+    from argus.core.clusters import doctor_summary
+    from argus.core.doctor import Check, Row, Status
+    f = fleet_of(made, gpus={"a": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    f.tick()
+    assert "doctor" not in f.api.clusters["a"]["status"]
+    f.reconciler.doctor_verdicts["a"] = doctor_summary([Row("w1", Check.python3, Status.fail, "no python3")], "2026-12-05T10:00:00Z")
+    f.tick()
+    assert f.api.clusters["a"]["status"]["doctor"] == {"checkedAt": "2026-12-05T10:00:00Z", "verdict": "Failed", "failed": 1,
+                                                       "warnings": 0, "message": "w1 python3: no python3"}
 
 
 def test_a_clusters_token_comes_from_its_secret(made: list[Fleet]) -> None:

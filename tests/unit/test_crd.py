@@ -277,6 +277,7 @@ def test_cel_and_python_renderings_of_the_rules_agree(spec_schema: dict[str, Any
 # --- ArgusCluster -------------------------------------------------------------------------
 
 def test_arguscluster_crd_is_committed_cluster_scoped_and_reports_itself() -> None:
+    from argus.core.clusters import ADDRESS_OR_REF_RULE
     from argus.core.crd import arguscluster_crd
     crd = arguscluster_crd()
     committed = REPO / "crds" / "argus.io_argusclusters.yaml"
@@ -289,7 +290,9 @@ def test_arguscluster_crd_is_committed_cluster_scoped_and_reports_itself() -> No
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns["Reachable"] == '.status.conditions[?(@.type=="RayReachable")].status'
     schema = version["schema"]["openAPIV3Schema"]
-    assert schema["properties"]["spec"]["required"] == ["address"]
+    assert "required" not in schema["properties"]["spec"]  # address or rayClusterRef: the CEL rule below
+    assert schema["properties"]["spec"]["x-kubernetes-validations"] == [{"rule": ADDRESS_OR_REF_RULE[1], "message": ADDRESS_OR_REF_RULE[0]}]
+    assert columns["Address"] == ".status.address" and columns["Doctor"] == ".status.doctor.verdict"
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
 

@@ -325,14 +325,60 @@ def test_the_operators_loop_sets_the_gauge_posts_an_event_and_logs(caplog: pytes
     loop = DoctorLoop(doctor, 3600, leads=lambda: True, observe=metrics.observe_doctor, post_event=post, monotonic=clock.monotonic)
     asyncio.run(loop.run_once())
     node = "w10000000000 (10.0.0.7)"
-    assert metrics.registry.get_sample_value("argus_cluster_ready", {"node": node, "check": "python3"}) == 1
+    assert metrics.registry.get_sample_value("argus_cluster_ready", {"node": node, "check": "python3", "cluster": ""}) == 1
     assert events[-1][:2] == ("Normal", "ClusterReady") and "every check passed on 1 worker node(s)" in events[-1][2]
     ray.probe_answer = lambda probe, n: ("SUCCEEDED", REPORT_MARKER + json.dumps(report(python=None)) + "\n")
     asyncio.run(loop.run_once())
-    assert metrics.registry.get_sample_value("argus_cluster_ready", {"node": node, "check": "python3"}) == 0
-    assert metrics.registry.get_sample_value("argus_cluster_ready", {"node": node, "check": "verl-snapshot"}) is None  # not checked: absent
+    assert metrics.registry.get_sample_value("argus_cluster_ready", {"node": node, "check": "python3", "cluster": ""}) == 0
+    assert metrics.registry.get_sample_value("argus_cluster_ready", {"node": node, "check": "verl-snapshot", "cluster": ""}) is None  # not checked: absent
     assert events[-1][:2] == ("Warning", "ClusterNotReady") and f"{node} python3: no python3" in events[-1][2]
     assert any("argus doctor:" in r.message and "python3 fail" in r.message and "fix: " in r.message for r in caplog.records)
+
+
+def test_with_argus_clusters_the_loop_checks_each_and_keeps_its_verdict_for_the_status() -> None:
+    """Each ArgusCluster is checked with its own Doctor; its verdict is kept for its status and
+    its gauge series carry its name; --ray-address is not checked while ArgusClusters exist,
+    and a cluster that is gone loses its verdict and its series."""
+    from argus.controller.doctor import DoctorLoop
+    from argus.controller.metrics import Metrics
+    from argus.core.clusters import DoctorVerdict
+    _, clock, implicit = fake_world()
+    good_ray, _, good = fake_world()
+    bad_ray, _, bad = fake_world(lambda probe, n: ("SUCCEEDED", REPORT_MARKER + json.dumps(report(python=None)) + "\n"))
+    metrics = Metrics(clock)
+    verdicts: dict[str, Any] = {}
+    clusters = {"gpu-a": good, "gpu-b": bad}
+    events: list[tuple[str, str, str]] = []
+
+    async def named() -> list[tuple[str, Doctor]]:
+        return list(clusters.items())
+
+    async def post(type_: str, reason: str, message: str) -> None:
+        events.append((type_, reason, message))
+
+    loop = DoctorLoop(implicit, 3600, leads=lambda: True, observe=metrics.observe_doctor, post_event=post, monotonic=clock.monotonic,
+                      named=named, verdicts=verdicts, now=lambda: "2026-12-05T10:00:00Z", forget=metrics.forget_doctor)
+    asyncio.run(loop.run_once())
+    node = "w10000000000 (10.0.0.7)"
+    assert verdicts["gpu-a"].verdict == DoctorVerdict.Passed and verdicts["gpu-a"].failed == 0
+    assert verdicts["gpu-a"].checked_at == "2026-12-05T10:00:00Z"
+    assert verdicts["gpu-b"].verdict == DoctorVerdict.Failed and verdicts["gpu-b"].failed == 1
+    assert f"{node} python3: no python3" in verdicts["gpu-b"].message
+    ready = metrics.registry.get_sample_value
+    assert ready("argus_cluster_ready", {"node": node, "check": "python3", "cluster": "gpu-a"}) == 1
+    assert ready("argus_cluster_ready", {"node": node, "check": "python3", "cluster": "gpu-b"}) == 0
+    assert ready("argus_cluster_ready", {"node": node, "check": "python3", "cluster": ""}) is None  # --ray-address: not checked
+    assert [e[1] for e in events] == ["ClusterReady", "ClusterNotReady"] and events[1][2].startswith("ArgusCluster gpu-b: 1 check(s) failed")
+    assert good_ray.probes and bad_ray.probes
+    del clusters["gpu-b"]  # deleted
+    asyncio.run(loop.run_once())
+    assert set(verdicts) == {"gpu-a"}
+    assert ready("argus_cluster_ready", {"node": node, "check": "python3", "cluster": "gpu-b"}) is None
+    assert ready("argus_cluster_checked_timestamp_seconds", {"cluster": "gpu-b"}) is None
+    clusters.clear()  # none left: --ray-address is checked again, as before any ArgusCluster
+    asyncio.run(loop.run_once())
+    assert verdicts == {} and ready("argus_cluster_ready", {"node": node, "check": "python3", "cluster": ""}) == 1
+    assert ready("argus_cluster_ready", {"node": node, "check": "python3", "cluster": "gpu-a"}) is None
 
 
 def test_the_operators_loop_runs_when_it_leads_and_then_every_interval() -> None:
@@ -349,7 +395,7 @@ def test_the_operators_loop_runs_when_it_leads_and_then_every_interval() -> None
         if clock.mono > 1030 + 2 * 3600 + 10 + 6 + 5:
             raise asyncio.CancelledError
 
-    loop = DoctorLoop(doctor, 3600, leads=lambda: leading["now"], observe=lambda rows: runs.append(clock.mono), post_event=None,
+    loop = DoctorLoop(doctor, 3600, leads=lambda: leading["now"], observe=lambda rows, cluster: runs.append(clock.mono), post_event=None,
                       sleep=sleep, monotonic=clock.monotonic)
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(loop.run())

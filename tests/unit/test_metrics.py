@@ -39,8 +39,8 @@ EXPECTED = {
     "argus_leader": ("gauge", ()),
     "argus_build_info": ("gauge", ("version", "python")),
     "argus_task_watch_age_seconds": ("gauge", ()),
-    "argus_cluster_ready": ("gauge", ("node", "check")),
-    "argus_cluster_checked_timestamp_seconds": ("gauge", ()),
+    "argus_cluster_ready": ("gauge", ("node", "check", "cluster")),
+    "argus_cluster_checked_timestamp_seconds": ("gauge", ("cluster",)),
     "argus_crd_stale": ("gauge", ()),
     "argus_user_gpus_in_use": ("gauge", ("user",)),
     "argus_user_tasks_queued": ("gauge", ("user",)),
@@ -178,7 +178,7 @@ def test_times_come_from_the_clock_it_is_handed() -> None:
     metrics.observe_submit_latency("2026-12-03T08:00:00Z")  # FakeClock starts there; two minutes on
     assert value(metrics, "argus_submit_latency_seconds_sum") == 120
     metrics.observe_doctor([])
-    assert value(metrics, "argus_cluster_checked_timestamp_seconds") == clock.now().timestamp()
+    assert value(metrics, "argus_cluster_checked_timestamp_seconds", cluster="") == clock.now().timestamp()
 
 
 def test_docs_table_lists_every_metric_with_its_type_and_labels() -> None:

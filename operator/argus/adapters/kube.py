@@ -271,3 +271,27 @@ class KubeClusterStore:
         """A Secret's key, decoded (None: no such key, or empty). Raises ApiException (404
         included: a missing Secret is the admin's to fix, and the message says which)."""
         return secret_key(await self._run(self.core.read_namespaced_secret, name, namespace, _request_timeout=REQUEST_TIMEOUT), key)
+
+    async def ray_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """KubeRay's RayCluster (ray.io/v1); None: there is none (or KubeRay's CRD is not installed)."""
+        from kubernetes.client.exceptions import ApiException
+
+        from ..core.clusters import KUBERAY_GROUP, KUBERAY_PLURAL, KUBERAY_VERSION
+        try:
+            return dict(await self._run(self.custom.get_namespaced_custom_object, KUBERAY_GROUP, KUBERAY_VERSION, namespace,
+                                        KUBERAY_PLURAL, name, _request_timeout=REQUEST_TIMEOUT))
+        except ApiException as exc:
+            if self._gone(exc):
+                return None
+            raise
+
+    async def service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Service, as JSON (camelCase); None: there is none."""
+        from kubernetes.client.exceptions import ApiException
+        try:
+            found = await self._run(self.core.read_namespaced_service, name, namespace, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as exc:
+            if self._gone(exc):
+                return None
+            raise
+        return dict(self.core.api_client.sanitize_for_serialization(found))

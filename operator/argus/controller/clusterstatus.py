@@ -1,6 +1,6 @@
 """The ArgusClusters' side of a tick, as the leader: each one's status (``core.clusters.
-cluster_status``: reachable or not, Ray version, worker nodes, GPUs, running and queued
-tasks), written at most once per poll interval and only when it changed; and its finalizer.
+cluster_status``: reachable or not, the address used, Ray version, worker nodes, GPUs, running
+and queued tasks, argus doctor's last verdict), written at most once per poll interval and only when it changed; and its finalizer.
 
 The finalizer (``CLUSTER_FINALIZER``) is on an ArgusCluster while tasks are on it (admitted
 there and not ended): deleting it then waits, its Deleting condition naming the tasks, and
@@ -11,11 +11,11 @@ object. An idle cluster is deleted at once, and uninstalling Argus never leaves 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..adapters.kube import api_error
 from ..core.clock import Clock
-from ..core.clusters import CLUSTER_FINALIZER, ArgusClusterStatus, ClusterReport, cluster_status
+from ..core.clusters import CLUSTER_FINALIZER, REF_UNRESOLVED, ArgusClusterStatus, ClusterDoctor, ClusterReport, cluster_status
 from ..core.queue import Claim, free_per_node
 from ..core.times import format_time
 from ..core.vocabulary import END_PHASES
@@ -30,8 +30,10 @@ _ENDED = frozenset(p.value for p in END_PHASES)
 
 
 class ClusterReports:
-    def __init__(self, fleet: Fleet, store: ClusterStore, clock: Clock, poll_interval: float):
+    def __init__(self, fleet: Fleet, store: ClusterStore, clock: Clock, poll_interval: float,
+                 doctor: Mapping[str, ClusterDoctor] | None = None):
         self.fleet = fleet
+        self.doctor = doctor if doctor is not None else {}  # argus doctor's last verdict per cluster
         self.store = store
         self.clock = clock
         self.poll_interval = poll_interval
@@ -86,8 +88,9 @@ class ClusterReports:
     async def _status(self, cluster: Cluster, on_it: list[TaskView], queued: int, claims: list[Claim]) -> None:
         capacity, error = await cluster.nodes.capacity()
         version = await self._version(cluster, error is None)
+        reason = REF_UNRESOLVED if cluster.unresolved is not None else str(cluster.nodes.error_reason)
         report = ClusterReport(
-            error=error, error_reason=str(cluster.nodes.error_reason), version=version,
+            error=cluster.unresolved or error, error_reason=reason, version=version, doctor=self.doctor.get(cluster.name),
             worker_nodes=len(capacity.workers) if capacity is not None else None,
             gpus=capacity.total_gpus if capacity is not None else None,
             free_gpus=sum(free_per_node(capacity, claims)) if capacity is not None else None,
@@ -100,8 +103,12 @@ class ClusterReports:
         status = cluster_status(previous, report, address=cluster.config.address, now=format_time(self.clock.now()),
                                 generation=cluster.config.generation)
         document = status.model_dump(by_alias=True, exclude_none=True, mode="json")
-        if document != previous.model_dump(by_alias=True, exclude_none=True, mode="json"):
-            if await self.store.patch_cluster_status(cluster.name, document):
+        before = previous.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if document != before:
+            # A merge patch: a field that went (the address of a reference that no longer
+            # resolves) is removed by naming it with null.
+            patch = {**document, **{k: None for k in before if k not in document}}
+            if await self.store.patch_cluster_status(cluster.name, patch):
                 cluster.status = document
 
     async def _version(self, cluster: Cluster, reachable: bool) -> str | None:

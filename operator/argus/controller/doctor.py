@@ -1,6 +1,6 @@
 """Running ``argus doctor`` against a Ray cluster: the Ray calls around the pure checks of
 ``core.doctor``. Shared by the CLI (``argus doctor``) and the operator (at start and every
-``--doctor-interval``).
+``--doctor-interval``, on each ArgusCluster: ``DoctorLoop``).
 
 For each alive non-head node, one probe job pinned to it, all at once: submitted, followed
 until it ends (or stopped when it has not started within ``start_timeout`` or not ended
@@ -16,6 +16,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 
+from ..core.clusters import IMPLICIT_CLUSTER, ClusterDoctor, DoctorVerdict, doctor_summary
 from ..core.doctor import (
     CLUSTER,
     Check,
@@ -134,15 +135,25 @@ class Doctor:
             await removals.check()
 
 
+# The ArgusClusters to check, each with its Doctor (its client, and the platform as its jobs see it).
+NamedDoctors = Callable[[], Awaitable[list[tuple[str, Doctor]]]]
+
+
 class DoctorLoop:
     """The operator's ``argus doctor``: at start and every ``interval`` seconds (while this
-    replica leads), the rows go to the log (one line per failure or warning, with its fix),
-    to ``observe`` (the ``argus_cluster_ready`` gauge) and, as one Event, to ``post_event``
-    (on the leader Lease: ``kubectl describe lease``)."""
+    replica leads). It checks the ArgusClusters, each with its own client and platform
+    (``named``), or, while there is none, the cluster of --ray-address (``doctor``), as Argus
+    places tasks on the one or the others. Each cluster's rows go to the log (one line per
+    failure or warning, with its fix), to ``observe`` (the ``argus_cluster_ready`` gauge,
+    under the cluster's name) and, as one Event, to ``post_event`` (on the leader Lease:
+    ``kubectl describe lease``); an ArgusCluster's verdict also goes to ``verdicts``, which
+    its status shows (``controller.clusterstatus``)."""
 
     def __init__(self, doctor: Doctor, interval: float, *, leads: Callable[[], bool],
-                 observe: Callable[[list[Row]], None], post_event: Callable[[str, str, str], Awaitable[None]] | None,
-                 monotonic: Callable[[], float], sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+                 observe: Callable[[list[Row], str], None], post_event: Callable[[str, str, str], Awaitable[None]] | None,
+                 monotonic: Callable[[], float], sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 named: NamedDoctors | None = None, verdicts: dict[str, ClusterDoctor] | None = None,
+                 now: Callable[[], str] | None = None, forget: Callable[[set[str]], None] | None = None):
         self.doctor = doctor
         self.monotonic = monotonic
         self.interval = interval
@@ -150,27 +161,50 @@ class DoctorLoop:
         self.observe = observe
         self.post_event = post_event
         self.sleep = sleep
+        self.named = named
+        self.verdicts = verdicts if verdicts is not None else {}
+        self.now = now
+        self.forget = forget  # the metric series of clusters no longer checked
         self.last: list[Row] | None = None
+        self._checked: set[str] = set()
 
     async def run_once(self) -> list[Row]:
-        rows = await self.doctor.run()
-        self.last = rows
-        self.observe(rows)
-        bad = [r for r in rows if r.status in (Status.fail, Status.warn)]
-        for r in bad:
-            level = logging.WARNING if r.status is Status.fail else logging.INFO
-            log.log(level, "argus doctor: %s %s %s: %s%s", r.node, r.check.value, r.status.value, r.detail, f" (fix: {r.fix})" if r.fix else "")
-        failing = [r for r in rows if r.status is Status.fail]
-        probed = len({r.node for r in rows if r.check is Check.probe})
+        """Every cluster's checks; the rows of the last one checked."""
+        named = await self.named() if self.named is not None else []
+        targets = named or [(IMPLICIT_CLUSTER, self.doctor)]
+        checking = {name for name, _ in targets}
+        for name in set(self.verdicts) - checking:
+            del self.verdicts[name]  # an ArgusCluster that is gone
+        if self.forget is not None and self._checked - checking:
+            self.forget(self._checked - checking)
+        self._checked = checking
+        for name, doctor in targets:
+            rows = await doctor.run()
+            self.last = rows
+            await self._report(name, rows)
+        return self.last or []
+
+    async def _report(self, cluster: str, rows: list[Row]) -> None:
+        self.observe(rows, cluster)
+        where = f"ArgusCluster {cluster}: " if cluster else ""
+        verdict = doctor_summary(rows, self.now() if self.now is not None else "")
+        if cluster and self.now is not None:
+            self.verdicts[cluster] = verdict
+        for r in rows:
+            if r.status in (Status.fail, Status.warn):
+                level = logging.WARNING if r.status is Status.fail else logging.INFO
+                log.log(level, "argus doctor: %s%s %s %s: %s%s", where, r.node, r.check.value, r.status.value, r.detail,
+                        f" (fix: {r.fix})" if r.fix else "")
+        failing = verdict.verdict == DoctorVerdict.Failed
         if failing:
-            message = f"{len(failing)} check(s) failed on the Ray cluster: " + "; ".join(f"{r.node} {r.check.value}: {r.detail}" for r in failing)
-            log.warning("argus doctor: %d check(s) failed (argus doctor shows each with its fix)", len(failing))
+            message = f"{where}{verdict.failed} check(s) failed on the Ray cluster: {verdict.message}"
+            log.warning("argus doctor: %s%d check(s) failed (argus doctor shows each with its fix)", where, verdict.failed)
         else:
-            message = f"every check passed on {probed} worker node(s)" + (f" ({len(bad)} warning(s))" if bad else "")
+            message = where + (verdict.message if verdict.verdict == DoctorVerdict.Passed else
+                               f"no check failed ({verdict.warnings} warning(s)): {verdict.message}")
             log.info("argus doctor: %s", message)
         if self.post_event is not None:
             await self.post_event("Warning" if failing else "Normal", "ClusterNotReady" if failing else "ClusterReady", message)
-        return rows
 
     async def run(self, look_every: float = 10.0) -> None:
         """At once when this replica leads (at start, or when it takes over), then every

@@ -9,6 +9,14 @@ before the first ArgusCluster was created. A name that no ArgusCluster has (any 
 client that answers every call with ``RayUnreachable`` naming the missing cluster, so its
 tasks take the outage path (grace, then Failed/RayUnreachable), never a crash.
 
+An ArgusCluster with ``spec.rayClusterRef`` (a KubeRay RayCluster) has its address read from
+the RayCluster's head Service (``core.clusters.head_dashboard_address``, reached as
+``--kuberay-dashboard-url`` says), at most every ``REF_REREAD_SECONDS`` while its Ray answers and
+at every read of the clusters while it does not (a head Service that moved is followed within
+a poll interval). While the RayCluster or its head Service does not exist, the cluster's
+client answers every call with ``RayUnreachable`` saying so, and its status says it
+(``REF_UNRESOLVED``); when the API server cannot be read, the address last read is kept.
+
 A cluster's token comes from the Secret its ``spec.tokenSecret`` names, in the operator's
 namespace, read when the cluster is first seen, again after Ray refused it, and at least
 every ``TOKEN_REREAD_SECONDS`` (a rotated Secret counts without a restart).
@@ -18,10 +26,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..adapters.kube import api_error
-from ..core.clusters import IMPLICIT_CLUSTER, ClusterConfig, InvalidCluster, parse_cluster, preference_order
+from ..core.clusters import (
+    DEFAULT_KUBERAY_URL,
+    IMPLICIT_CLUSTER,
+    ClusterConfig,
+    InvalidCluster,
+    UnresolvedRef,
+    head_dashboard_address,
+    head_service_name,
+    missing_raycluster,
+    parse_cluster,
+    preference_order,
+)
 from ..core.doctor import ProbeJob
 from ..core.plan import SubmissionPlan
 from ..core.rayjobs import PlacementGroup, RayJob, RayNode, RayUnreachable
@@ -31,16 +50,18 @@ from .view import TaskView
 
 log = logging.getLogger(__name__)
 TOKEN_REREAD_SECONDS = 300.0
+REF_REREAD_SECONDS = 30.0
 
 # connect(config, token) -> a Ray client for the cluster; token() is the cluster's token now.
 Connect = Callable[[ClusterConfig, Callable[[], str | None]], RayJobs]
 
 
-class MissingCluster:
-    """The Ray client of a cluster no ArgusCluster names: every call is ``RayUnreachable``."""
+class NoRay:
+    """The Ray client of a cluster that cannot be asked (no ArgusCluster of that name, or its
+    rayClusterRef names no head Service): every call is ``RayUnreachable`` saying why."""
 
-    def __init__(self, name: str):
-        self.why = f"no ArgusCluster named {name} exists (deleted, or never created): its Ray cannot be asked"
+    def __init__(self, why: str):
+        self.why = why
 
     async def submit(self, plan: SubmissionPlan) -> bool:
         raise RayUnreachable(self.why)
@@ -83,6 +104,8 @@ class Cluster:
     nodes: NodeCache
     token_read_at: float | None = None
     token_problem: str | None = None
+    unresolved: str | None = None  # why its rayClusterRef gives no address (its client is a NoRay then)
+    resolved_at: float | None = None  # when its rayClusterRef was last read
     finalizers: tuple[str, ...] = ()
     status: dict[str, object] = field(default_factory=dict)  # the object's status as last read
 
@@ -93,7 +116,8 @@ class Cluster:
 
 class Fleet:
     def __init__(self, implicit: RayJobs, implicit_config: ClusterConfig, *, poll_interval: float, monotonic: Callable[[], float],
-                 store: ClusterStore | None = None, connect: Connect | None = None, token_namespace: str | None = None):
+                 store: ClusterStore | None = None, connect: Connect | None = None, token_namespace: str | None = None,
+                 kuberay_url: str = DEFAULT_KUBERAY_URL):
         assert implicit_config.worker_resource, "the implicit cluster's worker resource is the operator's --worker-resource"
         self.default_worker_resource = implicit_config.worker_resource
         self.poll_interval = poll_interval
@@ -101,12 +125,13 @@ class Fleet:
         self.store = store
         self.connect = connect
         self.token_namespace = token_namespace
+        self.kuberay_url = kuberay_url
         self.implicit = Cluster(implicit_config, implicit, self._node_cache(implicit, implicit_config))
         self.named: dict[str, Cluster] = {}
         self._placing: list[Cluster] = []  # the named clusters, most preferred first
         self._read_at: float | None = None
         self._problems: dict[str, str] = {}  # what was said about each object, said again only when it changes
-        self._missing: dict[str, MissingCluster] = {}
+        self._missing: dict[str, NoRay] = {}
         self._tokens: dict[str, dict[str, str | None]] = {}  # each cluster's token, as its client reads it
 
     def _node_cache(self, ray: RayJobs, config: ClusterConfig) -> NodeCache:
@@ -138,13 +163,19 @@ class Fleet:
                 continue
             self._problems.pop(name, None)
             kept = self.named.get(name)
-            if kept is None or _connection(kept.config) != _connection(config):
+            resolved_at = kept.resolved_at if kept is not None else None
+            if config.ray_cluster_ref is not None:
+                config, unresolved, resolved_at = await self._resolve(config, kept, now)
+                if unresolved is not None:
+                    seen[name] = self._unusable(config, unresolved, obj, resolved_at)
+                    continue
+            if kept is None or kept.unresolved is not None or _connection(kept.config) != _connection(config):
                 kept = self._make(config)
             else:
                 kept.config = config
                 kept.nodes.worker_resource = config.worker_resource or self.default_worker_resource
-            kept.finalizers = tuple((obj.get("metadata") or {}).get("finalizers") or ())
-            kept.status = dict(obj.get("status") or {})
+            kept.resolved_at = resolved_at
+            _keep_object(kept, obj)
             seen[name] = kept
         for gone in set(self.named) - set(seen):
             log.info("ArgusCluster %s is gone; its tasks' Ray calls now fail as unreachable", gone)
@@ -152,6 +183,41 @@ class Fleet:
         self._placing = [seen[c.name] for c in preference_order([c.config for c in seen.values()])]
         for cluster in seen.values():
             await self._read_token(cluster)
+
+    async def _resolve(self, config: ClusterConfig, kept: Cluster | None, now: float) -> tuple[ClusterConfig, str | None, float | None]:
+        """(the config with the address its rayClusterRef gives, why it gives none, when it
+        was read). Read again only when due: see the module's docstring."""
+        assert self.store is not None and config.ray_cluster_ref is not None
+        ref = config.ray_cluster_ref
+        known = kept is not None and kept.unresolved is None and kept.config.ray_cluster_ref == ref and bool(kept.config.address)
+        if known and kept is not None and kept.resolved_at is not None and now - kept.resolved_at < REF_REREAD_SECONDS \
+                and kept.nodes.error is None:
+            return replace(config, address=kept.config.address), None, kept.resolved_at
+        key = f"ref:{config.name}"
+        try:
+            raycluster = await self.store.ray_cluster(ref.namespace, ref.name)
+            if raycluster is None:
+                raise missing_raycluster(ref)
+            service_name = head_service_name(ref, raycluster)
+            address = head_dashboard_address(ref, service_name, await self.store.service(ref.namespace, service_name), self.kuberay_url)
+        except UnresolvedRef as exc:
+            self._say(key, f"ArgusCluster {config.name}: {exc}")
+            return config, str(exc), now
+        except Exception as exc:  # noqa: BLE001 - the API server could not say: keep what was read last
+            if known and kept is not None:
+                self._say(key, f"ArgusCluster {config.name}: cannot read RayCluster {ref}: {api_error(exc)}; using {kept.config.address}")
+                return replace(config, address=kept.config.address), None, kept.resolved_at
+            why = f"spec.rayClusterRef: cannot read RayCluster {ref}: {api_error(exc)}"
+            self._say(key, f"ArgusCluster {config.name}: {why}")
+            return config, why, now
+        self._problems.pop(key, None)
+        return replace(config, address=address), None, now
+
+    def _unusable(self, config: ClusterConfig, why: str, obj: dict[str, object], resolved_at: float | None) -> Cluster:
+        ray = NoRay(why)
+        cluster = Cluster(config, ray, self._node_cache(ray, config), unresolved=why, resolved_at=resolved_at)
+        _keep_object(cluster, obj)
+        return cluster
 
     def _make(self, config: ClusterConfig) -> Cluster:
         assert self.connect is not None
@@ -220,7 +286,8 @@ class Fleet:
         if cluster is not None:
             return cluster.ray
         assert name
-        return self._missing.setdefault(name, MissingCluster(name))
+        return self._missing.setdefault(
+            name, NoRay(f"no ArgusCluster named {name} exists (deleted, or never created): its Ray cannot be asked"))
 
     def nodes(self, name: str | None) -> NodeCache | None:
         cluster = self.get(name)
@@ -228,6 +295,14 @@ class Fleet:
 
     def every(self) -> list[Cluster]:
         return [self.implicit, *self.named.values()]
+
+
+def _keep_object(cluster: Cluster, obj: dict[str, object]) -> None:
+    """What the controller keeps of the object as read: its finalizers and status."""
+    meta = obj.get("metadata") or {}
+    cluster.finalizers = tuple(meta.get("finalizers") or ()) if isinstance(meta, dict) else ()
+    status = obj.get("status") or {}
+    cluster.status = dict(status) if isinstance(status, dict) else {}
 
 
 def _connection(config: ClusterConfig) -> tuple[object, ...]:

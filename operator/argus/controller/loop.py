@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 from ..core import lifecycle
 from ..core.clock import Clock
+from ..core.clusters import ClusterDoctor
 from ..core.lifecycle import LifecycleSettings
 from ..core.spec import Phase
 from ..core.verlconfig import Composer
@@ -72,7 +73,7 @@ class Reconciler:
         self.writer = StatusWriter(store, metrics, monotonic)
         self.fleet = Fleet(ray, implicit_cluster(config.ray_address, config.platform.worker_resource),
                            poll_interval=config.poll_interval, monotonic=monotonic, store=clusters, connect=connect,
-                           token_namespace=token_namespace)
+                           token_namespace=token_namespace, kuberay_url=config.kuberay_dashboard_url)
         self.nodes = self.fleet.implicit.nodes
         self.jobs = JobSync(self.fleet, config.poll_interval, monotonic)
         self.removals = HistoryRemovals(self.fleet.ray, monotonic)
@@ -87,7 +88,11 @@ class Reconciler:
         self.intake = Intake(config.platform, composer, store, self.carrier, monotonic)
         self.queue = QueuePass(config.platform, composer, AdmissionInputs(config, self.fleet, self.jobs, store, monotonic),
                                self.fleet, self.carrier, self.view, self.tasks.views, clock=clock, metrics=metrics)
-        self.cluster_reports = ClusterReports(self.fleet, clusters, clock, config.poll_interval) if clusters is not None else None
+        # argus doctor's last verdict on each ArgusCluster (written by the operator's DoctorLoop),
+        # shown in its status.
+        self.doctor_verdicts: dict[str, ClusterDoctor] = {}
+        self.cluster_reports = (ClusterReports(self.fleet, clusters, clock, config.poll_interval, self.doctor_verdicts)
+                                if clusters is not None else None)
         self.settled = SettledTasks(self.settings)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)

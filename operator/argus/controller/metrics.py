@@ -98,11 +98,12 @@ class Metrics:
         self.build_info = Gauge("argus_build_info", "Always 1; the labels say which build runs", ["version", "python"], registry=r)
         self.watch_age = Gauge("argus_task_watch_age_seconds", "Seconds since the task cache's list/watch last heard from the API server "
                                "(an event, a bookmark or a new watch), the largest over its scopes", registry=r)
-        self.cluster_ready = Gauge("argus_cluster_ready", "argus doctor's last verdict on the Ray cluster, per node and check: 1 passed "
-                                   "(or only warned), 0 failed (a task would fail there); checks not made are absent", ["node", "check"],
-                                   registry=r)
-        self.cluster_checked = Gauge("argus_cluster_checked_timestamp_seconds", "When argus doctor last checked the Ray cluster (Unix time)",
-                                     registry=r)
+        self.cluster_ready = Gauge("argus_cluster_ready", "argus doctor's last verdict on a Ray cluster, per node and check: 1 passed "
+                                   "(or only warned), 0 failed (a task would fail there); checks not made are absent; cluster: the "
+                                   "ArgusCluster (empty: --ray-address)", ["node", "check", "cluster"], registry=r)
+        self.cluster_checked = Gauge("argus_cluster_checked_timestamp_seconds", "When argus doctor last checked a Ray cluster (Unix time)",
+                                     ["cluster"], registry=r)
+        self._doctor_series: dict[str, set[tuple[str, str]]] = {}  # cluster -> its (node, check) series of the last run
         self.crd_stale = Gauge("argus_crd_stale", "1 while the served ArgusTask CRD is not the one this operator was built with "
                                "(its argus.io/schema-hash differs or is missing, or there is no CRD), 0 when it is", registry=r)
         self.user_gpus = Gauge("argus_user_gpus_in_use", "GPUs held by a user's running tasks (Submitted or Running; the leader only)",
@@ -139,13 +140,27 @@ class Metrics:
         if outcome in ("RayUnreachable", "RayAuthFailed", "RayRefused"):
             self.ray_errors.labels(operation, cluster).inc()
 
-    def observe_doctor(self, rows: Iterable[Row]) -> None:
-        """argus doctor's rows: the series of the last run only (skipped checks are absent)."""
-        self.cluster_ready.clear()
+    def observe_doctor(self, rows: Iterable[Row], cluster: str = "") -> None:
+        """argus doctor's rows on one cluster: that cluster's series of its last run only
+        (skipped checks are absent), the other clusters' kept."""
+        for node, check in self._doctor_series.pop(cluster, set()):
+            self.cluster_ready.remove(node, check, cluster)
+        series = self._doctor_series.setdefault(cluster, set())
         for row in rows:
             if row.status is not Status.skip:
-                self.cluster_ready.labels(row.node, row.check.value).set(0 if row.status is Status.fail else 1)
-        self.cluster_checked.set(self.clock.now().timestamp())
+                self.cluster_ready.labels(row.node, row.check.value, cluster).set(0 if row.status is Status.fail else 1)
+                series.add((row.node, row.check.value))
+        self.cluster_checked.labels(cluster).set(self.clock.now().timestamp())
+
+    def forget_doctor(self, clusters: Iterable[str]) -> None:
+        """The series of clusters that are gone (an ArgusCluster deleted)."""
+        for cluster in clusters:
+            for node, check in self._doctor_series.pop(cluster, set()):
+                self.cluster_ready.remove(node, check, cluster)
+            try:
+                self.cluster_checked.remove(cluster)
+            except KeyError:
+                pass
 
     def step_down(self) -> None:
         """This replica does not lead (any more): the task and queue gauges go away, and the

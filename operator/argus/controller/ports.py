@@ -54,13 +54,17 @@ class TaskStore(Protocol):
 
 
 class ClusterStore(Protocol):
-    """The ArgusClusters (cluster-scoped) and the Secrets their tokens are in
-    (``adapters.kube.KubeTaskStore``; tests/unit/fakes.py)."""
+    """The ArgusClusters (cluster-scoped), the Secrets their tokens are in and the KubeRay
+    RayClusters they refer to (``adapters.kube.KubeClusterStore``; tests/unit/fakes.py)."""
 
     async def list_clusters(self) -> list[dict[str, Any]]: ...
     async def patch_cluster_status(self, name: str, patch: dict[str, Any]) -> bool: ...  # False: gone
     async def set_cluster_finalizers(self, name: str, before: list[str], after: list[str]) -> bool: ...  # False: changed or gone
     async def secret_value(self, namespace: str, name: str, key: str) -> str | None: ...  # None: no such key, or empty
+    # A rayClusterRef's KubeRay RayCluster (ray.io/v1) and its head Service, as the API server
+    # returns them (camelCase); None: no such object.
+    async def ray_cluster(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def service(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
 class CrdReader(Protocol):

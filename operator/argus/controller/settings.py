@@ -6,6 +6,7 @@ import argparse
 import os
 from dataclasses import dataclass
 
+from ..core.clusters import DEFAULT_KUBERAY_URL, check_kuberay_url
 from ..core.config import PlatformConfig
 from ..core.gitops import DEFAULT_TRACKING_LABEL
 from ..core.polling import read_slack
@@ -49,6 +50,7 @@ class OperatorConfig:
     default_gpu_quota: int | None = None            # GPUs per user unless a namespace says (argus.io/gpu-quota)
     doctor_interval: float = 3600.0                 # argus doctor at start and this often (0: never)
     crd_check_interval: float = 600.0               # the served CRD against this build's, at start and this often (0: at start only)
+    kuberay_dashboard_url: str = DEFAULT_KUBERAY_URL  # where an ArgusCluster's rayClusterRef head Service is reached
 
 
 def add_operator_flags(parser: argparse.ArgumentParser) -> None:
@@ -112,6 +114,11 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
                              "annotation) at start and every this many seconds; a stale CRD is an error in the log naming both "
                              "hashes and the command that applies the new one, and metric argus_crd_stale; 0: at start only "
                              "(default 600; env ARGUS_CRD_CHECK_INTERVAL)")
+    parser.add_argument("--kuberay-dashboard-url", default=env("ARGUS_KUBERAY_DASHBOARD_URL", DEFAULT_KUBERAY_URL),
+                        help="how the operator reaches the dashboard of an ArgusCluster's spec.rayClusterRef: a URL made from the head "
+                             "Service KubeRay made, with the fields {service}, {namespace}, {port} (its port named dashboard) and "
+                             "{clusterIP}; another cluster domain: change it (default " + DEFAULT_KUBERAY_URL +
+                             "; env ARGUS_KUBERAY_DASHBOARD_URL)")
     parser.add_argument("--namespace", "-n", action="append", dest="namespaces", default=[n for n in env("ARGUS_NAMESPACES", "").split(",") if n], help="namespace to watch, repeatable (default all; env ARGUS_NAMESPACES comma-separated)")
 
 
@@ -150,6 +157,7 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         raise ValueError(f"--doctor-interval: {args.doctor_interval:g}: must not be negative (0: never)")
     if args.crd_check_interval < 0:
         raise ValueError(f"--crd-check-interval: {args.crd_check_interval:g}: must not be negative (0: at start only)")
+    check_kuberay_url(args.kuberay_dashboard_url)
     if args.default_gpu_quota is not None and (args.default_gpu_quota < 0 or args.default_gpu_quota != int(args.default_gpu_quota)):
         raise ValueError(f"--default-gpu-quota: {args.default_gpu_quota:g}: must be a whole number of GPUs, 0 or more")
     return OperatorConfig(
@@ -169,5 +177,5 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         leader_election_name=args.leader_election_name, leader_lease_seconds=args.leader_lease_seconds,
         health_host=args.health_host, health_port=args.health_port,
         watch_seconds=args.watch_timeout, watch_stale_seconds=args.watch_stale_seconds,
-        tick_stuck_seconds=args.tick_stuck_seconds,
+        tick_stuck_seconds=args.tick_stuck_seconds, kuberay_dashboard_url=args.kuberay_dashboard_url,
     )

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping
+import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Annotated, Any
@@ -26,6 +27,8 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .config import PlatformConfig
+from .doctor import Check, Row
+from .doctor import Status as CheckStatus
 from .spec import GROUP, Condition, _CamelModel, _StatusModel
 
 CLUSTER_KIND = "ArgusCluster"
@@ -43,6 +46,7 @@ PLACEMENT_ANNOTATION = f"{GROUP}/placement"
 # The cluster of --ray-address, when no ArgusCluster exists (status.cluster stays empty).
 IMPLICIT_CLUSTER = ""
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
 class SelectorOperator(str, Enum):
@@ -91,6 +95,31 @@ class LabelSelector(_CamelModel):
                 and all(e.matches(labels) for e in self.match_expressions or ()))
 
 
+# The spec's rule on where Ray is, declared once: rendered as CEL on the CRD and checked by
+# ``ArgusClusterSpec`` in Python (the same words).
+ADDRESS_OR_REF_RULE = ("exactly one of address and rayClusterRef must be set", "has(self.address) != has(self.rayClusterRef)")
+
+# KubeRay (ray.io/v1): a RayCluster's head Service is named in its status.head.serviceName, or
+# else <cluster>-head-svc, and carries the dashboard (the Jobs API) on the port named
+# "dashboard". The operator reaches it at this address (--kuberay-dashboard-url), by the
+# Service's DNS name: it stays the same when KubeRay replaces the head pod.
+KUBERAY_GROUP, KUBERAY_VERSION, KUBERAY_PLURAL = "ray.io", "v1", "rayclusters"
+KUBERAY_DASHBOARD_PORT = "dashboard"
+DEFAULT_KUBERAY_URL = "http://{service}.{namespace}.svc.cluster.local:{port}"
+KUBERAY_URL_FIELDS = ("service", "namespace", "port", "clusterIP")
+# The RayReachable condition's reason while spec.rayClusterRef names no usable head Service.
+REF_UNRESOLVED = "RayClusterRefUnresolved"
+
+
+class RayClusterRef(_CamelModel):
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)] = Field(
+        description="The RayCluster's name.")
+    namespace: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)] = Field(description="The RayCluster's namespace.")
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
 class SecretKeyRef(_CamelModel):
     name: Annotated[str, Field(min_length=1, max_length=253)] = Field(description="The Secret's name, in the operator's namespace.")
     key: Annotated[str, Field(min_length=1, max_length=253)] = Field("token", description="The key holding the token (default token).")
@@ -99,8 +128,11 @@ class SecretKeyRef(_CamelModel):
 class ArgusClusterSpec(_CamelModel):
     """One Ray cluster tasks may be placed on."""
 
-    address: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/[^\s]*)?$", max_length=2048)] = Field(
-        description="The Ray dashboard's address (the Jobs API), e.g. http://ray-a-head-svc.ray.svc:8265.")
+    address: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/[^\s]*)?$", max_length=2048)] | None = Field(
+        None, description="The Ray dashboard's address (the Jobs API), e.g. http://ray-a-head-svc.ray.svc:8265. Or rayClusterRef instead.")
+    ray_cluster_ref: RayClusterRef | None = Field(
+        None, description="Instead of address: a KubeRay RayCluster (ray.io/v1). The operator reads its head Service (status.head.serviceName, "
+        "or <name>-head-svc) and that Service's port named dashboard, and follows them when they change.")
     token_secret: SecretKeyRef | None = Field(
         None, description="For a Ray cluster with token authentication (RAY_AUTH_MODE=token): the Secret in the operator's "
         "namespace holding its token. Read afresh after a refusal, so a rotated Secret counts.")
@@ -121,17 +153,44 @@ class ArgusClusterSpec(_CamelModel):
     def _normal(cls, value: str | None) -> str | None:
         return posixpath.normpath(value) if value else value
 
+    @model_validator(mode="after")
+    def _address_or_ref(self) -> ArgusClusterSpec:
+        if (self.address is None) == (self.ray_cluster_ref is None):
+            raise ValueError(ADDRESS_OR_REF_RULE[0])
+        return self
+
+
+class DoctorVerdict(str, Enum):
+    Passed = "Passed"      # every check passed
+    Warnings = "Warnings"  # none failed, some warned
+    Failed = "Failed"      # a task would fail there (or Ray could not be read: the message says)
+
+
+class ClusterDoctor(_CamelModel):
+    """``argus doctor``'s last run on the cluster (the operator's, every --doctor-interval)."""
+
+    checked_at: str = Field(json_schema_extra={"format": "date-time"}, description="When the checks ran.")
+    verdict: DoctorVerdict = Field(description="Passed (every check), Warnings (none failed), Failed (a task would fail there, or Ray could not be read).")
+    failed: int = Field(ge=0, description="Checks that failed.")
+    warnings: int = Field(ge=0, description="Checks that warned.")
+    message: Annotated[str, Field(max_length=2048)] = Field(description="The failures (else the warnings), each with its node; "
+                                                                       "`argus doctor --cluster NAME` shows every check with its fix.")
+
 
 class ArgusClusterStatus(_StatusModel):
     """Written by the operator (its leader), at most once per poll interval and only when it changed."""
 
-    conditions: list[Condition] | None = Field(None, description="RayReachable (reason RayReachable, RayUnreachable or RayAuthFailed) and Deleting.")
+    conditions: list[Condition] | None = Field(None, description="RayReachable (reason RayReachable, RayUnreachable, RayAuthFailed or "
+                                               f"{REF_UNRESOLVED}) and Deleting.")
+    address: str | None = Field(None, description="The dashboard address the operator uses: spec.address, or the one read from "
+                                "spec.rayClusterRef's head Service.")
     ray_version: str | None = Field(None, description="The Ray version its dashboard reports.")
     worker_nodes: int | None = Field(None, ge=0, description="Alive nodes carrying the worker resource.")
     gpus: int | None = Field(None, ge=0, description="GPUs of its worker nodes in all.")
     free_gpus: int | None = Field(None, ge=0, description="GPUs free on its worker nodes, as Ray reports them (less what Argus admitted that Ray does not show yet).")
     running: int | None = Field(None, ge=0, description="Argus tasks admitted to it and not ended.")
     queued: int | None = Field(None, ge=0, description="Queued tasks that may be placed on it.")
+    doctor: ClusterDoctor | None = Field(None, description="argus doctor's last run on it (absent with --doctor-interval 0).")
     observed_generation: int | None = Field(None, description="The .metadata.generation the operator last read.")
 
 
@@ -140,8 +199,9 @@ class ClusterConfig:
     """An ArgusCluster as the operator uses it (or the implicit cluster of --ray-address)."""
 
     name: str
-    address: str
+    address: str  # "" for a rayClusterRef not resolved (yet): see ``controller.fleet``
     token_secret: SecretKeyRef | None = None
+    ray_cluster_ref: RayClusterRef | None = None
     worker_resource: str | None = None
     max_running: int | None = None
     preference: int = 0
@@ -184,10 +244,70 @@ def parse_cluster(obj: Mapping[str, Any]) -> ClusterConfig:
         where = ".".join(str(p) for p in first["loc"])
         raise InvalidCluster(f"ArgusCluster {name}: spec.{where}: {first['msg']}") from None
     return ClusterConfig(
-        name=name, address=spec.address.rstrip("/"), token_secret=spec.token_secret, worker_resource=spec.worker_resource,
+        name=name, address=(spec.address or "").rstrip("/"), token_secret=spec.token_secret, ray_cluster_ref=spec.ray_cluster_ref, worker_resource=spec.worker_resource,
         max_running=spec.max_running, preference=spec.preference, namespace_selector=spec.namespace_selector,
         root=spec.root, verl_code_path=spec.verl_code_path, drain=spec.drain, deleting=bool(meta.get("deletionTimestamp")),
         generation=meta.get("generation"))
+
+
+class UnresolvedRef(ValueError):
+    """A rayClusterRef that names no usable head Service, said in one line."""
+
+
+def check_kuberay_url(template: str) -> str:
+    """``--kuberay-dashboard-url``: an http(s) URL whose only fields are ``KUBERAY_URL_FIELDS``
+    (and ``{port}`` among them). Raises ValueError saying which rule it breaks."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"--kuberay-dashboard-url {template!r}: {exc}") from None
+    unknown = sorted(set(fields) - set(KUBERAY_URL_FIELDS))
+    if unknown:
+        raise ValueError(f"--kuberay-dashboard-url {template!r}: unknown field {{{unknown[0]}}} (known: "
+                         + ", ".join(f"{{{f}}}" for f in KUBERAY_URL_FIELDS) + ")")
+    if "port" not in fields or not re.match(r"^https?://", template):
+        raise ValueError(f"--kuberay-dashboard-url {template!r}: must be an http:// or https:// URL with {{port}}")
+    return template
+
+
+def head_service_name(ref: RayClusterRef, raycluster: Mapping[str, Any]) -> str:
+    """The RayCluster's head Service: the one its status names (KubeRay 1.1 and later), or the
+    name KubeRay gives it."""
+    named = ((raycluster.get("status") or {}).get("head") or {}).get("serviceName")
+    return named if isinstance(named, str) and named else f"{ref.name}-head-svc"
+
+
+def head_dashboard_address(ref: RayClusterRef, service_name: str, service: Mapping[str, Any] | None, template: str) -> str:
+    """The dashboard address of a RayCluster's head Service (as the API server returned it;
+    None: no such Service). Raises ``UnresolvedRef``."""
+    where = f"spec.rayClusterRef: RayCluster {ref}"
+    if service is None:
+        raise UnresolvedRef(f"{where}: its head Service {ref.namespace}/{service_name} does not exist (KubeRay makes it with the head)")
+    spec = service.get("spec") or {}
+    port = next((p.get("port") for p in spec.get("ports") or () if p.get("name") == KUBERAY_DASHBOARD_PORT), None)
+    if not isinstance(port, int):
+        raise UnresolvedRef(f"{where}: its head Service {ref.namespace}/{service_name} has no port named {KUBERAY_DASHBOARD_PORT} "
+                            "(KubeRay names the dashboard's port so; set the head's dashboard port, or use spec.address)")
+    return template.format(service=service_name, namespace=ref.namespace, port=port,
+                           clusterIP=spec.get("clusterIP") or "").rstrip("/")
+
+
+def missing_raycluster(ref: RayClusterRef) -> UnresolvedRef:
+    return UnresolvedRef(f"spec.rayClusterRef: RayCluster {ref} does not exist (KubeRay's ray.io/v1)")
+
+
+def doctor_summary(rows: Sequence[Row], now: str) -> ClusterDoctor:
+    """``argus doctor``'s rows as the ArgusCluster status says them: the verdict, the counts,
+    and the failures (else the warnings) in one message."""
+    failures = [r for r in rows if r.status is CheckStatus.fail]
+    warnings = [r for r in rows if r.status is CheckStatus.warn]
+    verdict = DoctorVerdict.Failed if failures else DoctorVerdict.Warnings if warnings else DoctorVerdict.Passed
+    shown = failures or warnings
+    message = "; ".join(f"{r.node} {r.check.value}: {r.detail}" for r in shown) if shown else \
+        f"every check passed on {len({r.node for r in rows if r.check is Check.probe})} worker node(s)"
+    if len(message) > 2000:
+        message = message[:1997] + "..."
+    return ClusterDoctor(checked_at=now, verdict=verdict, failed=len(failures), warnings=len(warnings), message=message)
 
 
 def preference_order(clusters: list[ClusterConfig]) -> list[ClusterConfig]:
@@ -215,7 +335,7 @@ class ClusterReport:
     """What the operator saw of one cluster in a pass, for its status (``cluster_status``)."""
 
     error: str | None             # why Ray could not be read (None: it answered)
-    error_reason: str             # RayUnreachable or RayAuthFailed
+    error_reason: str             # RayUnreachable, RayAuthFailed or REF_UNRESOLVED
     version: str | None
     worker_nodes: int | None      # None: not known (Ray could not be read)
     gpus: float | None
@@ -224,6 +344,7 @@ class ClusterReport:
     queued: int
     deleting: bool = False
     holding: tuple[str, ...] = ()  # while deleting: the tasks (namespace/name) it waits for
+    doctor: ClusterDoctor | None = None  # argus doctor's last run (None: none since the last status)
 
 
 def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, address: str, now: str,
@@ -235,6 +356,9 @@ def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, addre
 
     if report.error is None:
         conditions = set_condition(previous.conditions, "RayReachable", True, "RayReachable", f"Ray answers at {address}",
+                                   now=now, generation=generation)
+    elif report.error_reason == REF_UNRESOLVED:  # no address to name: the error says what is missing
+        conditions = set_condition(previous.conditions, "RayReachable", False, report.error_reason, report.error,
                                    now=now, generation=generation)
     else:
         conditions = set_condition(previous.conditions, "RayReachable", False, report.error_reason,
@@ -248,6 +372,8 @@ def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, addre
     known = report.worker_nodes is not None
     return previous.model_copy(update={
         "conditions": conditions,
+        "address": address or None,
+        "doctor": report.doctor or previous.doctor,
         "ray_version": report.version or previous.ray_version,
         "worker_nodes": report.worker_nodes if known else previous.worker_nodes,
         "gpus": int(report.gpus or 0) if known else previous.gpus,

@@ -226,6 +226,7 @@ def _crd_spec() -> dict[str, Any]:
 def arguscluster_crd() -> dict[str, Any]:
     """The ArgusCluster CRD (cluster-scoped), from ``core.clusters``' models."""
     from .clusters import (  # noqa: PLC0415 - clusters imports spec; crd is imported by both
+        ADDRESS_OR_REF_RULE,
         CLUSTER_KIND,
         CLUSTER_PLURAL,
         CLUSTER_SHORT_NAMES,
@@ -237,11 +238,12 @@ def arguscluster_crd() -> dict[str, Any]:
     spec = _model_schema(ArgusClusterSpec)
     selector = spec["properties"]["namespaceSelector"]["properties"]["matchExpressions"]["items"]
     selector["x-kubernetes-validations"] = [{"rule": SELECTOR_VALUES_RULE[1], "message": SELECTOR_VALUES_RULE[0]}]
+    spec["x-kubernetes-validations"] = [{"rule": ADDRESS_OR_REF_RULE[1], "message": ADDRESS_OR_REF_RULE[0]}]
     schema = _object_schema(CLUSTER_KIND, f"{CLUSTER_KIND} is one Ray cluster Argus places ArgusTasks on: its dashboard, who may use it, "
                             "how many tasks it runs.", spec, _status_schema(ArgusClusterStatus))
     reachable = '.status.conditions[?(@.type=="RayReachable")]'
     columns = [
-        {"name": "Address", "type": "string", "jsonPath": ".spec.address"},
+        {"name": "Address", "type": "string", "jsonPath": ".status.address"},
         {"name": "Reachable", "type": "string", "jsonPath": f"{reachable}.status"},
         {"name": "Ray", "type": "string", "jsonPath": ".status.rayVersion"},
         {"name": "Workers", "type": "integer", "jsonPath": ".status.workerNodes"},
@@ -249,10 +251,12 @@ def arguscluster_crd() -> dict[str, Any]:
         {"name": "Free", "type": "integer", "jsonPath": ".status.freeGpus"},
         {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
         {"name": "Queued", "type": "integer", "jsonPath": ".status.queued"},
+        {"name": "Doctor", "type": "string", "jsonPath": ".status.doctor.verdict"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         {"name": "Preference", "type": "integer", "jsonPath": ".spec.preference", "priority": 1},
         {"name": "Drain", "type": "boolean", "jsonPath": ".spec.drain", "priority": 1},
         {"name": "Reason", "type": "string", "jsonPath": f"{reachable}.reason", "priority": 1},
+        {"name": "RayCluster", "type": "string", "jsonPath": ".spec.rayClusterRef.name", "priority": 1},
     ]
     crd_spec = {
         "group": GROUP,

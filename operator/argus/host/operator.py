@@ -31,6 +31,7 @@ from ..core.crd import built_schema_hash
 from ..core.doctor import DoctorSettings
 from ..core.progress import ProgressSource
 from ..core.rayjobs import RayRefused, RayUnreachable
+from ..core.times import format_time
 from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import Composer, ComposeRequest
 from ..servers.logapi.settings import LogApiSettings
@@ -154,7 +155,9 @@ class Operator:
             await self.health.stop()
 
     def doctor_loop(self) -> DoctorLoop:
-        """argus doctor's checks, run as the leader; the verdict as an Event on the leader
+        """argus doctor's checks, run as the leader, on each ArgusCluster (with its client and
+        the platform as its jobs see it) or, while there is none, on --ray-address; each
+        ArgusCluster's verdict goes to its status. The verdict as an Event on the leader
         Lease when the operator may create Events there: it watches every namespace, or the
         Lease's among them (its RBAC lets it create Events where it watches tasks). Otherwise,
         and without leader election, in the log and the metric only."""
@@ -167,9 +170,18 @@ class Operator:
             async def post(type_: str, reason: str, message: str) -> None:
                 await self.store.event_on("coordination.k8s.io/v1", "Lease", namespace, name, None, type_, reason, message)
         leader = self.leader
-        return DoctorLoop(Doctor(self.ray, settings, address=self.config.ray_address, monotonic=self.clock.monotonic),
+        fleet, base, monotonic = self.reconciler.fleet, self.config.platform, self.clock.monotonic
+
+        async def named() -> list[tuple[str, Doctor]]:
+            await fleet.refresh()
+            return [(c.name, Doctor(c.ray, DoctorSettings(c.config.platform(base), token_configured=c.config.token_secret is not None),
+                                    address=c.config.address or f"RayCluster {c.config.ray_cluster_ref}", monotonic=monotonic))
+                    for c in fleet.named.values()]
+        return DoctorLoop(Doctor(self.ray, settings, address=self.config.ray_address, monotonic=monotonic),
                           self.config.doctor_interval, leads=(lambda: leader.is_leader) if leader else (lambda: True),
-                          observe=self.metrics.observe_doctor, post_event=post, monotonic=self.clock.monotonic)
+                          observe=self.metrics.observe_doctor, post_event=post, monotonic=monotonic,
+                          named=named, verdicts=self.reconciler.doctor_verdicts, now=lambda: format_time(self.clock.now()),
+                          forget=self.metrics.forget_doctor)
 
     async def say_ray_version(self, every: float = 30.0) -> None:
         """Log the cluster's Ray version once, as soon as Ray answers: where it stands against

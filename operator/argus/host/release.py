@@ -93,7 +93,7 @@ async def release_finalizers(config: OperatorConfig, *, clock: Clock, stop_jobs:
     clusters = KubeClusterStore(store)
     fleet = Fleet(ray, implicit_cluster(config.ray_address, config.platform.worker_resource), poll_interval=config.poll_interval,
                   monotonic=clock.monotonic, store=clusters, connect=cluster_connector(config, clock),
-                  token_namespace=config.own_namespace)
+                  token_namespace=config.own_namespace, kuberay_url=config.kuberay_dashboard_url)
     await fleet.refresh(fresh=True)
     items = await asyncio.to_thread(list_tasks, config.namespaces)
     views = [TaskView.from_body(i) for i in items]
