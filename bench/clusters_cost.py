@@ -81,14 +81,19 @@ class Simulation:
     """One configuration (0 clusters: the implicit cluster only), its fakes and its event loop,
     stepped a slice of fake time at a time so that main() can interleave the configurations."""
 
-    def __init__(self, clusters: int, objects: int, running: int, churn: float, progress: str):
-        self.clusters, self.objects, self.running, self.churn = clusters, objects, running, churn
+    def __init__(self, clusters: int, objects: int, running: int, churn: float, progress: str, refs: bool = False):
+        self.clusters, self.objects, self.running, self.churn, self.refs = clusters, objects, running, churn, refs
         self.clock = clock = FakeClock()
         self.cluster = cluster = FakeCluster(clock)
         self.rays: dict[str, FakeRay] = {IMPLICIT: FakeRay(clock, worker_gpus=0 if clusters else running)}
         self.share = share = running // clusters if clusters else running
         for i in range(clusters):
-            cluster.add_cluster(f"ray-{i}", address=f"http://ray-{i}-head:8265", maxRunning=share)
+            if refs:  # a KubeRay RayCluster and its head Service, as KubeRay keeps them
+                cluster.rayclusters[("ray", f"ray-{i}")] = {"metadata": {"name": f"ray-{i}"}, "status": {"head": {"serviceName": f"ray-{i}-head-svc"}}}
+                cluster.services[("ray", f"ray-{i}-head-svc")] = {"spec": {"ports": [{"name": "dashboard", "port": 8265}]}}
+                cluster.add_cluster(f"ray-{i}", rayClusterRef={"name": f"ray-{i}", "namespace": "ray"}, maxRunning=share)
+            else:
+                cluster.add_cluster(f"ray-{i}", address=f"http://ray-{i}-head:8265", maxRunning=share)
 
         def connect(config: ClusterConfig, token: Callable[[], str | None]) -> RayJobs:
             assert config.name not in self.rays, f"a second client for {config.name}"
@@ -203,7 +208,8 @@ class Simulation:
 
     def start_window(self) -> None:
         self.marks = {name: len(ray.calls) for name, ray in self.rays.items()}
-        self.at_start = {"status": len(self.cluster.writes.status), "cluster_status": len(self.cluster.writes.cluster_status), "all": self.writes()}
+        self.at_start = {"status": len(self.cluster.writes.status), "cluster_status": len(self.cluster.writes.cluster_status), "all": self.writes(),
+                         "ref_reads": self.cluster.ref_reads}
         self.timing = True
 
     def result(self, minutes: float, warmup: float) -> dict[str, Any]:
@@ -225,8 +231,9 @@ class Simulation:
         w = self.cluster.writes
         n = self.clusters
         return {
-            "configuration": "implicit" if not n else f"{n} cluster{'s' if n > 1 else ''}",
-            "argus_clusters": n, "gpus_per_cluster": self.share, "objects": self.objects, "running": self.running, "minutes": minutes,
+            "configuration": "implicit" if not n else f"{n} cluster{'s' if n > 1 else ''}" + (" (rayClusterRef)" if self.refs else ""),
+            "argus_clusters": n, "refs": self.refs,
+            "kuberay_reads_per_minute": round((self.cluster.ref_reads - self.at_start["ref_reads"]) / minutes, 1), "gpus_per_cluster": self.share, "objects": self.objects, "running": self.running, "minutes": minutes,
             "warmup_seconds": warmup, "churn_seconds": self.churn, "jobs_ended_in_window": self.ended,
             "phases_at_end": dict(sorted(phases.items())), "active_tasks_by_cluster_at_end": dict(sorted(placed.items())),
             "active_ray_jobs_by_cluster_at_end": on_ray,
@@ -246,12 +253,12 @@ class Simulation:
         }
 
 
-def measure(counts: list[int], objects: int, running: int, minutes: float, warmup: float, churn: float, progress: str,
+def measure(counts: list[str], objects: int, running: int, minutes: float, warmup: float, churn: float, progress: str,
             slice_seconds: float) -> list[dict[str, Any]]:
     """Every configuration set up and warmed up, then their windows interleaved a slice of
     fake time at a time (the order turning each slice), so that the machine's load weighs on
     all alike."""
-    sims = [Simulation(n, objects, running, churn, progress) for n in counts]
+    sims = [Simulation(int(n.rstrip("r")), objects, running, churn, progress, refs=n.endswith("r")) for n in counts]
     for sim in sims:
         sim.setup()
         sim.run_for(warmup)
@@ -283,6 +290,7 @@ def table(res: dict[str, Any]) -> list[str]:
              ["Controller CPU per minute (s)", *(f"{c['cpu_seconds_per_minute']:.2f}" for c in configs)],
              ["Task status patches per minute", *(f"{c['status_patches_per_minute']:.1f}" for c in configs)],
              ["ArgusCluster status patches per minute", *(f"{c['argus_cluster_status_patches_per_minute']:.1f}" for c in configs)],
+             ["RayCluster and head Service reads per minute (rayClusterRef)", *(f"{c.get('kuberay_reads_per_minute', 0):.1f}" for c in configs)],
              ["Jobs ended (churn) / active at end by cluster", *(
                  f"{c['jobs_ended_in_window']} / " + ", ".join(f"{k.strip('()')} {v}" for k, v in c["active_tasks_by_cluster_at_end"].items())
                  for c in configs)]]
@@ -294,7 +302,8 @@ def table(res: dict[str, Any]) -> list[str]:
 def section(res: dict[str, Any]) -> list[str]:
     """The section of docs/benchmarks.md (bench/run.py shows it from docs/benchmarks-clusters.json):
     every figure from ``res``."""
-    by = {c["argus_clusters"]: c for c in res["configurations"]}
+    by = {c["argus_clusters"]: c for c in res["configurations"] if not c.get("refs")}
+    refs = next((c for c in res["configurations"] if c.get("refs")), None)
     one, four, implicit = by.get(1), by.get(4), by.get(0)
     lines = ["## Several clusters: 1 vs 4", "",
              "What several Ray clusters cost the operator (issue 23), over the in-memory fakes of the API server and Ray "
@@ -352,6 +361,12 @@ def section(res: dict[str, Any]) -> list[str]:
                   "(at most once per poll interval each). The tasks' own status patches: "
                   f"{one['status_patches_per_minute']:g} and {four['status_patches_per_minute']:g} a minute.",
                   ""]
+    if refs and four:
+        lines += [f"- **KubeRay references.** With the four clusters named by `rayClusterRef` instead of `address`, the operator "
+                  f"reads each one's RayCluster and head Service {refs['kuberay_reads_per_minute']:g} times a minute in all "
+                  f"({refs['kuberay_reads_per_minute'] / 4:g} per cluster: both objects once per 30 s while its Ray answers); Ray calls "
+                  f"{refs['ray_calls_per_minute']['total']:.0f} a minute against {four['ray_calls_per_minute']['total']:.0f} with "
+                  f"addresses, tick median {refs['tick_ms']['median']:.1f} ms against {four['tick_ms']['median']:.1f} ms.", ""]
     return lines
 
 
@@ -364,7 +379,8 @@ def main() -> int:
     parser.add_argument("--churn", type=float, default=10.0, help="one running job ends every this many simulated seconds (0: none; default 10)")
     parser.add_argument("--progress-source", default="stream", choices=[p.value for p in ProgressSource],
                         help="the operator's --progress-source (default stream, the operator's default)")
-    parser.add_argument("--configurations", default="0,1,4", help="ArgusClusters per configuration, 0 = the implicit cluster (default 0,1,4)")
+    parser.add_argument("--configurations", default="0,1,4,4r", help="ArgusClusters per configuration, 0 = the implicit cluster; "
+                        "an r: each through a KubeRay rayClusterRef instead of an address (default 0,1,4,4r)")
     parser.add_argument("--slice", type=float, default=10.0, help="simulated seconds each configuration runs before the next's turn (default 10)")
     parser.add_argument("--json", type=Path, help="also write the figures into this file")
     parser.add_argument("--render", action="store_true", help="print docs/benchmarks.md's section from --json's figures; measure nothing")
@@ -374,8 +390,10 @@ def main() -> int:
             parser.error("--render reads --json")
         print("\n".join(section(json.loads(args.json.read_text()))))
         return 0
-    counts = [int(n) for n in args.configurations.split(",")]
-    if any(n and args.running % n for n in counts):
+    counts = [n.strip() for n in args.configurations.split(",")]
+    if any(not n.rstrip("r").isdigit() for n in counts):
+        parser.error(f"--configurations {args.configurations}: each a number of ArgusClusters, with r for rayClusterRef")
+    if any(int(n.rstrip("r")) and args.running % int(n.rstrip("r")) for n in counts):
         parser.error(f"--running {args.running} does not split evenly over {counts}")
     started = time.monotonic()
     out: dict[str, Any] = {

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -144,6 +145,20 @@ def argus_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def crd_installed(control_plane: Any) -> None:
     control_plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
     control_plane.wait_established("argustasks.argus.io", "argusclusters.argus.io")
+
+
+@pytest.fixture(scope="module")
+def kuberay_crd(control_plane: Any) -> Path:
+    """KubeRay's own RayCluster CRD at the pinned version (hack/kuberay-version.txt), fetched
+    from its Go module through the module proxy (hack/fetch-kuberay-crd.sh, cached) and
+    installed: RayClusters can then be made as KubeRay's users make them (no KubeRay
+    controller runs here: a test writes their status as it would)."""
+    proc = subprocess.run(["bash", str(REPO / "hack" / "fetch-kuberay-crd.sh")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    crd = Path(proc.stdout.strip().splitlines()[-1])
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
+    control_plane.wait_established("rayclusters.ray.io")
+    return crd
 
 
 @pytest.fixture

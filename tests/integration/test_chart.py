@@ -38,7 +38,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,8 +133,8 @@ NOT_ON_TESTBED = {"cert-manager.io/v1"}
 # the operator's ServiceAccount.
 NAMESPACES_GET = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]}
 CRDS_WATCH = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]}
-CRD_GET = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["argustasks.argus.io"],
-           "verbs": ["get"]}  # the CRD check (docs/deploy.md, "Upgrading")
+CRD_GET = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+           "resourceNames": ["argustasks.argus.io", "argusclusters.argus.io"], "verbs": ["get"]}  # the CRD check (docs/deploy.md, "Upgrading")
 TASK_RULES = [
     {"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["list", "watch", "patch", "delete"]},
     {"apiGroups": ["argus.io"], "resources": ["argustasks/status"], "verbs": ["patch"]},
@@ -145,6 +145,9 @@ TASK_RULES = [
 ARGUSCLUSTER_RULES = [
     {"apiGroups": ["argus.io"], "resources": ["argusclusters"], "verbs": ["list", "patch"]},
     {"apiGroups": ["argus.io"], "resources": ["argusclusters/status"], "verbs": ["patch"]},
+    # spec.rayClusterRef (rbac.rayClusterRefs): the KubeRay RayCluster and its head Service, by name.
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
 ]
 TOKEN_SECRETS = {("Role", f"{SA}-cluster-tokens", RELEASE_NS): [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}
 LEASE_RULES = [
@@ -1106,14 +1109,39 @@ def _rule_for(resource: str, verb: str | None = None) -> Any:
     return lambda rule: rule["resources"] == [resource] and (verb is None or verb in rule["verbs"])
 
 
-def _lease_exists(cp: KubeCluster, namespace: str) -> None:
+def _lease_exists(cp: KubeCluster, namespace: str, victim_ns: str, ray_url: str) -> Callable[[], None] | None:
     """A Lease nobody holds, made by an admin: the operator never needs `create`."""
     cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                                                      "metadata": {"name": f"{RELEASE}-leader", "namespace": namespace}, "spec": {}}))
+    return None
+
+
+def _argus_cluster(**spec: Any) -> Callable[[KubeCluster, str, str, str], Callable[[], None]]:
+    """An ArgusCluster on the testbed's Ray (or as ``spec`` says) that only the victim's namespace
+    may use (no other test's operator places a task there), and, for a rayClusterRef, the
+    RayCluster it names. Returns what removes them: ArgusClusters are cluster-wide."""
+    def prepare(cp: KubeCluster, lease_ns: str, victim_ns: str, ray_url: str) -> Callable[[], None]:
+        name = f"trim-{victim_ns.rsplit('-', 1)[-1]}"
+        cp.kubectl("label", "namespace", victim_ns, f"argus.io/trim={name}", "--overwrite")
+        body = {"address": ray_url, **spec}
+        if "rayClusterRef" in spec:
+            del body["address"]
+            cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {
+                "name": spec["rayClusterRef"]["name"], "namespace": spec["rayClusterRef"]["namespace"]}, "spec": {"headGroupSpec": {
+                    "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0"}]}}}}}))
+        cp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "argus.io/v1alpha1", "kind": "ArgusCluster", "metadata": {"name": name},
+                                                         "spec": {**body, "namespaceSelector": {"matchLabels": {"argus.io/trim": name}}}}))
+
+        def remove() -> None:
+            cp.kubectl("patch", "arguscluster", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+            cp.kubectl("delete", "arguscluster", name, "--ignore-not-found", "--wait=false", check=False)
+        return remove
+    return prepare
 
 
 # Without each rule (or one verb) of the operator's roles (defaults: the ClusterRole and the
 # Lease Role), what happens and what its log says. "stuck": the task never gets a phase;
+# "unresolved": its only ArgusCluster's rayClusterRef cannot be read, so it waits Queued;
 # "queued": it is validated and queued but never submitted (no finalizer, so no Ray job);
 # "no-events": it runs, but kubectl describe shows nothing (the lifecycle test above asserts
 # events, so it would catch that); "runs": it works without it, loudly: kopf cannot follow CRD
@@ -1139,15 +1167,26 @@ TRIMMED = {
                                                _lease_exists),
     "customresourcedefinitions list/watch": (_rule_for("customresourcedefinitions", "list"), None, "runs",
                                              'cannot list resource "customresourcedefinitions"', None),
-    "customresourcedefinitions get (the CRD check)": (lambda rule: rule.get("resourceNames") == ["argustasks.argus.io"], None, "runs",
+    "customresourcedefinitions get (the CRD check)": (lambda rule: "argustasks.argus.io" in rule.get("resourceNames", []), None, "runs",
                                                       'cannot get resource "customresourcedefinitions"', None),
+    # The ArgusClusters': without list the operator cannot see them (tasks go to --ray-address);
+    # the others need an ArgusCluster the victim is placed on (or would be).
+    "argusclusters list/patch": (_rule_for("argusclusters"), None, "runs", 'cannot list resource "argusclusters"', None),
+    "argusclusters patch (verb: the finalizer)": (_rule_for("argusclusters"), "patch", "runs", 'cannot patch resource "argusclusters"',
+                                                  _argus_cluster()),
+    "argusclusters/status patch": (_rule_for("argusclusters/status"), None, "runs", 'cannot patch resource "argusclusters/status"',
+                                   _argus_cluster()),
+    "secrets get (a cluster's token)": (_rule_for("secrets"), None, "runs", 'cannot get resource "secrets"',
+                                        _argus_cluster(tokenSecret={"name": "ray-token"})),
+    "rayclusters get (rayClusterRef)": (_rule_for("rayclusters"), None, "unresolved", 'cannot get resource "rayclusters"',
+                                        _argus_cluster(rayClusterRef={"name": "trim-ray", "namespace": RELEASE_NS})),
+    "services get (rayClusterRef's head Service)": (_rule_for("services"), None, "unresolved", 'cannot get resource "services"',
+                                                    _argus_cluster(rayClusterRef={"name": "trim-ray", "namespace": RELEASE_NS})),
 }
 
 
-# Rules without a removal case yet: the ArgusClusters' and their token Secrets'. A removal case
-# needs an ArgusCluster on the testbed's Ray (with a token Secret for `get` on secrets):
-# tests/integration/test_clusters.py runs the operator with the test's admin identity.
-NO_REMOVAL_CASE_YET = {("argusclusters",), ("argusclusters/status",), ("secrets",)}
+# Rules without a removal case yet (none: each rule has its case above).
+NO_REMOVAL_CASE_YET: set[tuple[str, ...]] = set()
 
 
 def test_every_rule_and_verb_has_a_removal_case(installed: list[dict[str, Any]]) -> None:
@@ -1170,7 +1209,7 @@ def test_every_rule_and_verb_has_a_removal_case(installed: list[dict[str, Any]])
 
 @pytest.mark.parametrize("case", list(TRIMMED))
 def test_operator_without_one_rule_fails_loudly(case: str, helm: Any, installed: list[dict[str, Any]], control_plane: KubeCluster,
-                                                ray_cluster: Any, run_operator: Any) -> None:
+                                                ray_cluster: Any, run_operator: Any, kuberay_crd: Path) -> None:
     """A copy of the chart's operator roles, bound to a new ServiceAccount, with one rule (or
     verb) removed: the operator, run with the chart's flags, fails loudly."""
     cp = control_plane
@@ -1188,8 +1227,7 @@ def test_operator_without_one_rule_fails_loudly(case: str, helm: Any, installed:
     lease_ns = ensure_namespace(cp, f"trim-lease-{suffix}")  # its own Lease: never waits for another test's
     assert [r["metadata"].get("namespace") for r in roles if r["kind"] == "Role"] == [RELEASE_NS, RELEASE_NS]  # token Secrets, Lease
     _, kubeconfig = _trimmed_identity(cp, roles, lease_ns)
-    if prepare:
-        prepare(cp, lease_ns)
+    remove = prepare(cp, lease_ns, ns, ray_cluster.dashboard_url) if prepare else None
     victim = json.loads(advanced_task("victim", ppo_command(steps=3)))
     victim["spec"]["ttlSecondsAfterFinished"] = 0  # deleted as soon as it ends: the delete verb is used
     apply_text(cp, ns, json.dumps(victim))
@@ -1210,6 +1248,17 @@ def test_operator_without_one_rule_fails_loudly(case: str, helm: Any, installed:
         elif symptom == "queued":
             wait_for(lambda: log().count(complaint) >= 2, 60, f"the operator to retry and meet {complaint!r} again",
                      on_timeout=lambda: op.log_tail(60))
+            status = get_task(cp, ns, "victim").get("status") or {}
+            assert status.get("phase") == "Queued", status
+            assert ray_jobs_for(ray_cluster.dashboard_url, ns) == []
+        elif symptom == "unresolved":  # its only cluster's rayClusterRef cannot be read: it waits, and the cluster says why
+            cluster = f"trim-{ns.rsplit('-', 1)[-1]}"
+
+            def reason() -> str | None:
+                out = cp.kubectl("get", "arguscluster", cluster, "-o", "json", check=False).stdout
+                conditions = (json.loads(out).get("status") or {}).get("conditions") or [] if out.strip() else []
+                return next((c["reason"] for c in conditions if c["type"] == "RayReachable"), None)
+            wait_for(lambda: reason() == "RayClusterRefUnresolved", 60, f"{cluster} unresolved", on_timeout=lambda: op.log_tail(60))
             status = get_task(cp, ns, "victim").get("status") or {}
             assert status.get("phase") == "Queued", status
             assert ray_jobs_for(ray_cluster.dashboard_url, ns) == []
@@ -1237,6 +1286,8 @@ def test_operator_without_one_rule_fails_loudly(case: str, helm: Any, installed:
         # Leave nothing for a later operator: drop the finalizer a half-working operator may have added.
         cp.kubectl("patch", "argustask", "victim", "-n", ns, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
         cp.kubectl("delete", "argustask", "victim", "-n", ns, "--wait=false", check=False)
+        if remove is not None:
+            remove()
 
 
 # --------------------------------------------------------------------------- users

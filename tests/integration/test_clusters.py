@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from argus_testbed import RayCluster
-from argus_testbed.harness import STANDIN, advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
+from argus_testbed.harness import REPO, STANDIN, advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 
@@ -190,6 +190,82 @@ def test_the_uninstall_hook_stops_a_job_on_its_own_cluster(control_plane, ray_cl
     (job,) = [j for j in ray_jobs_for(ray_b.dashboard_url, ns, headers=ray_b.auth_headers) if j.submission_id == sid]
     assert job.status.value == "STOPPED"
     assert TOKEN not in out.stdout + out.stderr
+
+
+def reference_cluster(name: str, namespace: str) -> dict[str, Any]:
+    """deploy/kuberay/raycluster.yaml's RayCluster (it passes KubeRay's schema: test_kuberay.py), renamed."""
+    import yaml
+    doc = next(d for d in yaml.safe_load_all((REPO / "deploy" / "kuberay" / "raycluster.yaml").read_text()) if d and d["kind"] == "RayCluster")
+    doc["metadata"] = {"name": name, "namespace": namespace}
+    return doc
+
+
+def test_a_kuberay_raycluster_reference_and_the_doctor_verdict(control_plane, ray_b, fleet, kuberay_crd, user_namespace, run_operator,
+                                                              argus_root) -> None:
+    """An ArgusCluster with spec.rayClusterRef: the operator reads the RayCluster (KubeRay's own
+    CRD; no KubeRay controller runs here, so the test writes the status KubeRay would) and its
+    head Service, and reaches Ray on the Service's port named dashboard. Nothing resolves
+    cluster DNS names on this machine, so --kuberay-dashboard-url is http://127.0.0.1:{port}
+    and the Service's dashboard port is b's dashboard port on loopback: what is checked is that
+    the address comes from the Service. The operator's argus doctor runs on every ArgusCluster
+    and each one's verdict is in its status, the same as `argus doctor --cluster` says."""
+    cp = control_plane
+    suffix = uuid.uuid4().hex[:6]
+    ray_ns, name, team = f"ray-{suffix}", f"k-{suffix}", f"kuberay-{suffix}"
+    port = int(ray_b.dashboard_url.rsplit(":", 1)[1])
+    cp.kubectl("create", "namespace", ray_ns)
+    apply_text(cp, ray_ns, json.dumps(reference_cluster(name, ray_ns)))
+    cp.kubectl("patch", "raycluster", name, "-n", ray_ns, "--subresource=status", "--type=merge",
+               "-p", json.dumps({"status": {"state": "ready", "head": {"serviceName": f"{name}-head-svc"}}}))
+    apply_text(cp, ray_ns, json.dumps({"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{name}-head-svc", "namespace": ray_ns},
+                                       "spec": {"ports": [{"name": "client", "port": 10001},
+                                                          {"name": "dashboard", "port": port, "targetPort": 8265}]}}))
+    apply_text(cp, "default", json.dumps({"apiVersion": "argus.io/v1alpha1", "kind": "ArgusCluster", "metadata": {"name": name}, "spec": {
+        "rayClusterRef": {"name": name, "namespace": ray_ns}, "tokenSecret": {"name": "ray-b-token"},
+        "namespaceSelector": {"matchLabels": {"argus.io/team": team}}}}))
+    ns = user_namespace("alice")
+    cp.kubectl("label", "namespace", ns, f"argus.io/team={team}")
+    local = "http://127.0.0.1:{port}"
+    try:
+        op = run_operator([ns], extra_env={"POD_NAMESPACE": fleet["ns"]}, extra_args=["--kuberay-dashboard-url", local], doctor_interval=3600)
+        reached = wait_for(lambda: (o := arguscluster(cp, name)) and condition(o, "RayReachable").get("status") == "True" and o, 60,
+                           f"ArgusCluster {name} reachable through its RayCluster", on_timeout=op.log_tail)
+        assert reached["status"]["address"] == ray_b.dashboard_url and reached["status"]["gpus"] == 2, reached["status"]
+        apply_text(cp, ns, short_task("viaref", cluster=name))
+        done = wait_phase(cp, ns, "viaref", "Succeeded", op=op)
+        assert (done["status"]["cluster"], done["status"]["rayJob"]["dashboardUrl"]) == (name, ray_b.dashboard_url)
+        assert done["status"]["rayJob"]["submissionId"] in {j.submission_id for j in ray_jobs_for(ray_b.dashboard_url, ns, headers=ray_b.auth_headers)}
+
+        # argus doctor, run by the operator at start on each ArgusCluster: its verdict in the status.
+        for cluster in (name, fleet["a"]):
+            checked = wait_for(lambda c=cluster: (o := arguscluster(cp, c)) and (o.get("status") or {}).get("doctor") and o, 180,
+                               f"{cluster}'s doctor verdict", on_timeout=op.log_tail)
+            assert checked["status"]["doctor"]["verdict"] in ("Passed", "Warnings", "Failed") and checked["status"]["doctor"]["checkedAt"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "ARGUS_"))}
+        cli = subprocess.run([sys.executable, "-m", "argus.cli", "doctor", "--cluster", name, "--secrets-namespace", fleet["ns"],
+                              "--kuberay-dashboard-url", local, "--kubeconfig", str(cp.kubeconfig), "--root", str(argus_root),
+                              "--verl-code-path", str(STANDIN), "-o", "json"], capture_output=True, text=True, timeout=300, env=env)
+        assert cli.returncode in (0, 1), cli.stderr
+        report = json.loads(cli.stdout)
+        verdict = arguscluster(cp, name)["status"]["doctor"]
+        assert (verdict["verdict"] != "Failed") == report["ok"] and verdict["failed"] == report["summary"]["fail"], (verdict, report)
+        worker = {r["check"]: r for r in report["checks"] if r["node"].startswith(ray_b.worker_node_ids[0][:12])}
+        assert worker["probe"]["status"] == "ok", worker
+
+        # The head Service goes (the RayCluster being torn down): the cluster says so, within the re-read period.
+        cp.kubectl("delete", "service", f"{name}-head-svc", "-n", ray_ns)
+        gone = wait_for(lambda: condition(o := arguscluster(cp, name), "RayReachable").get("reason") == "RayClusterRefUnresolved" and o, 60,
+                        "the reference unresolved", on_timeout=op.log_tail)
+        assert condition(gone, "RayReachable")["message"] == \
+            f"spec.rayClusterRef: RayCluster {ray_ns}/{name}: its head Service {ray_ns}/{name}-head-svc does not exist (KubeRay makes it with the head)"
+        assert "address" not in gone["status"]
+        missing = subprocess.run([sys.executable, "-m", "argus.cli", "doctor", "--cluster", name, "--secrets-namespace", fleet["ns"],
+                                  "--kubeconfig", str(cp.kubeconfig), "--root", str(argus_root)], capture_output=True, text=True, timeout=60, env=env)
+        assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1 and "does not exist" in missing.stderr, missing.stderr
+    finally:
+        cp.kubectl("patch", "arguscluster", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+        cp.kubectl("delete", "arguscluster", name, "--ignore-not-found", "--wait=false", check=False)
+        cp.kubectl("delete", "namespace", ray_ns, "--wait=false", check=False)
 
 
 def test_one_cluster_down_the_other_runs_on(control_plane, ray_cluster, ray_b, fleet, user_namespace, run_operator) -> None:

@@ -55,20 +55,20 @@ def test_an_older_served_crd_is_reported_and_the_current_one_is_not(control_plan
         caplog.clear()
         verdict = await check.check()
         assert verdict is not None and not verdict.current and verdict.served == schema_hash(older["spec"]) != built
-        assert metrics.registry.get_sample_value("argus_crd_stale") == 1
+        assert metrics.registry.get_sample_value("argus_crd_stale", {"crd": CRD_NAME}) == 1
         (error,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
         assert verdict.served in error and built in error and "kubectl apply --server-side -f crds/" in error
 
         await asyncio.to_thread(apply, json.dumps(older_crd(annotated=False)))  # from before the check existed
         verdict = await check.check()
         assert verdict is not None and not verdict.current and verdict.served is None
-        assert metrics.registry.get_sample_value("argus_crd_stale") == 1
+        assert metrics.registry.get_sample_value("argus_crd_stale", {"crd": CRD_NAME}) == 1
 
         await asyncio.to_thread(apply, CURRENT.read_text())  # the upgrade's `kubectl apply --server-side -f crds/`
         caplog.clear()
         verdict = await check.check()
         assert verdict is not None and verdict.current and verdict.served == built
-        assert metrics.registry.get_sample_value("argus_crd_stale") == 0
+        assert metrics.registry.get_sample_value("argus_crd_stale", {"crd": CRD_NAME}) == 0
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
     try:

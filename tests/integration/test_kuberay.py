@@ -25,13 +25,8 @@ VERSION = (REPO / "hack" / "kuberay-version.txt").read_text().strip()
 
 
 @pytest.fixture(scope="module")
-def rayclusters_crd(control_plane: Any) -> Path:
-    proc = subprocess.run(["bash", str(REPO / "hack" / "fetch-kuberay-crd.sh")], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    crd = Path(proc.stdout.strip().splitlines()[-1])
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-    control_plane.wait_established("rayclusters.ray.io")
-    return crd
+def rayclusters_crd(kuberay_crd: Path) -> Path:
+    return kuberay_crd
 
 
 def documents() -> list[dict[str, Any]]:

@@ -294,6 +294,27 @@ def test_a_raycluster_ref_without_a_usable_head_service_holds_its_tasks(made: li
     assert f.connected == [] and f.status(key)["phase"] == "Queued"
 
 
+def test_a_read_of_the_clusters_beside_another_waits_for_it_and_sees_its_clusters(made: list[Fleet]) -> None:
+    """The doctor's loop reads the fleet while the controller's tick may be reading it: the
+    second caller must not return before the first has the clusters (it once checked none)."""
+    f = fleet_of(made, gpus={"a": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    fleet = f.reconciler.fleet
+    listed = f.api.list_clusters
+
+    async def slow() -> list[dict[str, Any]]:
+        await asyncio.sleep(0.01)
+        return await listed()
+    f.api.list_clusters = slow  # type: ignore[method-assign]
+
+    async def both() -> list[list[str]]:
+        async def read() -> list[str]:
+            await fleet.refresh()
+            return sorted(fleet.named)
+        return list(await asyncio.gather(read(), read()))
+    assert f.loop.run_until_complete(both()) == [["a"], ["a"]]
+
+
 def test_the_doctor_verdict_shows_in_the_clusters_status(made: list[Fleet]) -> None:
     from argus.core.clusters import doctor_summary
     from argus.core.doctor import Check, Row, Status

@@ -70,7 +70,7 @@ def test_a_stale_crd_is_an_error_naming_both_hashes_and_the_command_and_the_gaug
     with caplog.at_level(logging.INFO, logger="argus"):
         verdict = run(check)
     assert verdict is not None and not verdict.current
-    assert metrics.registry.get_sample_value("argus_crd_stale") == 1
+    assert metrics.registry.get_sample_value("argus_crd_stale", {"crd": CRD_NAME}) == 1
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1
     assert "00000000deadbeef" in errors[0] and built in errors[0] and "kubectl apply --server-side" in errors[0]
@@ -81,7 +81,7 @@ def test_a_stale_crd_is_an_error_naming_both_hashes_and_the_command_and_the_gaug
     with caplog.at_level(logging.INFO, logger="argus"):
         verdict = run(check)
     assert verdict is not None and verdict.current
-    assert metrics.registry.get_sample_value("argus_crd_stale") == 0
+    assert metrics.registry.get_sample_value("argus_crd_stale", {"crd": CRD_NAME}) == 0
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("is the one this operator was built with" in r.getMessage() for r in caplog.records)
 
@@ -90,7 +90,7 @@ def test_no_crd_is_stale_too() -> None:
     cluster, metrics = FakeCluster(FakeClock()), Metrics(FakeClock())
     verdict = run(CrdCheck(cluster, built_schema_hash(), metrics))
     assert verdict is not None and not verdict.found
-    assert metrics.registry.get_sample_value("argus_crd_stale") == 1
+    assert metrics.registry.get_sample_value("argus_crd_stale", {"crd": CRD_NAME}) == 1
 
 
 def test_an_unreadable_crd_is_a_warning_and_changes_nothing(caplog: pytest.LogCaptureFixture) -> None:
@@ -102,7 +102,7 @@ def test_an_unreadable_crd_is_a_warning_and_changes_nothing(caplog: pytest.LogCa
     cluster.crd_error = CrdUnreadable('customresourcedefinitions.apiextensions.k8s.io "argustasks.argus.io" is forbidden')
     with caplog.at_level(logging.WARNING, logger="argus"):
         assert run(check) is None
-    assert metrics.registry.get_sample_value("argus_crd_stale") == 1  # the last verdict stands
+    assert metrics.registry.get_sample_value("argus_crd_stale", {"crd": CRD_NAME}) == 1  # the last verdict stands
     assert any("forbidden" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
 
 
@@ -124,8 +124,33 @@ def test_the_loop_checks_at_start_then_every_interval() -> None:
         asyncio.run(check.run(600))
     assert sleeps == [600, 600]
     assert check.last is not None and check.last.current
-    assert metrics.registry.get_sample_value("argus_crd_stale") == 0
+    assert metrics.registry.get_sample_value("argus_crd_stale", {"crd": CRD_NAME}) == 0
 
     once = CrdCheck(cluster, built, metrics, sleep=sleep)
     asyncio.run(once.run(0))  # 0: at start only, and returns
     assert once.last is not None and once.last.current
+
+
+def test_the_arguscluster_crd_is_checked_too_under_its_own_name(caplog: pytest.LogCaptureFixture) -> None:
+    """Both generated CRDs carry their hash; a stale ArgusCluster CRD (it would drop
+    status.doctor and refuse spec.rayClusterRef) is its own error and its own series."""
+    from argus.core.crd import arguscluster_crd, built_crds
+    built = {c.name: c for c in built_crds()}
+    assert set(built) == {CRD_NAME, "argusclusters.argus.io"}
+    assert built["argusclusters.argus.io"].schema_hash == arguscluster_crd()["metadata"]["annotations"][SCHEMA_HASH_ANNOTATION]
+    assert built["argusclusters.argus.io"].kind == "ArgusCluster" and built[CRD_NAME].schema_hash == built_schema_hash()
+    cluster, metrics = FakeCluster(FakeClock()), Metrics(FakeClock())
+    mine = built["argusclusters.argus.io"]
+    cluster.crds[CRD_NAME] = {SCHEMA_HASH_ANNOTATION: built_schema_hash()}
+    cluster.crds[mine.name] = {SCHEMA_HASH_ANNOTATION: "00000000deadbeef"}
+    with caplog.at_level(logging.INFO, logger="argus"):
+        tasks = run(CrdCheck(cluster, built_schema_hash(), metrics))
+        clusters = run(CrdCheck(cluster, mine.schema_hash, metrics, kind=mine.kind, name=mine.name))
+    assert tasks is not None and tasks.current and clusters is not None and not clusters.current
+    assert metrics.registry.get_sample_value("argus_crd_stale", {"crd": CRD_NAME}) == 0
+    assert metrics.registry.get_sample_value("argus_crd_stale", {"crd": "argusclusters.argus.io"}) == 1
+    (error,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert error.startswith("the served ArgusCluster CRD (argusclusters.argus.io) is stale: its schema hash is 00000000deadbeef")
+    del cluster.crds[mine.name]  # an install from before ArgusClusters
+    missing = run(CrdCheck(cluster, mine.schema_hash, metrics, kind=mine.kind, name=mine.name))
+    assert missing is not None and "serves no ArgusCluster CRD (argusclusters.argus.io)" in missing.message()

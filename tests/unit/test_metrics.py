@@ -41,7 +41,7 @@ EXPECTED = {
     "argus_task_watch_age_seconds": ("gauge", ()),
     "argus_cluster_ready": ("gauge", ("node", "check", "cluster")),
     "argus_cluster_checked_timestamp_seconds": ("gauge", ("cluster",)),
-    "argus_crd_stale": ("gauge", ()),
+    "argus_crd_stale": ("gauge", ("crd",)),
     "argus_user_gpus_in_use": ("gauge", ("user",)),
     "argus_user_tasks_queued": ("gauge", ("user",)),
     "argus_user_gpu_quota": ("gauge", ("user",)),

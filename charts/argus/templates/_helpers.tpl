@@ -143,6 +143,7 @@ app.kubernetes.io/component: uninstall
 - {{ printf "--ray-grace=%v" $o.rayGraceSeconds | quote }}
 - {{ printf "--delete-grace=%v" $o.deleteGraceSeconds | quote }}
 - {{ printf "--doctor-interval=%v" $o.doctorIntervalSeconds | quote }}
+- {{ printf "--kuberay-dashboard-url=%v" $o.kuberayDashboardUrl | quote }}
 - {{ printf "--gitops-tracking-label=%v" $o.gitopsTrackingLabel | quote }}
 - {{ printf "--crd-check-interval=%v" $o.crdCheckIntervalSeconds | quote }}
 - {{ printf "--queue-policy=%v" $o.queuePolicy | quote }}

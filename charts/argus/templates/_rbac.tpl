@@ -23,12 +23,12 @@
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [get, list]
-# The ArgusTask CRD, read at start and every --crd-check-interval: is the served schema the
+# The ArgusTask and ArgusCluster CRDs, read at start and every --crd-check-interval: is each served schema the
 # one this operator was built with (its argus.io/schema-hash annotation)? Helm never
 # upgrades crds/ (docs/deploy.md, "Upgrading").
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
-  resourceNames: [argustasks.argus.io]
+  resourceNames: [argustasks.argus.io, argusclusters.argus.io]
   verbs: [get]
 {{- if .Values.rbac.watchCRDs }}
 # kopf re-scans the served resources when a CRD appears or changes (read-only), so the
@@ -53,6 +53,17 @@
 - apiGroups: [argus.io]
   resources: [argusclusters/status]
   verbs: [patch]
+{{- if .Values.rbac.rayClusterRefs }}
+# An ArgusCluster's spec.rayClusterRef: the KubeRay RayCluster it names and that cluster's head
+# Service (its dashboard port), read by name (get) in the RayCluster's namespace, at most every
+# 30 s per such ArgusCluster while its Ray answers. No list or watch.
+- apiGroups: [ray.io]
+  resources: [rayclusters]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get]
+{{- end }}
 {{- end }}
 
 {{- define "argus.tokenSecretRules" -}}

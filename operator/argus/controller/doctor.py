@@ -200,8 +200,9 @@ class DoctorLoop:
             message = f"{where}{verdict.failed} check(s) failed on the Ray cluster: {verdict.message}"
             log.warning("argus doctor: %s%d check(s) failed (argus doctor shows each with its fix)", where, verdict.failed)
         else:
-            message = where + (verdict.message if verdict.verdict == DoctorVerdict.Passed else
-                               f"no check failed ({verdict.warnings} warning(s)): {verdict.message}")
+            probed = len({r.node for r in rows if r.check is Check.probe})
+            message = f"{where}every check passed on {probed} worker node(s)" + (
+                f" ({verdict.warnings} warning(s): {verdict.message})" if verdict.warnings else "")
             log.info("argus doctor: %s", message)
         if self.post_event is not None:
             await self.post_event("Warning" if failing else "Normal", "ClusterNotReady" if failing else "ClusterReady", message)

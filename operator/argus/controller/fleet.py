@@ -24,6 +24,7 @@ every ``TOKEN_REREAD_SECONDS`` (a rotated Secret counts without a restart).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
@@ -130,6 +131,7 @@ class Fleet:
         self.named: dict[str, Cluster] = {}
         self._placing: list[Cluster] = []  # the named clusters, most preferred first
         self._read_at: float | None = None
+        self._reading = asyncio.Lock()
         self._problems: dict[str, str] = {}  # what was said about each object, said again only when it changes
         self._missing: dict[str, NoRay] = {}
         self._tokens: dict[str, dict[str, str | None]] = {}  # each cluster's token, as its client reads it
@@ -143,6 +145,13 @@ class Fleet:
         one's client. A failed read keeps the clusters last read."""
         if self.store is None or self.connect is None:
             return
+        # One read at a time: a caller that comes while another reads (the doctor's loop beside
+        # the controller's tick) waits for it and then sees its clusters, never an empty fleet.
+        async with self._reading:
+            await self._refresh(fresh)
+
+    async def _refresh(self, fresh: bool) -> None:
+        assert self.store is not None
         now = self.monotonic()
         if not fresh and self._read_at is not None and now - self._read_at < self.poll_interval:
             return

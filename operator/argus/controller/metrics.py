@@ -104,8 +104,9 @@ class Metrics:
         self.cluster_checked = Gauge("argus_cluster_checked_timestamp_seconds", "When argus doctor last checked a Ray cluster (Unix time)",
                                      ["cluster"], registry=r)
         self._doctor_series: dict[str, set[tuple[str, str]]] = {}  # cluster -> its (node, check) series of the last run
-        self.crd_stale = Gauge("argus_crd_stale", "1 while the served ArgusTask CRD is not the one this operator was built with "
-                               "(its argus.io/schema-hash differs or is missing, or there is no CRD), 0 when it is", registry=r)
+        self.crd_stale = Gauge("argus_crd_stale", "1 while a served CRD (crd: argustasks.argus.io, argusclusters.argus.io) is not the one "
+                               "this operator was built with (its argus.io/schema-hash differs or is missing, or there is no such CRD), "
+                               "0 when it is", ["crd"], registry=r)
         self.user_gpus = Gauge("argus_user_gpus_in_use", "GPUs held by a user's running tasks (Submitted or Running; the leader only)",
                                ["user"], registry=None)
         self.user_queued = Gauge("argus_user_tasks_queued", "A user's tasks waiting in the queue (the leader only)", ["user"], registry=None)

@@ -110,7 +110,7 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
                              "(metric argus_cluster_ready, an Event on the leader Lease, the log); 0: never (default 3600; "
                              "env ARGUS_DOCTOR_INTERVAL)")
     parser.add_argument("--crd-check-interval", type=float, default=float(env("ARGUS_CRD_CHECK_INTERVAL", "600")),
-                        help="compare the served ArgusTask CRD with the one this operator was built with (its argus.io/schema-hash "
+                        help="compare the served ArgusTask and ArgusCluster CRDs with the ones this operator was built with (its argus.io/schema-hash "
                              "annotation) at start and every this many seconds; a stale CRD is an error in the log naming both "
                              "hashes and the command that applies the new one, and metric argus_crd_stale; 0: at start only "
                              "(default 600; env ARGUS_CRD_CHECK_INTERVAL)")

@@ -53,11 +53,13 @@ class CrdUnreadable(Exception):
 
 @dataclass(frozen=True)
 class CrdVerdict:
-    """The served ArgusTask CRD against the one this operator was built with."""
+    """A served CRD (ArgusTask's or ArgusCluster's) against the one this operator was built with."""
 
     built: str                 # this operator's schema hash
     served: str | None         # the served CRD's annotation; None when it has none
-    found: bool = True         # False: the API server serves no ArgusTask CRD at all
+    found: bool = True         # False: the API server serves no such CRD at all
+    kind: str = KIND
+    name: str = CRD_NAME
 
     @property
     def current(self) -> bool:
@@ -65,23 +67,38 @@ class CrdVerdict:
 
     def message(self) -> str:
         if self.current:
-            return f"the served ArgusTask CRD ({CRD_NAME}) is the one this operator was built with (schema hash {self.built})"
+            return f"the served {self.kind} CRD ({self.name}) is the one this operator was built with (schema hash {self.built})"
         if not self.found:
-            return (f"the API server serves no ArgusTask CRD ({CRD_NAME}); this operator was built with schema hash "
+            return (f"the API server serves no {self.kind} CRD ({self.name}); this operator was built with schema hash "
                     f"{self.built}: {APPLY_HINT}")
         if self.served is None:
             what = f"it has no {SCHEMA_HASH_ANNOTATION} annotation (it predates the check)"
         else:
             what = f"its schema hash is {self.served}"
-        return (f"the served ArgusTask CRD ({CRD_NAME}) is stale: {what}, this operator was built with {self.built}; "
-                f"the API server drops the status fields the old schema lacks. Helm never upgrades crds/: {APPLY_HINT}")
+        return (f"the served {self.kind} CRD ({self.name}) is stale: {what}, this operator was built with {self.built}; "
+                f"the API server drops the fields the old schema lacks. Helm never upgrades crds/: {APPLY_HINT}")
 
 
-def compare_served(annotations: dict[str, str] | None, built: str) -> CrdVerdict:
+def compare_served(annotations: dict[str, str] | None, built: str, *, kind: str = KIND, name: str = CRD_NAME) -> CrdVerdict:
     """``annotations``: the served CRD's metadata.annotations, None when there is no CRD."""
     if annotations is None:
-        return CrdVerdict(built=built, served=None, found=False)
-    return CrdVerdict(built=built, served=annotations.get(SCHEMA_HASH_ANNOTATION) or None)
+        return CrdVerdict(built=built, served=None, found=False, kind=kind, name=name)
+    return CrdVerdict(built=built, served=annotations.get(SCHEMA_HASH_ANNOTATION) or None, kind=kind, name=name)
+
+
+@dataclass(frozen=True)
+class BuiltCrd:
+    """One CRD as this operator generates it: what the CRD check compares the served one with."""
+
+    kind: str
+    name: str
+    schema_hash: str
+
+
+def built_crds() -> list[BuiltCrd]:
+    """Both CRDs this code generates (ArgusTask's, ArgusCluster's), with their schema hashes."""
+    return [BuiltCrd(c["spec"]["names"]["kind"], c["metadata"]["name"], c["metadata"]["annotations"][SCHEMA_HASH_ANNOTATION])
+            for c in (argustask_crd(), arguscluster_crd())]
 
 
 def built_schema_hash() -> str:

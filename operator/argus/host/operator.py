@@ -27,7 +27,7 @@ from ..controller.settings import OperatorConfig
 from ..controller.view import TaskView, worth_a_look
 from ..core.clock import Clock
 from ..core.clusters import ClusterConfig
-from ..core.crd import built_schema_hash
+from ..core.crd import built_crds
 from ..core.doctor import DoctorSettings
 from ..core.progress import ProgressSource
 from ..core.rayjobs import RayRefused, RayUnreachable
@@ -134,8 +134,9 @@ class Operator:
             await asyncio.to_thread(self.composer.compose, ComposeRequest("verl.trainer.main_ppo", (), {}, "/"))
         self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
         # Every replica, leader or not: a stale CRD is the cluster's state, not the leader's.
-        crd_check = CrdCheck(self.store, await asyncio.to_thread(built_schema_hash), self.metrics)
-        self.background.append(asyncio.create_task(crd_check.run(self.config.crd_check_interval), name="argus CRD check"))
+        for crd in await asyncio.to_thread(built_crds):
+            crd_check = CrdCheck(self.store, crd.schema_hash, self.metrics, kind=crd.kind, name=crd.name)
+            self.background.append(asyncio.create_task(crd_check.run(self.config.crd_check_interval), name=f"argus CRD check {crd.name}"))
         self.background.append(asyncio.create_task(self.say_ray_version(), name="argus Ray version"))
         if self.config.doctor_interval > 0:
             self.background.append(asyncio.create_task(self.doctor_loop().run(), name="argus doctor"))

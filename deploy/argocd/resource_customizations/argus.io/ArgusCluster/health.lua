@@ -3,9 +3,11 @@
 --                                      waits for): it goes once they have ended
 --   no status, or no RayReachable   -> Progressing: waiting for the operator's first look
 --   RayReachable=True               -> Healthy: Ray version, worker nodes, free/total GPUs,
---                                      running and queued tasks
+--                                      running and queued tasks; but Degraded when argus
+--                                      doctor's last verdict (status.doctor) is Failed: a task
+--                                      would fail there
 --   RayReachable=False              -> Degraded: the condition's reason (RayUnreachable,
---                                      RayAuthFailed) and message
+--                                      RayAuthFailed, RayClusterRefUnresolved) and message
 --   RayReachable=Unknown            -> Progressing (the operator does not write it)
 local hs = {}
 
@@ -50,7 +52,10 @@ if ray == nil then
   return hs
 end
 
-if ray.status == "True" then
+if ray.status == "True" and status.doctor ~= nil and status.doctor.verdict == "Failed" then
+  hs.status = "Degraded"
+  hs.message = "argus doctor: " .. text(status.doctor.failed) .. " check(s) failed: " .. text(status.doctor.message)
+elseif ray.status == "True" then
   hs.status = "Healthy"
   hs.message = "Ray " .. text(status.rayVersion) .. ", worker nodes: " .. text(status.workerNodes)
     .. ", GPUs free: " .. text(status.freeGpus) .. "/" .. text(status.gpus)
