@@ -145,7 +145,9 @@ TASK_RULES = [
 ARGUSCLUSTER_RULES = [
     {"apiGroups": ["argus.io"], "resources": ["argusclusters"], "verbs": ["list", "patch"]},
     {"apiGroups": ["argus.io"], "resources": ["argusclusters/status"], "verbs": ["patch"]},
-    # spec.rayClusterRef (rbac.rayClusterRefs): the KubeRay RayCluster and its head Service, by name.
+]
+# spec.rayClusterRef (rbac.rayClusterRefs, on by default): the KubeRay RayCluster and its head Service, by name.
+RAYCLUSTER_REF_RULES = [
     {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
 ]
@@ -154,13 +156,13 @@ LEASE_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["argus-leader"], "verbs": ["get", "update"]},
 ]
-CLUSTERWIDE = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES, *TASK_RULES],
+CLUSTERWIDE = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES, *RAYCLUSTER_REF_RULES, *TASK_RULES],
                **TOKEN_SECRETS, ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
 
 
 def namespaced(*namespaces: str) -> dict[tuple[str, str, str | None], list[dict[str, Any]]]:
     rules: dict[tuple[str, str, str | None], list[dict[str, Any]]] = {
-        ("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES], **TOKEN_SECRETS,
+        ("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES, *RAYCLUSTER_REF_RULES], **TOKEN_SECRETS,
         ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
     rules.update({("Role", SA, ns): TASK_RULES for ns in namespaces})
     return rules
@@ -169,9 +171,9 @@ def namespaced(*namespaces: str) -> dict[tuple[str, str, str | None], list[dict[
 EXPECTED_RULES: dict[str, dict[tuple[str, str, str | None], list[dict[str, Any]]]] = {
     case: CLUSTERWIDE for case in MATRIX
 }
-EXPECTED_RULES["leader-election-off"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES, *TASK_RULES],
+EXPECTED_RULES["leader-election-off"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, CRDS_WATCH, *ARGUSCLUSTER_RULES, *RAYCLUSTER_REF_RULES, *TASK_RULES],
                                          **TOKEN_SECRETS}
-EXPECTED_RULES["no-crd-watch"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, *ARGUSCLUSTER_RULES, *TASK_RULES],
+EXPECTED_RULES["no-crd-watch"] = {("ClusterRole", SA, None): [NAMESPACES_GET, CRD_GET, *ARGUSCLUSTER_RULES, *RAYCLUSTER_REF_RULES, *TASK_RULES],
                                   **TOKEN_SECRETS, ("Role", f"{SA}-leader-election", RELEASE_NS): LEASE_RULES}
 EXPECTED_RULES["single-namespace"] = namespaced("team-a")
 EXPECTED_RULES["uninstall-hook"] = namespaced("team-a")
@@ -732,6 +734,9 @@ def test_operator_reads_argusclusters_cluster_wide_and_secrets_only_in_its_names
     (cluster_role,) = [r for r in roles if r["kind"] == "ClusterRole"]
     assert [r for r in cluster_role["rules"] if r["apiGroups"] == ["argus.io"] and r["resources"][0].startswith("argusclusters")] == \
         ARGUSCLUSTER_RULES
+    assert [r for r in cluster_role["rules"] if r["resources"] in (["rayclusters"], ["services"])] == RAYCLUSTER_REF_RULES
+    (without,) = [r for r in operator_roles(render(helm, *values, "--set", "rbac.rayClusterRefs=false")) if r["kind"] == "ClusterRole"]
+    assert [r for r in without["rules"] if r["resources"] in (["rayclusters"], ["services"])] == []
     assert "argusclusters" not in json.dumps([r for r in roles if r["kind"] == "Role"])
     with_secrets = [r for r in roles if "secrets" in json.dumps(r["rules"])]
     assert [(r["kind"], r["metadata"]["name"], r["metadata"].get("namespace"), r["rules"]) for r in with_secrets] == [
@@ -1202,9 +1207,10 @@ def test_every_rule_and_verb_has_a_removal_case(installed: list[dict[str, Any]])
     alone = {(tuple(rule["resources"]), verb) for rule in rules for which, verb, *_ in cases if verb and which(rule)}
     several = {(tuple(rule["resources"]), v) for rule in rules if len(rule["verbs"]) > 1 for v in rule["verbs"]}
     # list and watch on CRDs are one kopf feature (following CRD changes, "runs" either way);
-    # get on the Lease comes before update in every round, so the whole-rule case is its case.
+    # get on the Lease comes before update in every round, so the whole-rule case is its case;
+    # so is list on the ArgusClusters (without it no ArgusCluster is seen and patch is never used).
     assert several - alone == {(("customresourcedefinitions",), "list"), (("customresourcedefinitions",), "watch"),
-                               (("leases",), "get")}
+                               (("leases",), "get"), (("argusclusters",), "list")}
 
 
 @pytest.mark.parametrize("case", list(TRIMMED))
