@@ -268,6 +268,20 @@ def test_a_kuberay_raycluster_reference_and_the_doctor_verdict(control_plane, ra
         cp.kubectl("delete", "namespace", ray_ns, "--wait=false", check=False)
 
 
+def test_the_api_server_holds_the_address_or_reference_rule(control_plane, crd_installed) -> None:
+    """The CRD's CEL rule, run by the real API server: the examples pass (a server-side dry
+    run), a spec with both an address and a rayClusterRef, or neither, is refused in the
+    rule's own words."""
+    cp = control_plane
+    ok = cp.kubectl("apply", "--dry-run=server", "-f", str(REPO / "examples" / "clusters" / "argusclusters.yaml"), check=False)
+    assert ok.returncode == 0 and "gpu-a" in ok.stdout and "gpu-b" in ok.stdout, ok.stderr
+    both = {"address": "http://ray:8265", "rayClusterRef": {"name": "ray", "namespace": "ray"}}
+    for spec in (both, {"maxRunning": 2}):
+        doc = {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusCluster", "metadata": {"name": "bad"}, "spec": spec}
+        out = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(doc), check=False)
+        assert out.returncode != 0 and "exactly one of address and rayClusterRef must be set" in out.stderr, out.stderr
+
+
 def test_one_cluster_down_the_other_runs_on(control_plane, ray_cluster, ray_b, fleet, user_namespace, run_operator) -> None:
     cp = control_plane
     ns = user_namespace("alice")

@@ -57,6 +57,15 @@ def test_example_task(path: Path) -> None:
             assert verdict.plan is not None and "$HOME" not in verdict.plan.command
 
 
+def test_the_argusclusters_example_parses_as_the_operator_reads_it() -> None:
+    from argus.core.clusters import parse_cluster
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "clusters" / "argusclusters.yaml").read_text()) if d]
+    a, b = (parse_cluster(d) for d in docs)
+    assert (a.name, a.address, a.token_secret is not None, a.ray_cluster_ref) == ("gpu-a", "http://ray-a-head-svc.ray-a.svc:8265", True, None)
+    assert (b.name, b.address, str(b.ray_cluster_ref)) == ("gpu-b", "", "ray/ray")
+    assert a.admits({"argus.io/team": "a"}) and not b.admits({"argus.io/team": "a"}) and b.admits({})
+
+
 def test_custom_reward_example_is_the_v35_command() -> None:
     doc = yaml.safe_load((EXAMPLES / "ppo-advanced-custom-reward.yaml").read_text())
     spec = doc["spec"]

@@ -176,7 +176,12 @@ class Fleet:
             if config.ray_cluster_ref is not None:
                 config, unresolved, resolved_at = await self._resolve(config, kept, now)
                 if unresolved is not None:
-                    seen[name] = self._unusable(config, unresolved, obj, resolved_at)
+                    if kept is not None and kept.unresolved == unresolved:  # as before: kept (its token's read time too)
+                        kept.config, kept.resolved_at = config, resolved_at
+                        _keep_object(kept, obj)
+                        seen[name] = kept
+                    else:
+                        seen[name] = self._unusable(config, unresolved, obj, resolved_at)
                     continue
             if kept is None or kept.unresolved is not None or _connection(kept.config) != _connection(config):
                 kept = self._make(config)
