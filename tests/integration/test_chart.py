@@ -827,6 +827,24 @@ def test_clusters_schema_is_the_crds() -> None:
     assert (name["pattern"], name["maxLength"]) == (r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", 253)
 
 
+def test_each_clusters_own_tree_is_mounted_read_only_at_its_root(helm: Any) -> None:
+    """sharedTree.clusterVolumes: an ArgusCluster's tree where its jobs see it (its spec.root),
+    read-only, beside the operator's own; an item without its root is refused."""
+    trees = [{"root": "/private-a", "volume": {"persistentVolumeClaim": {"claimName": "private-a", "readOnly": True}}},
+             {"root": "/private-b", "volume": {"nfs": {"server": "nas-b", "path": "/export/b"}}}]
+    pod = one(render(helm, "--set", "operator.progress.source=file", "--set-json", 'sharedTree.volume={"nfs":{"server":"nas","path":"/private"}}',
+                     "--set-json", f"sharedTree.clusterVolumes={json.dumps(trees)}"), "Deployment")["spec"]["template"]["spec"]
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert mounts["shared-tree"]["mountPath"] == "/private"
+    for i, tree in enumerate(trees):
+        assert mounts[f"shared-tree-{i}"] == {"name": f"shared-tree-{i}", "mountPath": tree["root"], "readOnly": True}
+        assert volumes[f"shared-tree-{i}"] == {"name": f"shared-tree-{i}", **tree["volume"]}
+    out = helm("template", RELEASE, str(CHART), "--kube-version", KUBE_VERSION, "--set-json", 'sharedTree.clusterVolumes=[{"volume":{"nfs":{}}}]',
+               check=False)
+    assert out.returncode != 0 and "root" in out.stderr, out.stderr
+
+
 def test_progress_from_files_without_the_shared_tree_is_refused(helm: Any) -> None:
     out = helm("template", RELEASE, str(CHART), "--kube-version", KUBE_VERSION, "--set", "operator.progress.source=file", check=False)
     assert out.returncode != 0 and "operator.progress.source=file reads the jobs' log files from the shared tree: set sharedTree.volume" in out.stderr

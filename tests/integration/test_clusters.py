@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from argus_testbed import RayCluster
-from argus_testbed.harness import REPO, STANDIN, advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
+from argus_testbed.harness import REPO, STANDIN, advanced_task, apply_text, get_task, make_private_tree, ppo_command, ray_jobs_for, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 
@@ -266,6 +266,33 @@ def test_a_kuberay_raycluster_reference_and_the_doctor_verdict(control_plane, ra
         cp.kubectl("patch", "arguscluster", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
         cp.kubectl("delete", "arguscluster", name, "--ignore-not-found", "--wait=false", check=False)
         cp.kubectl("delete", "namespace", ray_ns, "--wait=false", check=False)
+
+
+def test_progress_from_the_log_files_of_a_clusters_own_tree(control_plane, ray_b, fleet, user_namespace, run_operator,
+                                                            tmp_path_factory) -> None:
+    """--progress-source file with an ArgusCluster whose jobs use a shared tree of their own
+    (spec.root, another folder on this machine: mounted for the operator at the same path):
+    the job's folder and log are in that tree, and the operator reads its progress there."""
+    cp = control_plane
+    suffix = uuid.uuid4().hex[:6]
+    name, team = f"f-{suffix}", f"files-{suffix}"
+    tree = make_private_tree(tmp_path_factory.mktemp("private-f"))
+    apply_text(cp, "default", json.dumps({"apiVersion": "argus.io/v1alpha1", "kind": "ArgusCluster", "metadata": {"name": name}, "spec": {
+        "address": ray_b.dashboard_url, "tokenSecret": {"name": "ray-b-token"}, "root": str(tree),
+        "namespaceSelector": {"matchLabels": {"argus.io/team": team}}}}))
+    ns = user_namespace("alice")
+    cp.kubectl("label", "namespace", ns, f"argus.io/team={team}")
+    try:
+        op = run_operator([ns], extra_env={"POD_NAMESPACE": fleet["ns"]}, extra_args=["--progress-source", "file"])
+        apply_text(cp, ns, short_task("filed", cluster=name))
+        done = wait_phase(cp, ns, "filed", "Succeeded", op=op)["status"]
+        assert done["cluster"] == name and done["logFile"]["jobPath"].startswith(f"{tree}/users/alice/jobs/"), done
+        assert Path(done["logFile"]["jobPath"]).is_file()
+        assert done["progress"]["step"] == done["progress"]["totalSteps"] == 3, done["progress"]
+        assert "is not mounted here" not in op.log_tail(400)
+    finally:
+        cp.kubectl("patch", "arguscluster", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+        cp.kubectl("delete", "arguscluster", name, "--ignore-not-found", "--wait=false", check=False)
 
 
 def test_the_api_server_holds_the_address_or_reference_rule(control_plane, crd_installed) -> None:

@@ -72,8 +72,12 @@ class FakeLogFiles:
         self.ray = ray
         self.reads: list[tuple[str, int]] = []
         self.most: int | None = None  # set: no read returns more bytes than this (short reads)
+        self.unmounted: set[str | None] = set()  # users folders not mounted here
 
-    async def read(self, path: str, offset: int, limit: int) -> bytes:
+    def mounted(self, users_root: str | None) -> bool:
+        return users_root not in self.unmounted
+
+    async def read(self, path: str, offset: int, limit: int, users_root: str | None = None) -> bytes:
         self.reads.append((path, offset))
         for job in self.ray.jobs.values():
             if job.plan is not None and job.plan.log_file == path and job.log:

@@ -17,7 +17,8 @@ from argus.controller.metrics import Metrics
 from argus.controller.settings import OperatorConfig
 from argus.core.clusters import ClusterConfig
 from argus.core.config import PlatformConfig
-from fakes import FakeClock, FakeCluster, FakeRay
+from argus.core.progress import ProgressSource
+from fakes import FakeClock, FakeCluster, FakeLogFiles, FakeRay
 
 pytestmark = pytest.mark.unit
 
@@ -30,11 +31,31 @@ def spec(gpus: int = 1, **extra: Any) -> dict[str, Any]:
     return {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": gpus, "command": CMD.format(g=gpus), **extra}
 
 
+class TreeFiles(FakeLogFiles):
+    """The log files of every cluster's jobs, each under the users folder it was read with."""
+
+    def __init__(self, rays: dict[str, FakeRay]):
+        super().__init__(FakeRay(FakeClock()))
+        self.rays = rays
+        self.roots: list[str | None] = []
+
+    async def read(self, path: str, offset: int, limit: int, users_root: str | None = None) -> bytes:
+        self.reads.append((path, offset))
+        self.roots.append(users_root)
+        assert users_root is not None and path.startswith(users_root + "/"), (path, users_root)
+        for ray in self.rays.values():
+            for job in ray.jobs.values():
+                if job.plan is not None and job.plan.log_file == path and job.log:
+                    return "".join(job.log).encode()[offset:offset + limit]
+        raise FileNotFoundError(path)
+
+
 class Fleet:
     """A reconciler over a fake API server, the implicit cluster's FakeRay and one FakeRay per
     ArgusCluster (made when the operator first connects to it)."""
 
-    def __init__(self, *, gpus: dict[str, float], max_running: int = 8, restart_policy_retry: bool = False):
+    def __init__(self, *, gpus: dict[str, float], max_running: int = 8, restart_policy_retry: bool = False,
+                 progress_source: ProgressSource = ProgressSource.stream):
         self.clock = FakeClock()
         self.api = FakeCluster(self.clock)
         self.implicit = FakeRay(self.clock, worker_gpus=4)
@@ -43,7 +64,8 @@ class Fleet:
         self.tokens: dict[str, Callable[[], str | None]] = {}
         self.connected: list[tuple[str, str]] = []  # (cluster, address) of every client made
         self.config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=max_running,
-                                     poll_interval=2.0)
+                                     poll_interval=2.0, progress_source=progress_source)
+        self.files = TreeFiles(self.rays)
         self.loop = asyncio.new_event_loop()
         self.api.onboard(NS, "alice")
         self.reconciler = self.make()
@@ -57,7 +79,7 @@ class Fleet:
 
     def make(self) -> Reconciler:
         r = Reconciler(self.config, self.implicit, self.api, self.api, clock=self.clock, metrics=Metrics(self.clock),
-                       clusters=self.api, connect=self.connect, token_namespace="argus-system")
+                       clusters=self.api, connect=self.connect, token_namespace="argus-system", log_files=self.files)
         r.carrier.strict_transitions = True
         return r
 
@@ -313,6 +335,36 @@ def test_a_read_of_the_clusters_beside_another_waits_for_it_and_sees_its_cluster
             return sorted(fleet.named)
         return list(await asyncio.gather(read(), read()))
     assert f.loop.run_until_complete(both()) == [["a"], ["a"]]
+
+
+def test_progress_from_files_reads_each_clusters_own_tree_and_streams_where_it_is_not_mounted(made: list[Fleet],
+                                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """--progress-source file: a job's log is read under its cluster's own tree (its spec.root,
+    mounted here at that path); a cluster whose tree is not mounted here is followed through
+    its Ray's log stream instead, said once."""
+    f = fleet_of(made, gpus={"a": 1, "b": 1}, progress_source=ProgressSource.file)
+    f.api.add_cluster("a", address="http://ray-a:8265", root="/private-a", preference=10)
+    f.api.add_cluster("b", address="http://ray-b:8265", root="/private-b")
+    f.files.unmounted.add("/private-b/users")
+    one, two = f.api.create("one", spec()), f.api.create("two", spec())
+    f.tick()
+    assert (f.status(one)["cluster"], f.status(two)["cluster"]) == ("a", "b")
+    assert f.status(one)["logFile"]["jobPath"].startswith("/private-a/users/alice/jobs/")
+    for name, key in (("a", one), ("b", two)):
+        f.rays[name].run(f.sid(key))
+        f.rays[name].say(f.sid(key), "Total training steps: 10\nstep:4 - critic/score/mean:0.5\n")
+    for _ in range(10):
+        f.tick(1.0)
+    for name, key in (("a", one), ("b", two)):
+        f.rays[name].finish(f.sid(key))
+    for _ in range(4):
+        f.tick()
+    assert (f.status(one)["progress"]["step"], f.status(two)["progress"]["step"]) == (4, 4)
+    assert {path for path, _ in f.files.reads} == {f.status(one)["logFile"]["jobPath"]} and set(f.files.roots) == {"/private-a/users"}
+    assert not any(op == "logs" and sid == f.sid(one) for op, sid in f.rays["a"].calls)  # a: by file only
+    assert any(op == "logs" for op, _ in f.rays["b"].calls)  # b: by its Ray's stream
+    said = [r.getMessage() for r in caplog.records if "is not mounted here" in r.getMessage()]
+    assert len(said) == 1 and "cluster b (/private-b/users)" in said[0]
 
 
 def test_the_doctor_verdict_shows_in_the_clusters_status(made: list[Fleet]) -> None:

@@ -66,6 +66,27 @@ def test_a_fifo_in_place_of_the_log_does_not_block_the_reader(tree: Path) -> Non
         read(LocalLogFiles(str(tree / "users")), fifo)
 
 
+def test_the_log_apis_whole_file_read_has_the_same_refusals(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """read_text (the log API, for logs Ray forgot): the whole file, under whichever of the
+    operator's users folders holds it; a link where the log should be (a job pointing it at
+    the operator's service account token, say) and a path under no users folder are refused."""
+    other = tmp_path_factory.mktemp("private-b")
+    (other / "users/alice/jobs/team-u-1").mkdir(parents=True)
+    (other / "users/alice/jobs/team-u-1/attempt-1.log").write_bytes(b"x" * (3 << 20) + "é\n".encode())
+    files = LocalLogFiles(str(tree / "users"))
+    roots = [str(tree / "users"), str(other / "users")]
+    assert files.read_text(str(tree / "users/alice/jobs/team-t-1234abcd/attempt-1.log"), roots) == "step:1 - a:1\nstep:2 - é\n"
+    assert files.read_text(str(other / "users/alice/jobs/team-u-1/attempt-1.log"), roots).endswith("xé\n")  # past one chunk
+    token = tree / "token"
+    token.write_text("secret")
+    (tree / "users/alice/jobs/team-t-1234abcd/attempt-2.log").symlink_to(token)
+    for path in (tree / "users/alice/jobs/team-t-1234abcd/attempt-2.log", token):
+        with pytest.raises(PermissionError):
+            files.read_text(str(path), roots)
+    with pytest.raises(PermissionError, match="not under a users folder"):
+        files.read_text(str(other / "users/alice/jobs/team-u-1/attempt-1.log"), roots[:1])
+
+
 def settings(*argv: str, root: Path) -> None:
     parser = argparse.ArgumentParser()
     add_operator_flags(parser)

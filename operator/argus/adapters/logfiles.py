@@ -1,7 +1,12 @@
 """The jobs' log files read where the shared tree is mounted in the operator
-(``controller.ports.LogFiles``, for ``--progress-source file``): the cheaper source of
+(``controller.ports.LogFiles``, for ``--progress-source file``; and ``read_text``, the log
+API's reader of logs Ray no longer has): the cheaper source of
 progress, which costs the Ray head nothing (Ray's log stream is served by its dashboard, one
 stream per running job).
+
+Each cluster's tree is read where it is mounted at the path its jobs see it (an ArgusCluster's
+``spec.root``; ``--root`` for the implicit cluster): the users folder a read may use is the
+operator's own configuration for the task's cluster, never taken from the task.
 
 Only files under the users' folders are read, and never through a symbolic link: a job runs
 as the Ray worker's uid and may put a link where its log should be; the operator must not
@@ -13,21 +18,27 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
+from collections.abc import Iterable
+
+TEXT_CHUNK = 1 << 20
 
 
 class LocalLogFiles:
     def __init__(self, users_root: str):
-        self.users_root = posixpath.normpath(users_root)
+        self.users_root = posixpath.normpath(users_root)  # the operator's --root's users folder
 
-    async def read(self, path: str, offset: int, limit: int) -> bytes:
-        return await asyncio.to_thread(self._read, path, offset, limit)
+    def mounted(self, users_root: str | None) -> bool:
+        return os.path.isdir(posixpath.normpath(users_root) if users_root else self.users_root)
 
-    def _read(self, path: str, offset: int, limit: int) -> bytes:
-        if not posixpath.isabs(path) or posixpath.normpath(path) != path or not path.startswith(self.users_root + "/"):
-            raise PermissionError(f"{path}: not a normalized path under {self.users_root}/")
+    async def read(self, path: str, offset: int, limit: int, users_root: str | None = None) -> bytes:
+        return await asyncio.to_thread(self._read, path, offset, limit, posixpath.normpath(users_root) if users_root else self.users_root)
+
+    def _read(self, path: str, offset: int, limit: int, users_root: str) -> bytes:
+        if not posixpath.isabs(path) or posixpath.normpath(path) != path or not path.startswith(users_root + "/"):
+            raise PermissionError(f"{path}: not a normalized path under {users_root}/")
         # The root itself may be reached through links (a mount under a linked folder);
         # nothing below it may.
-        real, expected = os.path.realpath(path), os.path.realpath(self.users_root) + path[len(self.users_root):]
+        real, expected = os.path.realpath(path), os.path.realpath(users_root) + path[len(users_root):]
         if real != expected:
             raise PermissionError(f"{path}: reached through a symbolic link ({real})")
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -35,3 +46,20 @@ class LocalLogFiles:
             return os.pread(fd, limit, offset)
         finally:
             os.close(fd)
+
+    def read_text(self, path: str, users_roots: Iterable[str]) -> str:
+        """A whole log file for the log API, under the one of ``users_roots`` (the users
+        folders of the operator's clusters, from its own configuration) that holds it, with
+        the same refusals as ``read``: a job that put a link where its log should be gets
+        nothing read through it (the operator's own files, its service account token, are
+        in the same filesystem). Raises OSError (PermissionError: not under any of them)."""
+        roots = [posixpath.normpath(r) for r in users_roots]
+        root = next((r for r in roots if path.startswith(r + "/")), None)
+        if root is None:
+            raise PermissionError(f"{path}: not under a users folder the operator reads ({', '.join(roots)})")
+        chunks: list[bytes] = []
+        offset = 0
+        while chunk := self._read(path, offset, TEXT_CHUNK, root):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks).decode("utf-8", errors="replace")

@@ -48,6 +48,8 @@ class _Follower:
     reader: ProgressReader
     log_file: str | None = None  # the attempt's log in the job folder, as the jobs (and a mounted tree) see it
     cluster: str = ""  # the cluster the job runs on (its Ray serves the stream)
+    users_root: str | None = None  # by file: the users folder of that cluster's tree, mounted here (None: --root's)
+    by_file: bool = False  # read from its log file (else from Ray's log stream)
     task: asyncio.Task[None] | None = None
     written_at: float | None = None  # monotonic time of the last progress write
     finishing_since: float | None = None  # monotonic time the task stopped running
@@ -59,10 +61,16 @@ class _Follower:
 class LogFollowers:
     def __init__(self, ray_of: Callable[[str], RayJobs], metrics: tuple[str, ...], interval: float,
                  now: Callable[[], dt.datetime], monotonic: Callable[[], float], *,
-                 source: ProgressSource = ProgressSource.stream, files: LogFiles | None = None):
+                 source: ProgressSource = ProgressSource.stream, files: LogFiles | None = None,
+                 users_root_of: Callable[[str], str] | None = None):
         if source == ProgressSource.file and files is None:
             raise ValueError("progress from log files needs the files")
         self.ray_of = ray_of  # a cluster's name -> its Ray
+        # By file: a cluster's name -> the users folder of its shared tree (its ArgusCluster's
+        # root, or --root), read where the operator mounts it; a cluster whose tree is not
+        # mounted here is followed through Ray's log stream instead (said once).
+        self.users_root_of = users_root_of
+        self._unmounted: set[str] = set()
         self.source = source
         self.files = files
         self.file_poll_seconds = FILE_POLL_SECONDS
@@ -96,9 +104,23 @@ class LogFollowers:
                 # at once: a run shorter than that gets its progress with its end, in the
                 # same status patch (one write fewer per task; issue 26).
                 follower = _Follower(sid, ProgressReader(self.metrics), log_file=log_file, cluster=cluster, written_at=now)
-                read = self._read_file if self.source == ProgressSource.file else self._read
+                if self.source == ProgressSource.file:
+                    follower.users_root = self.users_root_of(cluster) if self.users_root_of is not None else None
+                    follower.by_file = self._mounted(cluster, follower.users_root)
+                read = self._read_file if follower.by_file else self._read
                 follower.task = asyncio.create_task(read(follower), name=f"argus log {key[0]}/{key[1]}")
                 self._followers[key] = follower
+
+    def _mounted(self, cluster: str, users_root: str | None) -> bool:
+        assert self.files is not None
+        if self.files.mounted(users_root):
+            self._unmounted.discard(cluster)
+            return True
+        if cluster not in self._unmounted:
+            self._unmounted.add(cluster)
+            log.warning("--progress-source file: the shared tree of cluster %s (%s) is not mounted here; its jobs' progress is read "
+                        "from Ray's log stream instead (mount it at that path to read its files)", cluster or "--ray-address", users_root)
+        return False
 
     def finished(self) -> list[Key]:
         """Tasks that stopped running whose log stream has ended (or waited long enough):
@@ -116,7 +138,7 @@ class LogFollowers:
         follower = self._followers.get(key)
         if follower is None or follower.task is None or follower.task.done():
             return
-        if self.source == ProgressSource.file:
+        if follower.by_file:
             await self._file_to_end(follower)
             return
         if follower.consumed > WHOLE_LOG_LIMIT:
@@ -180,7 +202,7 @@ class LogFollowers:
     async def _file_chunk(self, follower: _Follower) -> bool:
         """Read and feed the next chunk of the log file; False at its end for now."""
         assert self.files is not None and follower.log_file is not None
-        data = await self.files.read(follower.log_file, follower.consumed, FILE_CHUNK)
+        data = await self.files.read(follower.log_file, follower.consumed, FILE_CHUNK, follower.users_root)
         if not data:
             return False
         follower.chunks += 1

@@ -83,7 +83,7 @@ class Reconciler:
                                           default_ttl_seconds=config.default_ttl_seconds,
                                           gitops_tracking_label=config.gitops_tracking_label)
         self.logs = LogFollowers(self.fleet.ray, config.progress_metrics, config.progress_interval, clock.now, monotonic,
-                                 source=config.progress_source, files=log_files)
+                                 source=config.progress_source, files=log_files, users_root_of=self._users_root)
         self.carrier = Carrier(self.fleet, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
         self.intake = Intake(config.platform, composer, store, self.carrier, monotonic)
         self.queue = QueuePass(config.platform, composer, AdmissionInputs(config, self.fleet, self.jobs, store, monotonic),
@@ -96,6 +96,12 @@ class Reconciler:
         self.settled = SettledTasks(self.settings)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
+
+    def _users_root(self, cluster: str) -> str:
+        """The users folder of a cluster's shared tree, at the path its jobs see it (its
+        ArgusCluster's root, or --root): where --progress-source file reads its logs."""
+        found = self.fleet.get(cluster)
+        return (found.config.platform(self.config.platform) if found is not None else self.config.platform).users_root()
 
     # -- the loop ---------------------------------------------------------------------
     async def run(self) -> None:

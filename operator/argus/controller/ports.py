@@ -36,7 +36,9 @@ class LogFiles(Protocol):
     """The jobs' log files, where the shared tree is mounted (``--progress-source file``).
     Raises OSError (FileNotFoundError before the job has written its first line)."""
 
-    async def read(self, path: str, offset: int, limit: int) -> bytes: ...  # at most `limit` bytes from `offset`
+    # At most `limit` bytes from `offset`, of a file under `users_root` (None: the operator's --root's users folder).
+    async def read(self, path: str, offset: int, limit: int, users_root: str | None = None) -> bytes: ...
+    def mounted(self, users_root: str | None) -> bool: ...  # whether that users folder is here to read
 
 
 class TaskStore(Protocol):

@@ -102,8 +102,14 @@ class Operator:
             from ..adapters.kubeauth import read_front_proxy, subject_access_review  # noqa: PLC0415
             from ..controller.admission import queue_settings  # noqa: PLC0415
             from ..servers.logapi.server import LogApi  # noqa: PLC0415
-            api = LogApi(logs_api, LogRouter(reconciler.fleet, cache.views), cache.get, subject_access_review, read_front_proxy, clock=clock,
-                         queue=(cache.views, queue_settings(config)))
+            fleet, base = reconciler.fleet, config.platform
+            tree = LocalLogFiles(base.users_root())
+
+            def read_file(path: str) -> str:
+                # Only under the users folders of the operator's clusters, never through a link.
+                return tree.read_text(path, [base.users_root(), *(c.config.platform(base).users_root() for c in fleet.named.values())])
+            api = LogApi(logs_api, LogRouter(reconciler.fleet, cache.views), cache.get, subject_access_review, read_front_proxy, read_file,
+                         clock=clock, queue=(cache.views, queue_settings(config)))
         return cls(config=config, clock=clock, metrics=metrics, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook,
                    logs_api=api, composer=composer)
 
