@@ -485,17 +485,16 @@ class FakeCluster:
         return self.secrets[(namespace, name)].get(key) or None
 
     async def ray_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.ref_reads += 1
-        if self.ref_error is not None:
-            raise self.ref_error
-        found = self.rayclusters.get((namespace, name))
-        return copy.deepcopy(found) if found is not None else None
+        return self._ref_read(self.rayclusters, namespace, name)
 
     async def service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._ref_read(self.services, namespace, name)
+
+    def _ref_read(self, objects: dict[tuple[str, str], dict[str, Any]], namespace: str, name: str) -> dict[str, Any] | None:
         self.ref_reads += 1
         if self.ref_error is not None:
             raise self.ref_error
-        found = self.services.get((namespace, name))
+        found = objects.get((namespace, name))
         return copy.deepcopy(found) if found is not None else None
 
     async def crd_annotations(self, name: str) -> dict[str, str] | None:
