@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -1064,3 +1065,22 @@ def test_the_tick_age_runs_while_a_tick_waits_and_is_zero_between_ticks(world: W
         return during, after
 
     assert world.loop.run_until_complete(scenario()) == (400.0, 0.0)
+
+
+def test_failures_alike_are_said_once_with_how_many_tasks_they_hit(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """The API server down fails every task's write the same way: one line (one traceback) per
+    kind of failure with its count, not one per task per tick; each failure is still counted."""
+    from kubernetes.client.exceptions import ApiException
+
+    async def down() -> None:
+        raise ConnectionRefusedError("[Errno 111] Connection refused")
+
+    async def conflict() -> None:
+        raise ApiException(status=409, reason="Conflict")
+
+    with caplog.at_level(logging.WARNING, logger="argus"):
+        world.loop.run_until_complete(world.reconciler.carrier.each([*(down() for _ in range(5)), conflict(), conflict()]))
+    lines = [(r.levelno, r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    assert lines == [(logging.ERROR, "reconciling a task failed (5 tasks); trying again next tick", True),
+                     (logging.WARNING, "Kubernetes API error, trying again next tick (2 tasks): 409 Conflict: 409 Conflict", False)]
+    assert world.reconciler.metrics.registry.get_sample_value("argus_reconcile_errors_total") == 7

@@ -106,15 +106,22 @@ class Carrier:
             async with gate:
                 await coro
 
+        # Failures alike (the API server down fails every task the same way) are said once,
+        # with how many tasks they hit: not a traceback per task per tick.
+        alike: dict[tuple[str, str], list[Exception]] = {}
         for result in await asyncio.gather(*(one(c) for c in coros), return_exceptions=True):
             if isinstance(result, asyncio.CancelledError):
                 raise result
             if isinstance(result, Exception):
                 self.metrics.reconcile_errors.inc()
-                if isinstance(result, ApiException):
-                    log.warning("Kubernetes API error, trying again next tick: %s %s: %s", result.status, result.reason, api_error(result))
-                else:
-                    log.error("reconciling a task failed; trying again next tick", exc_info=result)
+                what = f"{result.status} {result.reason}: {api_error(result)}" if isinstance(result, ApiException) else str(result)
+                alike.setdefault((type(result).__name__, what), []).append(result)
+        for (_, what), errors in alike.items():
+            tasks = f" ({len(errors)} tasks)" if len(errors) > 1 else ""
+            if isinstance(errors[0], ApiException):
+                log.warning("Kubernetes API error, trying again next tick%s: %s", tasks, what)
+            else:
+                log.error("reconciling a task failed%s; trying again next tick", tasks, exc_info=errors[0])
 
     def step(self, view: TaskView, seen: Observation) -> Decision:
         """The lifecycle's decision for the task on what was seen."""
