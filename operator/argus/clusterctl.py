@@ -25,6 +25,19 @@ class ClusterError(Exception):
     """A clear, one-line failure (no such task, not submitted yet...)."""
 
 
+def token_file_problem(path: str | None) -> str | None:
+    """``--ray-token-file``, checked before anything is asked: a missing or empty file is a
+    usage error said in one line (None: no file given, or it holds a token)."""
+    if not path:
+        return None
+    from .adapters.ray import RayTokenError, read_token_file
+    try:
+        read_token_file(path)
+    except RayTokenError as exc:
+        return f"--ray-token-file: {exc}"
+    return None
+
+
 def load_kube(kubeconfig: str | None, context: str | None) -> Any:
     from kubernetes import client
 
@@ -198,13 +211,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if args.ray_token_file:
-        from .adapters.ray import RayTokenError, read_token_file
-        try:
-            read_token_file(args.ray_token_file)
-        except RayTokenError as exc:
-            print(f"{prog}: --ray-token-file: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+    if (problem := token_file_problem(args.ray_token_file)) is not None:
+        print(f"{prog}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     for flag, value in (("--start-timeout", args.start_timeout), ("--timeout", args.timeout)):
         if value <= 0:
             print(f"{prog}: {flag}: {value:g}: must be positive", file=sys.stderr)

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-from .clusterctl import EXIT_FAIL, EXIT_OK, EXIT_USAGE, ClusterError, current_namespace, get_task, load_kube
+from .clusterctl import EXIT_FAIL, EXIT_OK, EXIT_USAGE, ClusterError, current_namespace, get_task, load_kube, token_file_problem
 from .core.logquery import AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, removed_from_history, tail_text, where_the_file_is
 
 
@@ -38,13 +38,9 @@ def _from_file(where: AttemptLog, why: str, tail: int | None) -> None:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    if args.ray_token_file:
-        from .adapters.ray import RayTokenError, read_token_file
-        try:
-            read_token_file(args.ray_token_file)
-        except RayTokenError as exc:
-            print(f"argus logs: --ray-token-file: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+    if (problem := token_file_problem(args.ray_token_file)) is not None:
+        print(f"argus logs: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     namespace = args.namespace or current_namespace(args.kubeconfig, args.context)
     if args.direct_ray is None and not args.ray_address:
         return _logs_via_api(args, namespace)
