@@ -27,11 +27,15 @@ class LocalLogFiles:
     def __init__(self, users_root: str):
         self.users_root = posixpath.normpath(users_root)  # the operator's --root's users folder
 
+    def _root(self, users_root: str | None) -> str:
+        """The users folder asked for, normalized (None: --root's)."""
+        return posixpath.normpath(users_root) if users_root else self.users_root
+
     def mounted(self, users_root: str | None) -> bool:
-        return os.path.isdir(posixpath.normpath(users_root) if users_root else self.users_root)
+        return os.path.isdir(self._root(users_root))
 
     async def read(self, path: str, offset: int, limit: int, users_root: str | None = None) -> bytes:
-        return await asyncio.to_thread(self._read, path, offset, limit, posixpath.normpath(users_root) if users_root else self.users_root)
+        return await asyncio.to_thread(self._read, path, offset, limit, self._root(users_root))
 
     def _read(self, path: str, offset: int, limit: int, users_root: str) -> bytes:
         if not posixpath.isabs(path) or posixpath.normpath(path) != path or not path.startswith(users_root + "/"):

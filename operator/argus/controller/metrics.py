@@ -144,8 +144,7 @@ class Metrics:
     def observe_doctor(self, rows: Iterable[Row], cluster: str = "") -> None:
         """argus doctor's rows on one cluster: that cluster's series of its last run only
         (skipped checks are absent), the other clusters' kept."""
-        for node, check in self._doctor_series.pop(cluster, set()):
-            self.cluster_ready.remove(node, check, cluster)
+        self._drop_ready(cluster)
         series = self._doctor_series.setdefault(cluster, set())
         for row in rows:
             if row.status is not Status.skip:
@@ -156,12 +155,16 @@ class Metrics:
     def forget_doctor(self, clusters: Iterable[str]) -> None:
         """The series of clusters that are gone (an ArgusCluster deleted)."""
         for cluster in clusters:
-            for node, check in self._doctor_series.pop(cluster, set()):
-                self.cluster_ready.remove(node, check, cluster)
+            self._drop_ready(cluster)
             try:
                 self.cluster_checked.remove(cluster)
             except KeyError:
                 pass
+
+    def _drop_ready(self, cluster: str) -> None:
+        """The argus_cluster_ready series of the cluster's last run."""
+        for node, check in self._doctor_series.pop(cluster, set()):
+            self.cluster_ready.remove(node, check, cluster)
 
     def step_down(self) -> None:
         """This replica does not lead (any more): the task and queue gauges go away, and the
