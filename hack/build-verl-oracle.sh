@@ -6,6 +6,13 @@
 # checks (argus.core.verlconfig.startup). The product's .venv never gets torch: the test
 # runs this environment's python as a subprocess.
 #
+# The same environment is the real-verl testbed's runtime: the Ray cluster of
+# tests/integration/test_real_verl.py and the demo run its Ray, and their jobs train with its
+# torch (argus_testbed.realverl). So it also holds what verl imports at run time without
+# declaring it: uvicorn and fastapi (verl.trainer.sft_trainer, through
+# verl.workers.rollout.utils) and, from verl 0.9, transferqueue (verl's verl-core extra;
+# main_ppo imports transfer_queue) and cachetools.
+#
 #   hack/build-verl-oracle.sh [VERSION]    (default: the first release in operator/argus/verl-releases.txt)
 #
 # Built once into the cache that every clone shares, beside the testbed binaries; skipped
@@ -44,9 +51,10 @@ if [[ ! -f $STAMP ]]; then
     log "building verl $VERSION (with torch: several GB, minutes) for Python $pyver in $ENV"
     rm -rf "$ENV"  # what an interrupted build left
     "$PYTHON" -m venv "$ENV"
-    # uvicorn and fastapi: verl.trainer.sft_trainer imports them (through
-    # verl.workers.rollout.utils) but verl does not declare them.
-    if ! install_into "$ENV" -c "$CONSTRAINTS" "verl==$VERSION" uvicorn fastapi >"$ENV/.pip.log" 2>&1; then
+    # What verl imports at run time without declaring it (see the top of this file).
+    undeclared=(uvicorn fastapi)
+    case $VERSION in 0.[0-8].*) ;; *) undeclared+=(transferqueue cachetools) ;; esac
+    if ! install_into "$ENV" -c "$CONSTRAINTS" "verl==$VERSION" "${undeclared[@]}" >"$ENV/.pip.log" 2>&1; then
       tail -n 40 "$ENV/.pip.log" >&2
       exit 1
     fi
@@ -57,6 +65,8 @@ from verl.utils.config import validate_config
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.trainer.sft_trainer import SFTTrainer
 assert verl.__version__ == '$VERSION', verl.__version__
+if not verl.__version__.startswith(('0.6.', '0.7.', '0.8.')):
+    import transfer_queue, cachetools  # main_ppo's undeclared imports
 " >"$ENV/.check.log" 2>&1; then
       tail -n 40 "$ENV/.check.log" >&2
       exit 1

@@ -32,6 +32,13 @@ def add_platform_flags(parser: argparse.ArgumentParser) -> None:
         default=[e.strip() for e in allow_env.split(",") if e.strip()] if allow_env else None,
         help=f"allowed entrypoint '<program> -m <module glob>', repeatable (default {', '.join(DEFAULT_ENTRYPOINT_ALLOWLIST)}; env ARGUS_ENTRYPOINT_ALLOWLIST, comma-separated)",
     )
+    rollouts_env = env("ARGUS_VERL_PLUGIN_ROLLOUTS")
+    parser.add_argument(
+        "--verl-plugin-rollout", action="append", dest="verl_plugin_rollouts", metavar="NAME",
+        default=[r.strip() for r in rollouts_env.split(",") if r.strip()] if rollouts_env else None,
+        help="a rollout engine (actor_rollout_ref.rollout.name) that the cluster's verl plugins register beside verl's own "
+             "vllm, sglang and trtllm, accepted by the start-up check; repeatable (env ARGUS_VERL_PLUGIN_ROLLOUTS, comma-separated)",
+    )
     add_verl_config_flag(parser)
 
 
@@ -58,6 +65,7 @@ def platform_config(args: argparse.Namespace) -> PlatformConfig:
         return PlatformConfig.from_allowlist(
             args.allowlist, root=args.root, worker_resource=args.worker_resource,
             verl_code_path=args.verl_code_path, entrypoint_shell=args.entrypoint_shell, hf_home=args.hf_home,
+            verl_plugin_rollouts=tuple(getattr(args, "verl_plugin_rollouts", None) or ()),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

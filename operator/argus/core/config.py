@@ -54,6 +54,10 @@ class PlatformConfig:
     # The shared Hugging Face cache every job gets as HF_HOME (unless its command sets
     # HF_HOME): None is <root>/hf, the empty string is none (jobs get no HF_HOME from Argus).
     hf_home: str | None = None
+    # Rollout engines (actor_rollout_ref.rollout.name) that the cluster's verl plugins
+    # register beside verl's own (verl's RolloutReplicaRegistry is open to plugins loaded
+    # through VERL_USE_EXTERNAL_MODULES): the start-up check accepts them too.
+    verl_plugin_rollouts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not posixpath.isabs(self.root):

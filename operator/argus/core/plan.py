@@ -183,6 +183,9 @@ def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy:
     return spec.model_copy(update=expanded)
 
 
+SFT_LOGGING_LEVEL = "VERL_SFT_LOGGING_LEVEL"
+
+
 def job_dir_for(config: PlatformConfig, user: str, namespace: str | None, name: str | None, uid: str | None) -> str:
     """The task's job folder, as the job sees it: $HOME/jobs/<namespace>-<name>-<uid8>."""
     job_name = "-".join(p for p in (namespace, name, (uid or "").replace("-", "")[:8]) if p) or "task"
@@ -205,6 +208,11 @@ def runtime_env_vars(config: PlatformConfig, user: str, job_dir: str, attempt: i
     hf_home = config.hf_cache()
     if hf_home and not (checked is not None and checked.exports("HF_HOME")):
         env_vars["HF_HOME"] = hf_home
+    # verl's SFT trainer prints its total steps only at INFO level: without it,
+    # status.progress of an SFT task would show steps with no total. Other verl entry points
+    # do not read it.
+    if not (checked is not None and checked.exports(SFT_LOGGING_LEVEL)):
+        env_vars[SFT_LOGGING_LEVEL] = "INFO"
     return env_vars
 
 
@@ -250,7 +258,8 @@ def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer,
     added = check_composed(field_, composed, tree=tree, module=checked.launch.module, policy=policy, nnodes=nnodes,
                            gpus=gpus, job_dir=job_dir, findings=findings, trainer_counts=checked.launch.kind != "torchrun")
     if composed.error is None:
-        for p in startup_problems(composed.config, version=tree.version, entry=checked.launch.module):
+        for p in startup_problems(composed.config, version=tree.version, entry=checked.launch.module,
+                                  plugin_rollouts=policy.config.verl_plugin_rollouts):
             findings.error(f"{field_} ({p.key})", p.value, f"verl {tree.version} refuses it at start: {p.message}")
     if len(findings.errors) > errors_before:
         return None

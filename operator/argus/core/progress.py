@@ -1,11 +1,28 @@
 """Training progress from verl's own log lines, for ``status.progress``.
 
-verl's console logger prints, on the driver:
+verl prints, as the job's log shows it (measured on real verl 0.9.1 runs, recorded in
+tests/unit/verl_logs/):
 
     Total training steps: 300                       (when training starts)
     Training from scratch                           (no checkpoint to resume from), or
-    Resuming from <default_local_dir>/global_step_120
+    Resuming from <default_local_dir>/global_step_120  (main_ppo; the SFT trainer says
+                                                    Found latest checkpoint: <dir>/global_step_120 (step 120))
     step:37 - critic/score/mean:0.41 - timing_s/step:12.9 - ...   (after each step)
+
+but seldom as clean lines:
+- main_ppo prints them from its TaskRunner, a Ray actor, so each line in the job's log
+  starts with Ray's actor prefix in colour: ``\x1b[36m(TaskRunnerV1 pid=16289)\x1b[0m step:3 - ...``
+  (and Ray may append `` [repeated 3x across cluster]`` to lines it folded);
+- verl's loggers put their own prefix before the totals and the resume line
+  (``INFO:2026-12-06 04:35:15,221:Total training steps: 3``);
+- the SFT trainer under torchrun writes tqdm's bar with carriage returns and prints each step
+  line right after the bar, on the same line: ``\rEpoch 1/4:  12%|█▎ | 1/8 [00:00<00:02,
+  3.45it/s]step:2 - train/loss:...``; it prints its total (``[Rank 0] Total training steps:
+  3,``) only at INFO level (VERL_SFT_LOGGING_LEVEL, which Argus sets for the job), and a
+  second ``step:N - val/loss:...`` line for a step it validated.
+
+So a line is cut at carriage returns too, colour codes are dropped, and a step line is
+recognised after Ray's actor prefix or tqdm's bar, and nowhere else.
 
 The operator follows each running job's log (``ProgressSource``: Ray's log stream, or the
 attempt's log file in the job folder) and feeds it here, chunk by chunk (lines may be split
@@ -34,8 +51,17 @@ class ProgressSource(StrEnum):
 
 
 _TOTAL = re.compile(r"Total training steps:\s*(\d+)")
-_STEP = re.compile(r"^step:(\d+)(?:\s+-\s+(.*))?$")
-_RESUMED = re.compile(r"Resuming from \S*?global_step_(\d+)")
+# ANSI SGR codes (Ray colours its actor prefix and its "[repeated Nx]" notes).
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Ray's prefix on a line an actor or task printed: "(TaskRunnerV1 pid=16289) " or, from
+# another node, "(WorkerDict pid=42, ip=10.0.0.3) ".
+_RAY_PREFIX = re.compile(r"^\([A-Za-z_][\w.:-]* pid=\d+(?:, ip=[^)]*)?\)\s?")
+# tqdm's bar ("Epoch 1/4:  12%|█▎  | 1/8 [00:00<00:02,  3.45it/s]") that a step line follows.
+_TQDM_BAR = re.compile(r"^[^|]*\|[^|]*\|\s*\d+/\d+\s*\[[^\]]*\]")
+_STEP = re.compile(r"^step:(\d+)(?:\s+-\s+(.*?))?(?:\s+\[repeated \d+x across cluster\])?$")
+# main_ppo: "Resuming from <dir>/global_step_2, setting global step to 2"; the SFT trainer:
+# "Found latest checkpoint: <dir>/global_step_4 (step 4)".
+_RESUMED = re.compile(r"(?:Resuming from|Found latest checkpoint:) \S*?global_step_(\d+)")
 _STEP_SECONDS_KEY = "timing_s/step"
 # A line longer than this is not one of verl's progress lines: kept out of memory.
 _MAX_LINE = 64 * 1024
@@ -71,13 +97,24 @@ class ProgressReader:
         if len(self._partial) > _MAX_LINE:
             self._partial = ""
         for line in lines:
-            self._line(line.rstrip("\r"), now)
+            # tqdm redraws its bar after a carriage return: each redraw is a line of its own.
+            for part in line.split("\r"):
+                if part:
+                    self._line(part, now)
 
     def _line(self, line: str, now: dt.datetime) -> None:
         if len(line) > _MAX_LINE:
             return
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
+        if line.startswith("("):
+            line = _RAY_PREFIX.sub("", line, count=1)
+        if not line.startswith("step:") and "step:" in line:
+            bar = _TQDM_BAR.match(line)
+            if bar:
+                line = line[bar.end():]
         if line.startswith("step:"):
-            m = _STEP.match(line)
+            m = _STEP.match(line.rstrip())
             if m:
                 self._step(int(m.group(1)), m.group(2) or "", now)
             return
@@ -96,8 +133,12 @@ class ProgressReader:
             number = _number(value) if sep else None
             if key and number is not None:
                 values[key] = number
-        self.step, self.last_step_time, self.changed = step, now, True
-        self._recent.append((step, now, values.get(_STEP_SECONDS_KEY)))
+        if step != self.step:
+            # A second line for the same step (the SFT trainer's "step:N - val/loss:...")
+            # adds metrics, not a step.
+            self.step, self.last_step_time = step, now
+            self._recent.append((step, now, values.get(_STEP_SECONDS_KEY)))
+        self.changed = True
         for key in self.followed_metrics:
             if key in values:
                 self.metrics[key] = values[key]

@@ -79,6 +79,7 @@ ENVIRONMENT_ALLOWLIST: tuple[EnvName, ...] = (
     EnvName("TORCH_NCCL_AVOID_RECORD_STREAMS", "PyTorch's NCCL streams"),
     EnvName("VERL_LOGGING_LEVEL", "verl's log level"),
     EnvName("VERL_PPO_LOGGING_LEVEL", "verl's PPO log level"),
+    EnvName("VERL_SFT_LOGGING_LEVEL", "verl's SFT trainer log level (Argus sets INFO: its total steps show in status.progress)"),
 )
 
 # Names bash reads while it runs the rest of the command (refused even for a variable that

@@ -102,8 +102,9 @@ class _Checks:
     """Collects problems; an arithmetic check is skipped when its inputs are not integers
     (the problem about that input is reported instead)."""
 
-    def __init__(self, config: Mapping[str, Any], version: str) -> None:
+    def __init__(self, config: Mapping[str, Any], version: str, plugin_rollouts: tuple[str, ...] = ()) -> None:
         self.c = _Config(config)
+        self.plugin_rollouts = plugin_rollouts
         self.v = _version_tuple(version)
         self.new = self.v >= (0, 9)
         self.problems: list[StartupProblem] = []
@@ -335,9 +336,10 @@ class _Checks:
                 f"Missing mandatory value: {rollout}.name (verl's config leaves the rollout engine unset: "
                 "set it, for example to vllm or sglang)",
             )
-        elif self.new and name not in _ROLLOUT_ENGINES:
+        elif self.new and name not in (*_ROLLOUT_ENGINES, *self.plugin_rollouts):
             # The workers look the engine up in verl's RolloutReplicaRegistry.
-            self.add(f"{rollout}.name", f"Unknown rollout mode: {name}. Available: {list(_ROLLOUT_ENGINES)}")
+            available = [*_ROLLOUT_ENGINES, *self.plugin_rollouts]
+            self.add(f"{rollout}.name", f"Unknown rollout mode: {name}. Available: {available}")
         elif not self.new and (name, c.get(f"{rollout}.mode")) not in _LEGACY_ROLLOUTS:
             # The workers look (name, mode) up in verl's _ROLLOUT_REGISTRY.
             self.add(f"{rollout}.name", f"Rollout {name} with mode {c.get(f'{rollout}.mode')} not found")
@@ -425,13 +427,16 @@ class _Checks:
                      "per-rank batch size of 0 (batch_size should be a positive integer value)")
 
 
-def startup_problems(config: Mapping[str, Any], *, version: str, entry: str) -> list[StartupProblem]:
+def startup_problems(config: Mapping[str, Any], *, version: str, entry: str,
+                     plugin_rollouts: tuple[str, ...] = ()) -> list[StartupProblem]:
     """What verl ``version`` would refuse, reading only ``config``, before training ``entry``.
+    ``plugin_rollouts``: rollout engines the cluster's verl plugins register (verl 0.9's
+    RolloutReplicaRegistry), known to the cluster's verl beside its own.
 
     Every problem verl's start-up checks would raise is returned (verl stops at the first);
     an entry point this module does not know gets no checks.
     """
-    checks = _Checks(config, version)
+    checks = _Checks(config, version, plugin_rollouts)
     if entry == PPO_ENTRY:
         checks.ppo()
     elif entry in (SFT_ENTRY, LEGACY_SFT_ENTRY):
