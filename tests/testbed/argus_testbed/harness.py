@@ -33,16 +33,19 @@ class OperatorProcess:
     @classmethod
     def start(cls, workdir: Path, *, kubeconfig: Path, ray_address: str, root: Path, namespaces: list[str],
               max_running: int = 4, poll_interval: float = 0.5, extra_args: list[str] = (), extra_env: dict[str, str] | None = None,
-              name: str = "operator", crash_after_submit: float | None = None, doctor_interval: float = 0) -> OperatorProcess:
+              name: str = "operator", crash_after_submit: float | None = None, doctor_interval: float = 0,
+              verl_code_path: Path | None = None) -> OperatorProcess:
         """``doctor_interval``: the operator's own argus doctor runs (off by default here, so that
         the tests' Ray job history holds their tasks' jobs only; tests/integration/test_doctor_ray.py
         turns it on). ``crash_after_submit``: the chance (0-1) that the operator dies (exit 137) right
-        after Ray accepted a job and before its status is written (``argus_testbed.faults``)."""
+        after Ray accepted a job and before its status is written (``argus_testbed.faults``).
+        ``verl_code_path``: the verl snapshot (default the stand-in's; real verl:
+        ``argus_testbed.realverl.snapshot()``)."""
         workdir.mkdir(parents=True, exist_ok=True)
         program = ["-m", "argus"] if crash_after_submit is None else [
             "-m", "argus_testbed.faults", "--crash-after-submit", str(crash_after_submit), "--"]
         argv = [sys.executable, *program, "--kubeconfig", str(kubeconfig), "--ray-address", ray_address,
-                "--root", str(root), "--verl-code-path", str(STANDIN), "--max-running", str(max_running),
+                "--root", str(root), "--verl-code-path", str(verl_code_path or STANDIN), "--max-running", str(max_running),
                 "--poll-interval", str(poll_interval), "--doctor-interval", str(doctor_interval), *extra_args]
         for ns in namespaces:
             argv += ["--namespace", ns]

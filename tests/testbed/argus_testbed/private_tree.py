@@ -53,11 +53,13 @@ def make_private_tree(root: Path, users: tuple[str, ...] = ("alice", "bob")) -> 
     return root
 
 
-def login_home(home: Path, python_dir: Path | None = None) -> Path:
+def login_home(home: Path, python_dir: Path | None = None, *, standin: bool = True) -> Path:
     """A HOME for the Ray nodes whose login profile puts the training Python (``python_dir``,
-    default this venv's) and the stand-in torchrun back on PATH, as a worker image's profile
-    would. The training Python needs pyarrow (the stand-in reads parquet)."""
+    default this venv's) and, with ``standin``, the stand-in torchrun back on PATH, as a
+    worker image's profile would. The training Python needs pyarrow (the stand-in reads
+    parquet). For real verl (``standin=False``) torchrun is the training Python's own."""
     home.mkdir(parents=True, exist_ok=True)
-    path = f"{STANDIN / 'bin'}:{python_dir or Path(sys.executable).parent}"
+    python_bin = str(python_dir or Path(sys.executable).parent)
+    path = f"{STANDIN / 'bin'}:{python_bin}" if standin else python_bin
     (home / ".bash_profile").write_text(f'export PATH="{path}:$PATH"\n')
     return home

@@ -316,6 +316,22 @@ class _Check:
                            f"write {REWARD_BLOCK}.* to say it yourself")
         return added
 
+    def storage_on_workers(self, worker_resource: str) -> list[str]:
+        """verl 0.9's main_ppo starts TransferQueue's storage actors before training, one a
+        node in turn over every alive node sorted by id, the head included, unless
+        ``transfer_queue.backend.SimpleStorage.required_node_resource`` names a resource
+        that only some nodes have. On a cluster whose head runs no work (no CPUs, no worker
+        resource: Argus's) the storage actor then lands on the head or, with no CPU there,
+        is unschedulable (ActorUnschedulableError), depending on the node ids. Argus pins it
+        to the worker nodes, with the resource that marks them, as it pins the driver;
+        a value the command sets itself is kept."""
+        parts = ("transfer_queue", "backend", "SimpleStorage")
+        block = _get(self.c.config, parts)
+        if not isinstance(block, Mapping) or block.get("required_node_resource") is not None:
+            return []
+        declared = isinstance(_get(self.c.base, parts), Mapping) and "required_node_resource" in _get(self.c.base, parts)
+        return [f"{'' if declared else '+'}{'.'.join(parts)}.required_node_resource={worker_resource}"]
+
     def rewrite_outputs(self, job_dir: str) -> list[str]:
         """A relative output path becomes absolute under the job folder: ``key=<job>/<raw>``
         (the value as written, so that its interpolations, a $(date ...) among them, are
@@ -397,4 +413,5 @@ def check_composed(
     c.pools(nnodes, gpus, trainer_counts)
     added = c.legacy_reward(module)
     added += c.rewrite_outputs(job_dir)
+    added += c.storage_on_workers(policy.config.worker_resource)
     return added
