@@ -128,3 +128,9 @@ def test_the_dockerfile_builds_from_rays_image_and_puts_python_on_the_login_path
         assert f"deploy/ray-image/{name}" in text
     # the build itself fails when a login shell would not find python3/torchrun or verl would not import
     assert "command -v torchrun" in text and "import ray, verl, torch" in text
+
+
+def test_the_build_context_lets_the_recipe_in() -> None:
+    """The repository's .dockerignore keeps everything out but what is named: the recipe's folder is."""
+    lines = (REPO / ".dockerignore").read_text().splitlines()
+    assert "*" in lines and "!deploy/ray-image/" in lines
