@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lays out the shared tree Argus's jobs use (docs/deploy.md, "The shared tree"), on a machine
+# Lays out the shared tree Argus's jobs use (docs/ray-image.md, "The shared tree"), on a machine
 # where it is mounted, as root (it sets owners):
 #
 #   hack/lay-out-shared-tree.sh [--uid N] [--gid N] [--verl VERSION] ROOT [USER...]

@@ -246,7 +246,7 @@ def register_onboard_command(sub: Any) -> None:
     p.add_argument("--shared-tree", metavar="PATH",
                    help="where the shared tree is mounted on this machine: create the home PATH/users/USER with its "
                         "folders, owned by --worker-uid (needs the rights to chown: root); without it, print the command "
-                        "that does (docs/deploy.md, 'The shared tree')")
+                        "that does (docs/ray-image.md, 'The shared tree')")
     p.add_argument("--root", default="/private", help="the shared tree's path on the Ray workers, for the printed command "
                                                        "(default /private, the operator's --root)")
     p.add_argument("--worker-uid", type=int, default=DEFAULT_WORKER_UID,

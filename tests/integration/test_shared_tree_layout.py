@@ -1,5 +1,5 @@
 """hack/lay-out-shared-tree.sh on a temp dir, as root (it sets owners): the tree the Ray
-workers need (docs/deploy.md, "The shared tree"), the verl snapshot of the release Argus
+workers need (docs/ray-image.md, "The shared tree"), the verl snapshot of the release Argus
 composes with, homes owned by the worker's uid; and ``argus onboard --shared-tree``'s home
 the same as the script's. No processes beyond the script (verl comes from the cache
 hack/fetch-verl.sh fills)."""

@@ -1,4 +1,4 @@
-"""The layout of a user's home on the shared tree (docs/deploy.md, "The shared tree"), as
+"""The layout of a user's home on the shared tree (docs/ray-image.md, "The shared tree"), as
 ``argus onboard --shared-tree`` makes it and hack/lay-out-shared-tree.sh does: pure, the I/O
 is the caller's.
 
