@@ -12,7 +12,10 @@
 # Environment:
 #   ARGUS_KIND_CLUSTER  cluster name (default argus-e2e)
 #   ARGUS_KIND_KEEP=1   leave the cluster up at the end (prints how to use it)
-#   ARGUS_RAY_IMAGE     Ray image (default rayproject/ray:<the image's ray version>-py311)
+#   ARGUS_RAY_IMAGE     Ray image to use instead of building one (default: built here from
+#                       deploy/ray-image/Dockerfile, VARIANT=kind, on rayproject/ray:<the
+#                       operator image's ray version>-py311: hydra-core, pyarrow, verl, torch and
+#                       the rest at the testbed's pins, deploy/ray-image/kind-constraints.txt)
 #   PYTHON              Python with this project and pyarrow (default .venv/bin/python;
 #                       hack/setup.sh makes it)
 set -euo pipefail
@@ -70,7 +73,7 @@ code = root / "common" / "code" / "verl" / "verl_repo"  # the operator's default
 code.mkdir(parents=True, exist_ok=True)
 shutil.copytree(STANDIN / "verl", code / "verl", dirs_exist_ok=True)
 PY
-chmod -R a+rwX "$WORK/private"  # the Ray image runs as uid 1000
+chmod -R a+rwX "$WORK/private"  # the Ray image runs as uid 1000 (no chown: the script may run unprivileged)
 
 log "kind cluster $CLUSTER"
 cat > "$WORK/kind.yaml" <<EOF
@@ -92,7 +95,17 @@ docker build --build-arg "BASE_IMAGE=${ARGUS_BASE_IMAGE:-$(bash hack/pin-base-im
 kind load docker-image "$IMAGE" --name "$CLUSTER"
 
 RAY_VERSION="$(docker run --rm --entrypoint python "$IMAGE" -c 'import ray; print(ray.__version__)')"
-RAY_IMAGE="${ARGUS_RAY_IMAGE:-rayproject/ray:${RAY_VERSION}-py311}"
+if [[ -n "${ARGUS_RAY_IMAGE:-}" ]]; then
+  RAY_IMAGE="$ARGUS_RAY_IMAGE"
+else
+  # The stock Ray image lacks what the trainer imports (hydra-core for the stand-in; verl,
+  # torch, transfer_queue, cachetools for real verl): the kind variant of the worker image.
+  RAY_IMAGE="argus-ray:kind"
+  log "Ray image $RAY_IMAGE (deploy/ray-image/Dockerfile, VARIANT=kind), loaded into kind"
+  docker build -f deploy/ray-image/Dockerfile --build-arg "BASE_IMAGE=rayproject/ray:${RAY_VERSION}-py311" \
+    --build-arg VARIANT=kind -t "$RAY_IMAGE" .
+  kind load docker-image "$RAY_IMAGE" --name "$CLUSTER"
+fi
 log "Ray head + worker ($RAY_IMAGE)"
 sed "s|__RAY_IMAGE__|$RAY_IMAGE|g" deploy/kind/ray-cluster.yaml | kubectl apply -f -
 kubectl -n ray rollout status deploy/ray-head --timeout=900s

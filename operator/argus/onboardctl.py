@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from .clusterctl import EXIT_FAIL, EXIT_OK, EXIT_USAGE, ClusterError, load_kube
+from .core.sharedtree import DEFAULT_WORKER_GID, DEFAULT_WORKER_UID
 
 EDIT_ROLE = "argus-edit"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -161,8 +162,55 @@ def cmd_onboard(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     changed = any(not line.endswith("unchanged") for line in lines if not line.startswith("warning:"))
+    try:
+        home, home_changed = _onboard_home(args, user)
+    except OSError as exc:
+        print(f"{prog}: the home on the shared tree: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    print(home)
+    changed = changed or home_changed
     print(f"{user} is onboarded in namespace {namespace} for {describe_subjects(subjects)}" + ("" if changed else ": nothing changed"))
     return EXIT_OK
+
+
+def make_home(tree: str, user: str, uid: int, gid: int) -> str:
+    """Creates the user's home on the shared tree mounted at ``tree`` (argus.core.sharedtree),
+    owned by the Ray worker's uid: the folders missing are made, and every one of them is given
+    that owner and mode. One line saying what it did."""
+    import os
+
+    from .core.sharedtree import HOME_MODE, home_folders
+    if not os.path.isdir(os.path.join(tree, "users")):
+        raise OSError(f"{tree}/users is not a folder: is the shared tree mounted at {tree}? (hack/lay-out-shared-tree.sh lays it out)")
+    created, fixed = 0, 0
+    for path in home_folders(tree, user):
+        if not os.path.isdir(path):
+            os.mkdir(path, HOME_MODE)
+            created += 1
+        st = os.lstat(path)
+        if (st.st_uid, st.st_gid) != (uid, gid):
+            os.lchown(path, uid, gid)
+            fixed += 1
+        if st.st_mode & 0o7777 != HOME_MODE:
+            os.chmod(path, HOME_MODE)
+            fixed += 1
+    home = home_folders(tree, user)[0]
+    what = f"uid {uid}, gid {gid}, mode {HOME_MODE:04o}"
+    if created:
+        return f"home {home} created ({what})"
+    if fixed:
+        return f"home {home}: owner and mode set ({what})"
+    return f"home {home} unchanged"
+
+
+def _onboard_home(args: argparse.Namespace, user: str) -> tuple[str, bool]:
+    """(the line to print, whether the home changed)."""
+    from .core.sharedtree import home_command
+    if args.shared_tree:
+        line = make_home(args.shared_tree, user, args.worker_uid, args.worker_gid)
+        return line, not line.endswith("unchanged")
+    return (f"home: not made here (no --shared-tree); where the shared tree is mounted, run: "
+            f"{home_command(args.root, user, args.worker_uid, args.worker_gid)}"), False
 
 
 def _edit_role_warning(client: Any) -> list[str]:
@@ -195,6 +243,16 @@ def register_onboard_command(sub: Any) -> None:
     p.add_argument("--gpu-quota", type=int, default=None,
                    help="GPUs the user's running tasks may hold in all (namespace annotation argus.io/gpu-quota; "
                         "with several namespaces, the smallest counts)")
+    p.add_argument("--shared-tree", metavar="PATH",
+                   help="where the shared tree is mounted on this machine: create the home PATH/users/USER with its "
+                        "folders, owned by --worker-uid (needs the rights to chown: root); without it, print the command "
+                        "that does (docs/ray-image.md, 'The shared tree')")
+    p.add_argument("--root", default="/private", help="the shared tree's path on the Ray workers, for the printed command "
+                                                       "(default /private, the operator's --root)")
+    p.add_argument("--worker-uid", type=int, default=DEFAULT_WORKER_UID,
+                   help=f"the uid the Ray worker runs jobs as, who owns the home (default {DEFAULT_WORKER_UID}: the Ray images' user)")
+    p.add_argument("--worker-gid", type=int, default=DEFAULT_WORKER_GID,
+                   help=f"the home's group (default {DEFAULT_WORKER_GID}: the Ray images' group users)")
     p.add_argument("--dry-run", action="store_true", help="print the objects as YAML and change nothing")
     p.add_argument("--kubeconfig")
     p.add_argument("--context")

@@ -49,3 +49,16 @@ def test_skips_without_kind(tmp_path: Path) -> None:
     out = run(tools(tmp_path, docker="exit 0"))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "kind-e2e: skipped: docker/kind not available (no kind command)"
+
+
+def test_the_ray_image_is_the_kind_variant_of_the_worker_image() -> None:
+    """The stock rayproject/ray image lacks hydra-core (the stand-in imports hydra) and verl's
+    stack: the script builds deploy/ray-image/Dockerfile's kind variant, whose pins are the
+    testbed's (tests/unit/test_ray_image.py), loads it into kind and deploys the Ray nodes with it."""
+    text = SCRIPT.read_text()
+    assert "docker build -f deploy/ray-image/Dockerfile --build-arg \"BASE_IMAGE=rayproject/ray:${RAY_VERSION}-py311\"" in text
+    assert "--build-arg VARIANT=kind -t \"$RAY_IMAGE\" ." in text
+    assert 'kind load docker-image "$RAY_IMAGE" --name "$CLUSTER"' in text
+    assert 'sed "s|__RAY_IMAGE__|$RAY_IMAGE|g" deploy/kind/ray-cluster.yaml' in text
+    assert "hydra-core" in (REPO / "deploy" / "ray-image" / "kind-requirements.in").read_text()
+    assert "kind" in (REPO / "deploy" / "ray-image" / "Dockerfile").read_text()
