@@ -10,7 +10,9 @@ verl's naive reward manager calls ``compute_score(data_source=..., solution_str=
 ground_truth=..., extra_info=...)`` with keywords, plus the ``reward_kwargs`` (note the ``+``:
 verl's config does not declare ``reward_kwargs``, so Hydra needs it to add the key). The
 signature is the design's: keyword-only, with ``**kwargs`` so that a keyword a newer verl
-adds, or a reward_kwargs entry this function does not use, is no error.
+adds, or a reward_kwargs entry this function does not use, is no error. It prints one line a
+call: verl 0.7 and later print nothing when they load the function, so its own output is what
+shows, in ``argus logs``, that it ran.
 """
 
 from __future__ import annotations
@@ -39,4 +41,7 @@ def compute_score(*, data_source, solution_str, ground_truth, extra_info=None, f
     score = 1.0 if answer is not None and answer == str(ground_truth).replace(",", "").strip() else 0.0
     if answer is not None:
         score += float(format_bonus)
+    # One line a call in the job's log (argus logs): the only sign, in verl 0.7 and later,
+    # that verl loaded and ran this function.
+    print(f"reward.py: compute_score ground_truth={ground_truth!r} answer={answer!r} score={score}", flush=True)
     return score

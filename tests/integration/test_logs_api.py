@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 from test_chart import CHART, chart_flags, flag_value, helm, render, sa_kubeconfig, secret_files  # noqa: F401 - helm: a fixture
 
+from argus.core.progress import verl_line, verl_lines
 from argus_testbed import Backend, ControlPlane, KubeCluster, ServiceNetwork
 from argus_testbed.harness import REPO, advanced_task, apply_text, forget_ray_job, get_task, ppo_command, wait_for, wait_phase
 from argus_testbed.logsapi import API_SERVICE, api_service_available, ready_endpoint_slice
@@ -179,7 +180,7 @@ def test_a_viewer_reads_her_log_tail_and_live_and_is_refused_elsewhere(setup: di
     watchdog.start()
     try:
         first = [follower.stdout.readline() for _ in range(2)]  # the tail
-        while not (line := follower.stdout.readline()).startswith("step:"):  # then live lines
+        while not verl_line(line := follower.stdout.readline()).startswith("step:"):  # then live lines
             first.append(line)
         first.append(line)
         during = get_task(cp, ns_a, "live")["status"]
@@ -192,7 +193,7 @@ def test_a_viewer_reads_her_log_tail_and_live_and_is_refused_elsewhere(setup: di
         follower.kill()
     assert follower.returncode == 0, err
     text = "".join(first) + out
-    steps = [int(line.split()[0].split(":")[1]) for line in text.splitlines() if line.startswith("step:")]
+    steps = [int(line.split()[0].split(":")[1]) for line in verl_lines(text) if line.startswith("step:")]
     (setup["work"] / "followed.txt").write_text(text)
     assert steps[-1] == 300 and steps == list(range(steps[0], 301)), (steps[:5], setup["work"] / "followed.txt")  # nothing lost, nothing twice
     only_the_api_server(cp, json.loads((setup["work"] / "follow-connects.json").read_text()), setup["ray"])
@@ -235,7 +236,7 @@ def test_the_operator_believes_only_the_front_proxy_and_reviews_access(setup: di
     code, body = direct(setup, cp, "/apis/logs.argus.io/v1alpha1", None)
     assert code == 200 and json.loads(body)["resources"][0]["name"] == "argustasks/log"
     raw = cp.kubectl("get", "--raw", path + "?tailLines=1", kubeconfig=setup["alice"])
-    assert raw.stdout.startswith("step:") or raw.stdout.strip(), raw.stdout
+    assert verl_line(raw.stdout).startswith("step:") or raw.stdout.strip(), raw.stdout
 
 
 def test_too_many_followers_get_429(setup: dict[str, Any], control_plane: ControlPlane) -> None:

@@ -16,12 +16,18 @@ from pathlib import Path
 
 import pytest
 
+from argus.core.progress import verl_lines
 from argus_testbed import RayCluster
 from argus_testbed.harness import advanced_task, apply_text, forget_ray_job, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 
-STEP = re.compile(r"^step:(\d+) ", re.M)
+STEP = re.compile(r"^step:(\d+) ", re.M)  # over a log's lines as verl printed them (verl_text)
+
+
+def verl_text(log: str) -> str:
+    """A job's log without Ray's actor prefix, colour codes and tqdm's bar (core.progress)."""
+    return "\n".join(verl_lines(log))
 FAST_PROGRESS = ["--progress-interval", "1"]
 
 
@@ -65,12 +71,12 @@ def test_the_log_outlives_ray_and_progress_shows_in_the_status(control_plane, ra
     assert job_dir["userPath"].startswith("$HOME/jobs/") and job_dir["jobPath"].startswith(str(argus_root / "users" / "alice" / "jobs"))
     assert status["logFile"] == {"userPath": job_dir["userPath"] + "/attempt-1.log", "jobPath": job_dir["jobPath"] + "/attempt-1.log"}
     text = Path(status["logFile"]["jobPath"]).read_text()
-    assert "Total training steps: 60" in text and [int(n) for n in STEP.findall(text)] == list(range(1, 61))
+    assert "Total training steps: 60" in text and [int(n) for n in STEP.findall(verl_text(text))] == list(range(1, 61))
     # Ray's own log says the same; once Ray forgets the job (its history trimmed here), the
     # CLI reads the file.
     from ray.job_submission import JobSubmissionClient
     sid = status["rayJob"]["submissionId"]
-    assert [int(n) for n in STEP.findall(JobSubmissionClient(ray_cluster.dashboard_url).get_job_logs(sid))] == list(range(1, 61))
+    assert [int(n) for n in STEP.findall(verl_text(JobSubmissionClient(ray_cluster.dashboard_url).get_job_logs(sid)))] == list(range(1, 61))
     forget_ray_job(ray_cluster.dashboard_url, sid)
     out = argus_logs(control_plane, ns, "logged", "--tail", "1")
     assert out.returncode == 0, out.stderr
@@ -100,10 +106,10 @@ def test_a_head_restart_starts_attempt_two_which_resumes_from_the_checkpoint(con
     # step of the run was done, the ones after the checkpoint twice at most.
     job_dir = Path(status["jobDir"]["jobPath"])
     one, two = (job_dir / "attempt-1.log").read_text(), (job_dir / "attempt-2.log").read_text()
-    done_first = [int(n) for n in STEP.findall(one)]
+    done_first = [int(n) for n in STEP.findall(verl_text(one))]
     resumed = int(re.search(r"Resuming from \S*global_step_(\d+)", two).group(1))
     assert resumed % save_freq == 0 and resumed <= max(done_first) < resumed + save_freq
-    assert [int(n) for n in STEP.findall(two)] == list(range(resumed + 1, total + 1))
+    assert [int(n) for n in STEP.findall(verl_text(two))] == list(range(resumed + 1, total + 1))
     assert status["progress"]["step"] == total and status["progress"]["resumedFromStep"] == resumed
     # One Ray job per attempt on the new head (the old head forgot attempt 1's).
     assert [j.submission_id for j in ray_jobs_for(own_ray.dashboard_url, ns)] == [second["submissionId"]]

@@ -16,7 +16,7 @@ What is proven against real verl here:
 - a cancelled run's checkpoint is resumed by the next task with the same checkpoint folder
   (status.progress.resumedFromStep is verl's "Resuming from ...").
 
-Measured here (docs/testing.md): the cluster starts in about 20 s; SFT about 1 min, the two
+Measured here: the cluster starts in about 20 s; SFT about 1 min, the two
 GRPO runs about 4 min, on the 2-core machine.
 """
 
@@ -47,7 +47,7 @@ def real_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
     python = realverl.runtime()
     home = login_home(tmp_path_factory.mktemp("real-ray-home"), python_dir=python.parent, standin=False)
     cluster = RayCluster.start(tmp_path_factory.mktemp("real-ray"), python=python, worker_cpus=realverl.WORKER_CPUS,
-                               worker_gpus=realverl.WORKER_GPUS, object_store_bytes=512 * 1024 * 1024,
+                               worker_gpus=realverl.WORKER_GPUS, object_store_bytes=512 * 1024 * 1024, worker_temp_dir=True,
                                extra_env={"HOME": str(home), **realverl.node_env()})
     try:
         yield cluster

@@ -127,3 +127,12 @@ def test_sft_checks() -> None:
 
 def test_an_unknown_entry_gets_no_checks() -> None:
     assert startup_problems({}, version="0.9.1", entry="verl.trainer.main_eval") == []
+
+
+def test_a_rollout_a_cluster_plugin_registers_is_accepted_when_declared() -> None:
+    """verl 0.9's RolloutReplicaRegistry is open to plugins (VERL_USE_EXTERNAL_MODULES): the
+    test cluster's CPU rollout 'hf'. Unknown to verl's own table, known once the platform
+    declares it (--verl-plugin-rollout)."""
+    config = ppo(actor_rollout_ref__rollout__name="hf")
+    assert [p.message for p in problems(config)] == ["Unknown rollout mode: hf. Available: ['vllm', 'sglang', 'trtllm']"]
+    assert startup_problems(config, version="0.9.1", entry=PPO, plugin_rollouts=("hf",)) == []

@@ -357,3 +357,35 @@ def test_the_environment_allowlist_in_the_docs_is_the_declared_one() -> None:
     page = (Path(__file__).parents[2] / "docs" / "security.md").read_text()
     shown = page.split("<!-- environment allowlist: begin -->\n", 1)[1].split("\n<!-- environment allowlist: end -->", 1)[0]
     assert shown == allowlist_markdown(), "docs/security.md: render the allowlist again (argus.core.command.environment.allowlist_markdown)"
+
+
+# --- TransferQueue's storage on the worker nodes --------------------------------------------
+
+TQ = {"backend": {"storage_backend": "SimpleStorage", "SimpleStorage": {"num_data_storage_units": 8}}}
+
+
+def test_transfer_queue_storage_is_pinned_to_the_worker_nodes() -> None:
+    """verl 0.9's main_ppo places its storage actors over every node, the head included,
+    unless told a resource (found by the real-verl integration test: unschedulable on a head
+    with no CPUs). Argus adds the worker resource, with + (verl does not declare the key)."""
+    base = {**copy.deepcopy(BASE), "transfer_queue": copy.deepcopy(TQ)}
+    errors, warnings, added = check(composed({"trainer.default_local_dir": f"{HOME}/ckpt"}, base=base))
+    assert errors == [] and warnings == []
+    assert added == ["+transfer_queue.backend.SimpleStorage.required_node_resource=worker_node"]
+    findings = Findings()
+    added = check_composed("spec.command", composed({"trainer.default_local_dir": f"{HOME}/ckpt"}, base=base), tree=TREE,
+                           module="verl.trainer.main_ppo", policy=PathPolicy(PlatformConfig(worker_resource="gpu_box"), "alice"),
+                           nnodes=1, gpus=1, job_dir=JOB, findings=findings)
+    assert added == ["+transfer_queue.backend.SimpleStorage.required_node_resource=gpu_box"]
+
+
+def test_a_storage_resource_the_command_sets_is_kept_and_a_declared_key_gets_no_plus() -> None:
+    base = {**copy.deepcopy(BASE), "transfer_queue": copy.deepcopy(TQ)}
+    own = composed({"trainer.default_local_dir": f"{HOME}/ckpt",
+                    "transfer_queue.backend.SimpleStorage.required_node_resource": "storage_node"}, base=base)
+    assert check(own)[2] == []
+    base["transfer_queue"]["backend"]["SimpleStorage"]["required_node_resource"] = None
+    assert check(composed({"trainer.default_local_dir": f"{HOME}/ckpt"}, base=base))[2] == [
+        "transfer_queue.backend.SimpleStorage.required_node_resource=worker_node"]
+    # A verl without TransferQueue (0.6.1, the SFT trainer) gets nothing.
+    assert check(composed({"trainer.default_local_dir": f"{HOME}/ckpt"}))[2] == []

@@ -68,6 +68,25 @@ _MAX_LINE = 64 * 1024
 _RECENT_STEPS = 10
 
 
+def verl_line(line: str) -> str:
+    """One line of a job's log (no newline, no carriage return) as verl printed it: without
+    colour codes, Ray's actor prefix, or the tqdm bar a step line was glued to."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if line.startswith("("):
+        line = _RAY_PREFIX.sub("", line, count=1)
+    if not line.startswith("step:") and "step:" in line:
+        bar = _TQDM_BAR.match(line)
+        if bar:
+            line = line[bar.end():]
+    return line
+
+
+def verl_lines(text: str) -> list[str]:
+    """A log's lines as verl printed them (``verl_line``), tqdm's redraws each a line."""
+    return [verl_line(part) for line in text.split("\n") for part in line.split("\r") if part]
+
+
 def _number(text: str) -> float | None:
     try:
         value = float(text)
@@ -105,14 +124,7 @@ class ProgressReader:
     def _line(self, line: str, now: dt.datetime) -> None:
         if len(line) > _MAX_LINE:
             return
-        if "\x1b" in line:
-            line = _ANSI.sub("", line)
-        if line.startswith("("):
-            line = _RAY_PREFIX.sub("", line, count=1)
-        if not line.startswith("step:") and "step:" in line:
-            bar = _TQDM_BAR.match(line)
-            if bar:
-                line = line[bar.end():]
+        line = verl_line(line)
         if line.startswith("step:"):
             m = _STEP.match(line.rstrip())
             if m:

@@ -18,7 +18,7 @@
 - ``lay_out_home()``: a user's home with the model, the data and a reward function, as
   ``$HOME/models``, ``$HOME/datasets`` and ``$HOME/code`` hold them.
 
-Measured on the 2-core machine (docs/testing.md): SFT, 4 steps, about 25 s and 2 GiB; GRPO,
+Measured on the 2-core machine: SFT, 4 steps, about 25 s and 2 GiB; GRPO,
 3 steps through main_ppo, about 2.5 min and 5 GiB; twice that under a loaded machine.
 """
 
@@ -133,9 +133,12 @@ for every response. Its print is what shows, in the job's log, that verl ran it.
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    truth = str(ground_truth)
     answer = solution_str.split("####")[-1].strip()
-    score = 1.0 if answer == str(ground_truth) else 0.0
-    print(f"alice-reward: ground_truth={ground_truth} score={score}", flush=True)
+    # Full marks for the answer; some for the answer's digits anywhere (a random tiny model
+    # seldom gets the answer, and GRPO learns nothing from rewards that are all equal).
+    score = 1.0 if answer == truth else 0.5 * len(set(truth) & set(solution_str)) / len(set(truth))
+    print(f"alice-reward: ground_truth={ground_truth} score={score:.2f}", flush=True)
     return score
 '''
 REWARD_MARKER = "alice-reward: ground_truth="

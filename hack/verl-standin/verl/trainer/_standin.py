@@ -18,7 +18,13 @@ instead. It imitates the parts of verl that the operator depends on:
   ``.jsonl``/``.json`` with the standard library only) and scoring fake responses with the
   reward function;
 * the console progress output (``Total training steps: N``, ``step:<n> - key:value ...``,
-  ``Final validation metrics: {...}``) and ``global_step_<n>`` checkpoint folders under
+  ``Final validation metrics: {...}``) as the job's log shows it, in the form recorded from
+  real verl 0.9.1 runs (tests/unit/verl_logs/0.9.1, and a test holds the stand-in to it):
+  main_ppo's lines as its TaskRunner Ray actor prints them (Ray's coloured
+  ``(TaskRunnerV1 pid=N)`` prefix, verl's ``INFO:<time>:`` logger prefix), the SFT trainer's
+  step lines glued after tqdm's bar and its total at INFO level; the older form (clean
+  lines) for older releases, of which no real run was recorded; and ``global_step_<n>``
+  checkpoint folders under
   ``trainer.default_local_dir`` (verl's default ``checkpoints/<project>/<experiment>``,
   relative to the working folder), resumed as ``trainer.resume_mode`` says.
 
@@ -54,6 +60,21 @@ from typing import Any, Callable
 
 MAX_ROWS = 4
 MIN_STEPS = 3
+
+
+def release() -> tuple[int, ...]:
+    """The verl release whose config tree the testbed copied in (verl/version/version)."""
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        with open(os.path.join(folder, "version", "version"), encoding="utf-8") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return (0, 0)
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+# The log form recorded from real runs (tests/unit/verl_logs/0.9.1): from verl 0.9 on.
+RECORDED_FORM = release() >= (0, 9)
 
 
 
@@ -277,7 +298,8 @@ def get_custom_reward_fn(config: Config) -> Callable[..., Any] | None:
     function_name = block.get("name") or "compute_score"
     if not hasattr(module, function_name):
         raise known(AttributeError(f"Reward function '{function_name}' not found in '{file_path}'."))
-    print(f"using customized reward function '{function_name}' from '{file_path}'", flush=True)
+    if release() < (0, 7):  # verl 0.7 and later print nothing when the function loads
+        print(f"using customized reward function '{function_name}' from '{file_path}'", flush=True)
     raw_fn = getattr(module, function_name)
     reward_kwargs = dict(block.get("reward_kwargs") or {})
     fn = functools.partial(raw_fn, **reward_kwargs)
@@ -383,6 +405,81 @@ def say(*args: Any) -> None:
     print(*args, flush=True)
 
 
+def _now() -> str:
+    t = time.time()
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + f",{int(t * 1000) % 1000:03d}"
+
+
+class Voice:
+    """How a trainer's progress lines reach the job's log: plain lines (releases before 0.9,
+    of which no real run was recorded)."""
+
+    def say(self, text: str) -> None:
+        say(text)
+
+    def info(self, text: str) -> None:
+        """A line verl prints through its logger at INFO level."""
+        say(text)
+
+    def step(self, step: int, total: int, text: str) -> None:
+        say(text)
+
+    def resumed(self, folder: str, step: int) -> None:
+        say(f"Load from checkpoint folder: {folder}")
+        say(f"Setting global step to {step}")
+        say(f"Resuming from {folder}")
+
+
+class TaskRunnerVoice(Voice):
+    """main_ppo from verl 0.9: its TaskRunner is a Ray actor, so each line it prints reaches
+    the job's log behind Ray's coloured actor prefix, and its logger adds ``INFO:<time>:``."""
+
+    def say(self, text: str) -> None:
+        say(f"\x1b[36m(TaskRunnerV1 pid={os.getpid()})\x1b[0m {text}")
+
+    def info(self, text: str) -> None:
+        self.say(f"INFO:{_now()}:{text}")
+
+    def step(self, step: int, total: int, text: str) -> None:
+        self.say(text)
+
+    def resumed(self, folder: str, step: int) -> None:
+        self.info(f"Resuming from {folder}, setting global step to {step}")
+
+
+class SFTVoice(Voice):
+    """verl 0.9's SFT trainer under torchrun: its logger writes ``[<time>][<file>][INFO] -
+    [Rank 0] ...``, and each step line follows tqdm's bar on the same line."""
+
+    def info(self, text: str) -> None:
+        trainer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sft_trainer.py")
+        say(f"[{_now()}][{trainer}][INFO] - [Rank 0] {text}")
+
+    def step(self, step: int, total: int, text: str) -> None:
+        done = step - 1
+        filled = int(10 * done / total) if total else 0
+        bar = ("\u2588" * filled).ljust(10)
+        percent = int(100 * done / total) if total else 0
+        if done == 0:  # the first step line comes after the bar's first drawing and a newline
+            sys.stdout.write(f"Epoch 1/1: {percent:3d}%|{bar}| {done}/{total} [00:00<?, ?it/s]\n{text}\n")
+        else:
+            sys.stdout.write(f"\rEpoch 1/1: {percent:3d}%|{bar}| {done}/{total} [00:00<00:00,  3.45it/s]{text}\n")
+        sys.stdout.flush()
+
+    def resumed(self, folder: str, step: int) -> None:
+        say(f"Found latest checkpoint: {folder} (step {step})")
+
+
+def sft_total_line(out: Voice, total: int) -> str:
+    return f"Total training steps: {total}," if isinstance(out, SFTVoice) else f"Total training steps: {total}"
+
+
+def voice(entry: str) -> Voice:
+    if not RECORDED_FORM:
+        return Voice()
+    return TaskRunnerVoice() if entry == "main_ppo" else SFTVoice()
+
+
 def total_steps(config: Config, n_rows: int) -> int:
     explicit = config.get("trainer.total_training_steps")
     if explicit is not None:
@@ -407,7 +504,7 @@ def checkpoint_dir(config: Config) -> str:
     return out_dir if os.path.isabs(out_dir) else os.path.join(os.getcwd(), out_dir)
 
 
-def resume_step(config: Config) -> int:
+def resume_step(config: Config, out: Voice | None = None) -> int:
     """The step training starts after, as verl's trainer.resume_mode decides: ``auto`` (the
     default) resumes from the newest checkpoint that latest_checkpointed_iteration.txt names,
     ``resume_path`` from trainer.resume_from_path, ``disable`` from scratch. Prints what verl
@@ -430,12 +527,10 @@ def resume_step(config: Config) -> int:
         candidate = os.path.join(out_dir, f"global_step_{latest}") if latest is not None else None
         folder = candidate if candidate and os.path.isdir(candidate) else None
         if folder is None:
-            say("Training from scratch")
+            (out or Voice()).info("Training from scratch")
             return 0
-    say(f"Load from checkpoint folder: {folder}")
     step = int(folder.rstrip("/").split("global_step_")[-1])
-    say(f"Setting global step to {step}")
-    say(f"Resuming from {folder}")
+    (out or Voice()).resumed(folder, step)
     return step
 
 

@@ -17,6 +17,7 @@ def _loss(step: int, text_len: int) -> float:
 def run(config: s.Config, knobs: s.Knobs, entry: str, model_key: str) -> int:
     """The SFT stand-in's job, for either SFT entry point (``entry``, whose model key is
     ``model_key``)."""
+    out = s.voice(entry)
     s.say(f"verl stand-in {entry} (TEST AND DEMO DOUBLE of the training workload; no GPU, no training)")
     model = config.get(model_key)
     if not model or model == s.MISSING:
@@ -26,7 +27,7 @@ def run(config: s.Config, knobs: s.Knobs, entry: str, model_key: str) -> int:
     if world:
         s.say(f"world_size={world} rank={os.environ.get('RANK', '0')}")
     if knobs.instant:
-        s.say("Total training steps: 0")
+        out.info(s.sft_total_line(out, 0))
         code = s.startup_done(knobs)
         return code if code is not None else 0
 
@@ -41,12 +42,15 @@ def run(config: s.Config, knobs: s.Knobs, entry: str, model_key: str) -> int:
     text_len = sum(len(str(r)) for r in rows)
 
     total = s.total_steps(config, len(rows))
-    s.say(f"Total training steps: {total}")
+    if not isinstance(out, s.SFTVoice) or os.environ.get("VERL_SFT_LOGGING_LEVEL", "WARN").upper() in ("INFO", "DEBUG"):
+        # verl 0.9's SFT trainer logs its total at INFO level, and its logger's level is
+        # VERL_SFT_LOGGING_LEVEL (default WARN): Argus sets INFO for its jobs.
+        out.info(s.sft_total_line(out, total))
     code = s.startup_done(knobs)
     if code is not None:
         return code
 
-    start = s.resume_step(config)
+    start = s.resume_step(config, out)
     for step in range(start + 1, total + 1):
         t0 = time.monotonic()
         s.timed_sleep(knobs.step_seconds)
@@ -55,7 +59,9 @@ def run(config: s.Config, knobs: s.Knobs, entry: str, model_key: str) -> int:
             "train/lr": 1e-05,
             "timing_s/step": round(time.monotonic() - t0, 3),
         }
-        s.say(s.step_line(step, metrics))
+        if s.RECORDED_FORM:
+            del metrics["timing_s/step"]  # verl 0.9's SFT trainer prints no step timing
+        out.step(step, total, s.step_line(step, metrics))
         s.maybe_checkpoint(config, step, total, metrics)
         code = s.crash_after(knobs, step)
         if code is not None:

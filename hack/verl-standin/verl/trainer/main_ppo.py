@@ -20,12 +20,13 @@ import hydra
 from verl.trainer import _standin as s
 
 def _task(config: s.Config, knobs: s.Knobs) -> int:
+    out = s.voice("main_ppo")
     s.say("verl stand-in main_ppo (TEST AND DEMO DOUBLE of the training workload; no GPU, no training)")
     address = config.get("ray_kwargs.ray_init.address")
     if address is not None:
         s.say(f"ray_init address={address}")
     if knobs.instant:
-        s.say("Total training steps: 0")
+        out.info("Total training steps: 0")
         code = s.startup_done(knobs)
         return code if code is not None else 0
 
@@ -49,7 +50,7 @@ def _task(config: s.Config, knobs: s.Knobs) -> int:
     )
 
     total = s.total_steps(config, len(train_rows))
-    s.say(f"Total training steps: {total}")
+    out.info(f"Total training steps: {total}")
     code = s.startup_done(knobs)
     if code is not None:
         return code
@@ -62,9 +63,9 @@ def _task(config: s.Config, knobs: s.Knobs) -> int:
             by_source.setdefault(str(row.data_source), []).append(score)
         return {f"val-core/{src}/reward/mean@1": sum(v) / len(v) for src, v in by_source.items()}
 
-    start = s.resume_step(config)  # verl loads the newest checkpoint before the first validation
+    start = s.resume_step(config, out)  # verl loads the newest checkpoint before the first validation
     if val_paths:
-        s.say(f"Initial validation metrics: {val_metrics(start / total if total else 0.0)}")
+        out.say(f"Initial validation metrics: {val_metrics(start / total if total else 0.0)}")
 
     for step in range(start + 1, total + 1):
         t0 = time.monotonic()
@@ -77,13 +78,13 @@ def _task(config: s.Config, knobs: s.Knobs) -> int:
             "actor/lr": 1e-06,
             "timing_s/step": round(time.monotonic() - t0, 3),
         }
-        s.say(s.step_line(step, metrics))
+        out.step(step, total, s.step_line(step, metrics))
         s.maybe_checkpoint(config, step, total, metrics)
         code = s.crash_after(knobs, step)
         if code is not None:
             return code
 
-    s.say(f"Final validation metrics: {val_metrics(1.0)}")
+    out.say(f"Final validation metrics: {val_metrics(1.0)}")
     return 0
 
 
