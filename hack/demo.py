@@ -76,7 +76,7 @@ def main() -> int:
         t0 = time.monotonic()
         runtime = realverl.runtime()
         real = RayCluster.start(work / "ray-real", python=runtime, worker_cpus=realverl.WORKER_CPUS, worker_gpus=realverl.WORKER_GPUS,
-                                object_store_bytes=512 * 1024 * 1024, worker_temp_dir=True,
+                                object_store_bytes=512 * 1024 * 1024,
                                 extra_env={"HOME": str(login_home(work / "ray-real-home", python_dir=runtime.parent, standin=False)),
                                            **realverl.node_env()})
         say(f"Ray cluster for real verl {real.dashboard_url} (verl 0.9.1 and torch on CPU, verl's plugin hook "
@@ -154,7 +154,9 @@ def main() -> int:
         say(f"argus logs real-grpo -n {REAL_NS}: alice's reward function's own lines, and verl's reward and loss per step")
         grpo = subprocess.run([sys.executable, "-m", "argus.cli", "logs", "real-grpo", "-n", REAL_NS, "--kubeconfig", str(alice)],
                               capture_output=True, text=True)
-        real_said = verl_lines(grpo.stdout)
+        # Each line once: on this one-machine testbed both nodes' log monitors forward what an
+        # actor prints (argus_testbed.realverl says why).
+        real_said = list(dict.fromkeys(verl_lines(grpo.stdout)))
         print("\n".join([line for line in real_said if line.startswith(realverl.REWARD_MARKER)][:3]
                         + [metrics_of(line, ("critic/score/mean", "actor/pg_loss", "training/rollout_probs_diff_max"))
                            for line in real_said if line.startswith("step:")]) or grpo.stderr)

@@ -47,7 +47,7 @@ def real_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
     python = realverl.runtime()
     home = login_home(tmp_path_factory.mktemp("real-ray-home"), python_dir=python.parent, standin=False)
     cluster = RayCluster.start(tmp_path_factory.mktemp("real-ray"), python=python, worker_cpus=realverl.WORKER_CPUS,
-                               worker_gpus=realverl.WORKER_GPUS, object_store_bytes=512 * 1024 * 1024, worker_temp_dir=True,
+                               worker_gpus=realverl.WORKER_GPUS, object_store_bytes=512 * 1024 * 1024,
                                extra_env={"HOME": str(home), **realverl.node_env()})
     try:
         yield cluster

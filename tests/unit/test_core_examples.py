@@ -144,3 +144,28 @@ def test_example_reward_function_has_the_designs_signature(reward: ModuleType) -
     assert not any(p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params.values())
     with pytest.raises(TypeError):
         reward.compute_score("gsm8k", "#### 2", "2")  # positional use is refused, as the design means
+
+
+REAL_VERL = sorted((EXAMPLES / "real-verl").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", REAL_VERL, ids=[p.name for p in REAL_VERL])
+def test_real_verl_examples_validate_on_a_cluster_with_the_cpu_rollout(path: Path) -> None:
+    """examples/real-verl/ run on the real-verl CPU cluster (test_real_verl.py, the demo), whose
+    verl plugins register the rollout 'hf': valid where the platform declares it, refused in
+    verl's own words where it does not."""
+    doc = yaml.safe_load(path.read_text())
+    assert path.name in (EXAMPLES / "README.md").read_text().replace("real-verl/", "")
+    from argus.adapters.verlcompose import HydraComposer
+    from argus.core.verlconfig import ConfigTree
+    from verltrees import verl_tree
+
+    composer = HydraComposer(ConfigTree("0.9.1", verl_tree("0.9.1"), "release"))
+    verdict = validate_task(doc, "alice", PlatformConfig(verl_plugin_rollouts=("hf",)), composer)
+    assert verdict.valid, verdict.error_lines()
+    assert verdict.plan is not None and "$HOME" not in verdict.plan.command
+    if doc["spec"]["workload"] == "grpo":
+        # Pinned to the workers (check.storage_on_workers), as the integration test found it must be.
+        assert "+transfer_queue.backend.SimpleStorage.required_node_resource=worker_node" in verdict.plan.command
+        refused = validate_task(doc, "alice", PlatformConfig(), composer)
+        assert not refused.valid and any("Unknown rollout mode: hf" in line for line in refused.error_lines())

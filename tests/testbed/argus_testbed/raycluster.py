@@ -156,7 +156,6 @@ class RayCluster:
         extra_workers: Iterable[int] = (),
         python: str | os.PathLike[str] | None = None,
         auth_token: str | None = None,
-        worker_temp_dir: bool = False,
     ) -> None:
         self.workdir = Path(workdir).resolve()
         # Not resolved: a virtual environment's python is a symlink to the base interpreter.
@@ -179,11 +178,6 @@ class RayCluster:
         self.gcs_address = f"127.0.0.1:{self.head_ports.gcs}"
         # Short on purpose: Ray puts unix sockets under it (107-byte limit on sun_path).
         self.temp_dir = Path(tempfile.mkdtemp(prefix="argus-ray-", dir="/tmp"))
-        # The worker's own session folder: with the head's, two log monitors tail the same
-        # worker logs and each line an actor prints reaches the driver twice (what real verl's
-        # main_ppo prints comes from its TaskRunner actor). Off by default: the other tests
-        # read the worker's logs under the head's folder.
-        self.worker_temp_dir = Path(tempfile.mkdtemp(prefix="argus-rw-", dir="/tmp")) if worker_temp_dir else None
         self.head_node_id: str | None = None
         self.worker_node_ids: list[str] = []
         self.other_node_ids: list[str] = []  # alive non-head nodes without the worker resource (amount 0)
@@ -212,7 +206,6 @@ class RayCluster:
         auth_token: str | None = None,
         timeout: float = 120,
         extra_workers: Iterable[int] = (),
-        worker_temp_dir: bool = False,
     ) -> RayCluster:
         """Start the head and the worker, and wait until the Jobs API answers and the worker
         has joined (its raylet and dashboard agent healthy)."""
@@ -221,7 +214,6 @@ class RayCluster:
                 workdir, worker_gpus=worker_gpus, worker_cpus=worker_cpus, worker_resource=worker_resource,
                 worker_resource_amount=worker_resource_amount, extra_env=extra_env, extra_path=extra_path,
                 object_store_bytes=object_store_bytes, extra_workers=extra_workers, python=python, auth_token=auth_token,
-                worker_temp_dir=worker_temp_dir,
             )
             rc.workdir.mkdir(parents=True, exist_ok=True)
             try:
@@ -325,7 +317,6 @@ class RayCluster:
             *([f"--resources={json.dumps({self.worker_resource: self.worker_resource_amount})}"] if self.worker_resource_amount else []),
             *self._worker_socket_args(),
             *self.worker_node_ports.args(),
-            *([f"--temp-dir={self.worker_temp_dir}"] if self.worker_temp_dir else []),
             *self._common_args(),
         ]
         self._worker = ManagedProcess("ray-worker", worker_argv, self.workdir / "ray-worker.log", env=env, cwd=self.workdir)
@@ -435,7 +426,7 @@ class RayCluster:
                 except OSError:
                     pass
             shutil.rmtree(self.temp_dir, ignore_errors=True)
-        for extra in [*self.extra_temp_dirs, *([self.worker_temp_dir] if self.worker_temp_dir else [])]:
+        for extra in self.extra_temp_dirs:
             shutil.rmtree(extra, ignore_errors=True)
 
     @property

@@ -18,6 +18,12 @@
 - ``lay_out_home()``: a user's home with the model, the data and a reward function, as
   ``$HOME/models``, ``$HOME/datasets`` and ``$HOME/code`` hold them.
 
+On this one-machine testbed the Ray head and worker share one session folder (the head reads
+a job's driver log there: with a folder of its own, the worker's driver output never reaches
+the Jobs API's log), so both nodes' log monitors forward each line an actor prints, and
+main_ppo's lines (its TaskRunner is an actor) appear twice in the job's log. A cluster of one
+node a machine has no such doubles; the progress reader takes a step seen twice as one.
+
 Measured on the 2-core machine: SFT, 4 steps, about 25 s and 2 GiB; GRPO,
 3 steps through main_ppo, about 2.5 min and 5 GiB; twice that under a loaded machine.
 """
