@@ -27,6 +27,7 @@ import pytest
 
 from argus_testbed import RayCluster
 from argus_testbed.harness import REPO, STANDIN, advanced_task, apply_text, get_task, make_private_tree, ppo_command, ray_jobs_for, wait_for, wait_phase
+from argus_testbed.verl import standin_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -326,3 +327,26 @@ def test_one_cluster_down_the_other_runs_on(control_plane, ray_cluster, ray_b, f
     assert free["status"]["cluster"] == a
     pinned = get_task(cp, ns, "pinned")
     assert (pinned["status"]["phase"], pinned["status"]["reason"]) == ("Queued", "RayUnreachable"), pinned["status"]
+
+
+def test_a_cluster_running_another_verl_fails_the_doctor(control_plane, ray_b, fleet, user_namespace, run_operator) -> None:
+    """Version drift: the operator composes and templates with verl 0.9.1 (its config tree);
+    an ArgusCluster whose snapshot is verl 0.6.1 fails the operator's own argus doctor, and its
+    status says which verl it runs and which Argus composes with, before any task is placed
+    there and refused by verl at start."""
+    cp = control_plane
+    name = f"drift-{uuid.uuid4().hex[:6]}"
+    old = standin_snapshot("0.6.1")
+    apply_text(cp, "default", cluster_object(name, ray_b.dashboard_url, tokenSecret={"name": "ray-b-token"}, verlCodePath=str(old),
+                                             namespaceSelector={"matchLabels": {"argus.io/team": name}}))
+    ns = user_namespace("alice")
+    try:
+        op = run_operator([ns], extra_env={"POD_NAMESPACE": fleet["ns"]}, doctor_interval=3600)
+        checked = wait_for(lambda: (o := arguscluster(cp, name)) and (o.get("status") or {}).get("doctor") and o, 240,
+                           f"{name}'s doctor verdict", on_timeout=op.log_tail)
+        doctor = checked["status"]["doctor"]
+        assert doctor["verdict"] == "Failed" and doctor["failed"] >= 1, doctor
+        assert f"{old}: verl 0.6.1, Argus composes with verl 0.9.1" in doctor["message"], doctor
+    finally:
+        cp.kubectl("patch", "arguscluster", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+        cp.kubectl("delete", "arguscluster", name, "--ignore-not-found", "--wait=false", check=False)

@@ -168,7 +168,11 @@ class Operator:
         Lease when the operator may create Events there: it watches every namespace, or the
         Lease's among them (its RBAC lets it create Events where it watches tasks). Otherwise,
         and without leader election, in the log and the metric only."""
-        settings = DoctorSettings(self.config.platform, token_configured=bool(self.config.ray_token_file))
+        # Each cluster's verl snapshot must be the release Argus composes and templates with:
+        # a cluster that runs another verl fails the doctor (its ArgusCluster's status.doctor,
+        # the metric, the Event), rather than its tasks failing at verl's start after the wait.
+        expected = self.composer.tree.version if self.composer is not None else None
+        settings = DoctorSettings(self.config.platform, expected_verl=expected, token_configured=bool(self.config.ray_token_file))
         post = None
         lease_ns = self.config.leader_election_namespace
         if lease_ns and (not self.config.namespaces or lease_ns in self.config.namespaces):
@@ -181,7 +185,8 @@ class Operator:
 
         async def named() -> list[tuple[str, Doctor]]:
             await fleet.refresh()
-            return [(c.name, Doctor(c.ray, DoctorSettings(c.config.platform(base), token_configured=c.config.token_secret is not None),
+            return [(c.name, Doctor(c.ray, DoctorSettings(c.config.platform(base), expected_verl=expected,
+                                                          token_configured=c.config.token_secret is not None),
                                     address=c.config.address or f"RayCluster {c.config.ray_cluster_ref}", monotonic=monotonic))
                     for c in fleet.named.values()]
         return DoctorLoop(Doctor(self.ray, settings, address=self.config.ray_address, monotonic=monotonic),
