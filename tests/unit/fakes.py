@@ -537,8 +537,15 @@ class FakeComposer:
             value = yaml.safe_load(text) if text else None
             _set(config, key, value)
             _set(raw, key, value)
+        applied = []
+        for line in request.defaults:
+            key, _, text = line.partition("=")
+            if _get(config, key) is not _ABSENT:
+                _set(config, key, yaml.safe_load(text))
+                _set(raw, key, yaml.safe_load(text))
+                applied.append(line)
         return Composed(primary="ppo_trainer", config=config, raw=raw, hydra=copy.deepcopy(self.hydra_node), base=self.base,
-                        base_hydra=self.hydra_node)
+                        base_hydra=self.hydra_node, defaults_applied=tuple(applied))
 
 
 _ABSENT = object()

@@ -62,6 +62,8 @@ _ALLOWED_RESOLVERS = ("oc.select", "oc.create", "oc.decode", "oc.deprecated", "o
 
 # --- composition -----------------------------------------------------------------------
 
+_ABSENT = object()
+
 
 class _Refused(Exception):
     """A composition or resolution the check refuses, in Hydra's or OmegaConf's words."""
@@ -173,6 +175,8 @@ class HydraComposer:
                 return self._compose(request, entry, config_name)
         except _Refused as exc:
             return Composed(primary=config_name, error=str(exc) if exc.line is None else f"{exc.line}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - Hydra or OmegaConf refusing in a way not met before: still a verdict
+            return Composed(primary=config_name, error=f"{type(exc).__name__}: {_words(exc)}")
 
     def _compose(self, request: ComposeRequest, entry: _Entry, config_name: str) -> Composed:
         from hydra._internal.config_loader_impl import (
@@ -184,6 +188,9 @@ class HydraComposer:
 
         search_dir = self._search_dir(request.module, request.config_path if request.config_path is not None else entry.config_path)
         config_dir = os.path.abspath(request.config_dir) if request.config_dir else None
+        for own in (config_dir, search_dir if request.config_path is not None and os.path.isabs(request.config_path) else None):
+            if own is not None and not os.path.isdir(own) and request.home and not os.path.isdir(request.home):
+                return Composed(primary=config_name, unreadable=own)
         if config_dir is not None and not os.path.isdir(config_dir):
             raise _Refused(f"Additional config directory '{config_dir}' not found (Argus reads it through the shared tree)")
         parser = OverridesParser.create()
@@ -203,9 +210,24 @@ class HydraComposer:
                 ConfigLoaderImpl._apply_overrides_to_config([o], cfg)
             except Exception as exc:  # noqa: BLE001 - Hydra's own words
                 raise _Refused(_words(exc), o.input_line) from None
-            (cfg.hydra.overrides.hydra if o.is_hydra_override() else cfg.hydra.overrides.task).append(o.input_line)
+            try:  # OmegaConf reads the line as a string that may interpolate, as Hydra's own run does
+                (cfg.hydra.overrides.hydra if o.is_hydra_override() else cfg.hydra.overrides.task).append(o.input_line)
+            except Exception as exc:  # noqa: BLE001 - OmegaConf's own words
+                raise _Refused(_words(exc), o.input_line) from None
             if not o.is_hydra_override():
                 app.append(o)
+        applied = []
+        for text in request.defaults:
+            o = self._override(parser, text)
+            if OmegaConf.select(cfg, o.key_or_group, default=_ABSENT) is _ABSENT:
+                continue  # the config does not declare it (verl's evaluation.yaml has no trainer block)
+            try:
+                ConfigLoaderImpl._apply_overrides_to_config([o], cfg)
+            except Exception as exc:  # noqa: BLE001 - Hydra's own words
+                raise _Refused(_words(exc), o.input_line) from None
+            cfg.hydra.overrides.task.append(o.input_line)
+            app.append(o)
+            applied.append(text)
         task = [o for o in (self._override(parser, t) for t in group_lines) if not o.is_hydra_override()] + app
         cfg.hydra.job.override_dirname = get_overrides_dirname(
             overrides=task, kv_sep=cfg.hydra.job.config.override_dirname.kv_sep,
@@ -229,7 +251,7 @@ class HydraComposer:
             except Exception as exc:  # noqa: BLE001 - OmegaConf's own words
                 raise _Refused(f"resolving the configuration: {_words(exc)}") from None
         return Composed(primary=config_name, config=config, raw=raw, hydra=hydra,
-                        base=verl.base, base_hydra=verl.base_hydra)
+                        base=verl.base, base_hydra=verl.base_hydra, defaults_applied=tuple(applied))
 
     def _override(self, parser: Any, text: str) -> Any:
         """Hydra's ``Override`` for one override. A trivially simple unquoted one (the text
@@ -266,11 +288,17 @@ class HydraComposer:
 
     def _verl_defaults(self, request: ComposeRequest, entry: _Entry, parsed: list[Any], base: BaseComposition,
                        where: tuple[Any, ...]) -> BaseComposition:
-        """verl's own defaults for the entry point: its own primary config in verl's own tree,
-        with the command's config-group choices that verl's tree has (a config of the
+        """verl's own defaults for the entry point: its own primary config in verl's own tree
+        (or the config the command names, when verl's own config folder has one of that
+        name), with the command's config-group choices that verl's tree has (a config of the
         user's own is the user's, not verl's defaults)."""
         verl_dir = self._search_dir(request.module, entry.config_path)
         verl_name = entry.config_name
+        # The same config name at the same verl version (ppo_megatron_trainer's _target_s
+        # are not ppo_trainer's), when verl's own config folder has it.
+        asked = request.config_name.removesuffix(".yaml") if request.config_name else None
+        if asked and asked != verl_name and os.path.isfile(os.path.join(verl_dir, f"{asked}.yaml")):
+            verl_name = asked
         if where == (verl_dir, None, verl_name) or verl_name is None:
             return base
         loader = self._loader_for(verl_dir, None)

@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..command.environment import allowed_entry, env_path_roots, environment_reason
+from ..command.environment import env_value_rule, environment_reason
 from ..policy import Findings, PathPolicy
 from . import Composed, ConfigTree
 from .keys import (
@@ -66,6 +66,11 @@ def _get(tree: Any, parts: tuple[Any, ...]) -> Any:
         else:
             return _MISSING
     return tree
+
+
+def declared(config: Mapping[str, Any], key: str) -> bool:
+    """Whether the dotted ``key`` is in ``config``."""
+    return _get(config, tuple(key.split("."))) is not _MISSING
 
 
 def _walk(tree: Any, parts: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -205,9 +210,11 @@ class _Check:
     def env_value(self, parts: tuple[Any, ...], name: str, value: str) -> None:
         f = f"{self.field} ({_shown(parts)})"
         self.policy.check_string(f, value, self.findings)
-        entry = allowed_entry(name)
-        if entry is not None and entry.path:
-            self.policy.check_under(f, value, env_path_roots(entry, self.policy), f"{name}", self.findings)
+        # No job folder to put a relative path in (verl's Ray actors would read it in the
+        # raylet's folder): a relative one is refused as not in the home.
+        problem, _ = env_value_rule(name, value, self.policy, "")
+        if problem is not None:
+            self.findings.error(f, value, problem)
 
     # --- Hydra ---------------------------------------------------------------------
 

@@ -1,0 +1,245 @@
+"""Issue 34, "The checker, exact both ways": what verl's own example scripts write must
+validate (the environment by role, verl's megatron config, main_eval, counts filled from the
+spec, a config of the user's own unreadable offline), and no input crashes the checker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from argus.adapters.verlcompose import HydraComposer
+from argus.core.command.environment import (
+    ENVIRONMENT_RULES,
+    KNOB,
+    PATH,
+    REFUSED,
+    URL,
+    env_rule,
+    environment_reason,
+)
+from argus.core.config import PlatformConfig
+from argus.core.plan import validate_task
+from argus.core.verlconfig import ConfigTree
+from verltrees import verl_tree
+
+pytestmark = pytest.mark.unit
+
+HOME = "/private/users/alice"
+JOB = f"{HOME}/jobs/alice-t-12345678"
+KEYS = ("data.train_files=$HOME/datasets/a.parquet data.val_files=$HOME/datasets/b.parquet "
+        "trainer.nnodes=1 trainer.n_gpus_per_node=1 +ray_kwargs.ray_init.address=auto trainer.default_local_dir=$HOME/ckpt "
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 "
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.name=vllm critic.ppo_micro_batch_size_per_gpu=4")
+PPO = "python3 -m verl.trainer.main_ppo " + KEYS
+_COMPOSERS: dict[str, HydraComposer] = {}
+
+
+def composer(version: str = "0.9.1") -> HydraComposer:
+    if version not in _COMPOSERS:
+        _COMPOSERS[version] = HydraComposer(ConfigTree(version, verl_tree(version), "release"))
+    return _COMPOSERS[version]
+
+
+def task(command: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask",
+            "metadata": {"name": "t", "namespace": "alice", "uid": "12345678-0000-0000-0000-000000000000"},
+            "spec": {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": command, **spec}}
+
+
+def verdict(command: str, version: str = "0.9.1", config: PlatformConfig | None = None, **spec: Any) -> Any:
+    return validate_task(task(command, **spec), "alice", config or PlatformConfig(), composer(version))
+
+
+def valid(command: str, version: str = "0.9.1", **spec: Any) -> Any:
+    v = verdict(command, version, **spec)
+    assert v.valid, v.error_lines()
+    return v
+
+
+def refused(command: str, *needles: str, version: str = "0.9.1") -> list[str]:
+    v = verdict(command, version)
+    lines = v.error_lines()
+    assert not v.valid and v.plan is None, v.warning_lines()
+    for needle in needles:
+        assert any(needle in line for line in lines), (needle, lines)
+    assert all("\n" not in line for line in lines)
+    return lines
+
+
+# --- the environment, by role ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "role"), [
+    ("HYDRA_FULL_ERROR", KNOB), ("HYDRA_MAIN_MODULE", REFUSED), ("HYDRA_X", REFUSED),
+    ("NCCL_NVLS_ENABLE", KNOB), ("NCCL_IBEXT_DISABLE", KNOB), ("NCCL_DEBUG", KNOB), ("NCCL_DEBUG_FILE", PATH),
+    ("NCCL_TOPO_FILE", PATH), ("NCCL_NET_PLUGIN", REFUSED), ("NCCL_TUNER_PLUGIN", REFUSED), ("NCCL_CONF_FILE", REFUSED),
+    ("TENSORBOARD_DIR", PATH), ("WANDB_DIR", PATH), ("WANDB_API_KEY", KNOB), ("MLFLOW_TRACKING_URI", URL),
+    ("PYTHONSTARTUP", REFUSED), ("LD_PRELOAD", REFUSED), ("RAY_ADDRESS", REFUSED),
+])
+def test_each_name_has_its_role(name: str, role: str) -> None:
+    rule = env_rule(name)
+    assert rule is not None and rule.role == role
+
+
+def test_a_name_no_rule_matches_is_refused() -> None:
+    assert env_rule("MY_VARIABLE") is None
+    assert environment_reason("MY_VARIABLE") is not None
+    assert environment_reason("HYDRA_FULL_ERROR") is None
+
+
+def test_every_pattern_is_reachable() -> None:
+    """A rule shadowed by an earlier pattern would never decide anything."""
+    for rule in ENVIRONMENT_RULES:
+        if "*" not in rule.pattern:
+            assert env_rule(rule.pattern) is rule, rule.pattern
+
+
+@pytest.mark.parametrize("exports", [
+    "export HYDRA_FULL_ERROR=1",
+    "export NCCL_NVLS_ENABLE=0\nexport NCCL_IBEXT_DISABLE=1\nexport NCCL_DEBUG=WARN",
+    "export NCCL_DEBUG_FILE=$HOME/logs/nccl.%h.%p",
+    "export NCCL_NET_PLUGIN=none",
+    "export TENSORBOARD_DIR=$HOME/tensorboard/run1",
+    "export MLFLOW_TRACKING_URI=file://$HOME/mlruns",
+    "export MLFLOW_TRACKING_URI=sqlite:///$HOME/mlruns.db",
+    "export MLFLOW_TRACKING_URI=https://mlflow.example.org",
+    "export WANDB_DIR=$HOME/wandb",
+])
+def test_honest_environments_validate(exports: str) -> None:
+    valid(f"{exports}\n{PPO}")
+
+
+@pytest.mark.parametrize(("exports", "needle"), [
+    ("export HYDRA_MAIN_MODULE=x", "HYDRA_MAIN_MODULE"),
+    ("export NCCL_NET_PLUGIN=$HOME/lib/net.so", "NCCL loads the shared library"),
+    ("export NCCL_CONF_FILE=$HOME/nccl.conf", "NCCL_CONF_FILE"),
+    ("export NCCL_DEBUG_FILE=/tmp/nccl.log", "NCCL_DEBUG_FILE must be under /private/users/alice/"),
+    ("export TENSORBOARD_DIR=/private/users/bob/tb", "another user's home"),
+    ("export MLFLOW_TRACKING_URI=file:///tmp/mlruns", "MLFLOW_TRACKING_URI must be under"),
+    ("export MLFLOW_TRACKING_URI=sqlite:////tmp/mlruns.db", "MLFLOW_TRACKING_URI must be under"),
+    ("export MLFLOW_TRACKING_URI=s3://bucket/x", "MLFLOW_TRACKING_URI must be an http(s):// server"),
+    ("export WANDB_DIR=../x", "no '..'"),
+])
+def test_the_files_and_plugins_the_environment_names_are_checked(exports: str, needle: str) -> None:
+    refused(f"{exports}\n{PPO}", needle)
+
+
+@pytest.mark.parametrize(("exports", "name", "value"), [
+    ("export WANDB_DIR=wandb", "WANDB_DIR", f"{JOB}/wandb"),
+    ("WANDB_DIR=wandb\nexport WANDB_DIR", "WANDB_DIR", f"{JOB}/wandb"),
+    ("export TENSORBOARD_DIR=tb/run1", "TENSORBOARD_DIR", f"{JOB}/tb/run1"),
+    ("export MLFLOW_TRACKING_URI=file://mlruns", "MLFLOW_TRACKING_URI", f"file://{JOB}/mlruns"),
+])
+def test_a_relative_output_of_the_environment_goes_into_the_job_folder(exports: str, name: str, value: str) -> None:
+    v = valid(f"{exports}\n{PPO}")
+    assert f"{name}={value}" in v.plan.command, v.plan.command
+    assert any("is a relative path" in w and name in w for w in v.warning_lines()), v.warning_lines()
+
+
+# --- verl's own configs, and the counts ----------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["0.9.1", "0.6.1"])
+@pytest.mark.parametrize("options", ["--config-name=ppo_megatron_trainer", "--config-path=config --config-name=ppo_megatron_trainer",
+                                     "--config-path=./config --config-name=ppo_megatron_trainer",
+                                     "--config-path=config --config-name='ppo_megatron_trainer.yaml'"])
+def test_verls_megatron_config_is_compared_with_itself(version: str, options: str) -> None:
+    valid(f"python3 -m verl.trainer.main_ppo {options} {KEYS}", version)
+
+
+@pytest.mark.parametrize("version", ["0.9.1", "0.6.1"])
+def test_main_eval_gets_no_trainer_counts(version: str) -> None:
+    v = valid("python3 -m verl.trainer.main_eval data.path=$HOME/datasets/gen.parquet +ray_kwargs.ray_init.address=auto", version)
+    assert "trainer.n" not in v.plan.command, v.plan.command
+    assert not any("data.train_files" in w or "trainer.n" in w for w in v.warning_lines()), v.warning_lines()
+
+
+@pytest.mark.parametrize("left_out", ["trainer.n_gpus_per_node=1", "trainer.nnodes=1"])
+def test_a_count_left_out_is_filled_from_the_spec_with_a_warning(left_out: str) -> None:
+    v = valid(PPO.replace(f" {left_out}", ""))
+    assert left_out in v.plan.command.split(), v.plan.command
+    assert any(w.startswith(f"spec.command: '{left_out}': is not set") for w in v.warning_lines()), v.warning_lines()
+
+
+def test_both_counts_left_out_on_two_gpus() -> None:
+    command = PPO.replace(" trainer.n_gpus_per_node=1", "").replace(" trainer.nnodes=1", "")
+    v = valid(command.replace("tensor_model_parallel_size=1", "tensor_model_parallel_size=2"), nGpusPerNode=2)
+    assert {"trainer.nnodes=1", "trainer.n_gpus_per_node=2"} <= set(v.plan.command.split()), v.plan.command
+
+
+# --- a config of the user's own, offline ---------------------------------------------------
+
+
+OWN = f"python3 -m verl.trainer.main_ppo --config-path=$HOME/code/cfg --config-name=mine {KEYS}"
+
+
+def test_a_config_of_ones_own_unreadable_offline_is_a_warning(tmp_path: Any) -> None:
+    config = PlatformConfig(root=str(tmp_path / "not-mounted"))
+    v = verdict(OWN.replace(" trainer.n_gpus_per_node=1", ""), config=config)
+    assert v.valid, v.error_lines()
+    assert any("cannot be read here" in w and "was not checked" in w for w in v.warning_lines()), v.warning_lines()
+    assert "trainer.n_gpus_per_node=1" in v.plan.command.split()
+
+
+def test_a_config_of_ones_own_missing_from_a_readable_home_is_refused(tmp_path: Any) -> None:
+    (tmp_path / "users" / "alice").mkdir(parents=True)
+    v = verdict(OWN, config=PlatformConfig(root=str(tmp_path)))
+    assert not v.valid and any("Primary config directory not found" in e for e in v.error_lines()), v.error_lines()
+
+
+def test_a_config_of_ones_own_unreadable_on_the_clusters_tree_is_refused(tmp_path: Any) -> None:
+    c = HydraComposer(ConfigTree("0.9.1", verl_tree("0.9.1"), "cluster"))
+    v = validate_task(task(OWN), "alice", PlatformConfig(root=str(tmp_path / "x")), c)
+    assert not v.valid and any("cannot be read through the shared tree" in e for e in v.error_lines()), v.error_lines()
+
+
+# --- no input crashes the checker ---------------------------------------------------------
+
+_PIECES = st.sampled_from(["${", "}", "${oc.select:", "${oc.env:", "\\", "\\${", "\"", "'", ":", ",", "=", "[", "]", "{", "}",
+                           "$", "x", "a.b", "/", "..", "~", "_target_", "é", "\u00a0", "💥", "${oc.select:\\\"x\\\"}", "${now:%H}",
+                           "${trainer.project_name}", "$HOME", " ", "\\\\", "+", "~trainer", "null", "1", "'${x}'"])
+_TEXTS = st.lists(st.one_of(_PIECES, st.text(max_size=4)), max_size=8).map("".join)
+_KEYS = st.sampled_from(["+x.y", "++x.y", "trainer.experiment_name", "trainer.default_local_dir", "data.train_files",
+                         "actor_rollout_ref.model.path", "+hydra.job.name", "critic.optim.lr", "+actor_rollout_ref.actor.z"])
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=_KEYS, value=_TEXTS, quoted=st.sampled_from(["'", '"', ""]))
+@example(key="+x.y", value='"${oc.select:\\"x\\"}"', quoted="'")
+@example(key="+x.y", value="\\${oc.env:HOME}", quoted="'")
+def test_generated_overrides_get_a_verdict_never_an_exception(key: str, value: str, quoted: str) -> None:
+    if quoted == "'":
+        word = "'" + f"{key}={value}".replace("'", "'\"'\"'") + "'"
+    elif quoted == '"':
+        word = '"' + "".join("\\" + c if c in '"$`\\' else c for c in f"{key}={value}") + '"'
+    else:
+        word = f"{key}={value}"
+    v = verdict(f"{PPO} {word}")
+    assert not any("the checks failed on this task" in e for e in v.error_lines()), v.error_lines()
+    assert all("\n" not in line for line in v.error_lines() + v.warning_lines())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(overrides=st.lists(st.builds(lambda k, v: f"{k}={v}", _KEYS, _TEXTS), min_size=1, max_size=3))
+def test_the_composer_answers_any_override_with_a_composition_or_hydras_words(overrides: list[str]) -> None:
+    from argus.core.verlconfig import ComposeRequest
+
+    composed = composer().compose(ComposeRequest(module="verl.trainer.main_ppo", overrides=tuple(overrides), env={}, job_dir=JOB))
+    assert composed.error is None or isinstance(composed.error, str)
+
+
+def test_a_check_that_raises_is_a_refusal_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argus.core.plan as plan
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(plan, "_compose_and_check", boom)
+    v = verdict(PPO)
+    assert not v.valid and v.plan is None
+    assert v.error_lines() == ["spec: 'RuntimeError: boom second line': the checks failed on this task (a bug in Argus: report it "
+                               "with the task); it is refused rather than run unchecked"]
+
