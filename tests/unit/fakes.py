@@ -517,10 +517,14 @@ class FakeComposer:
                  tree: ConfigTree = RELEASE_TREE):
         self.base, self.hydra_node, self.raw_values, self._tree = base, hydra, raw or {}, tree
         self.requests: list[ComposeRequest] = []
+        self.code_versions: dict[str, str] = {}  # code_version's answers (a verl snapshot's version file)
 
     @property
     def tree(self) -> ConfigTree:
         return self._tree
+
+    def code_version(self, root: str) -> str | None:
+        return self.code_versions.get(root)
 
     def compose(self, request: ComposeRequest) -> Composed:
         import yaml  # noqa: PLC0415

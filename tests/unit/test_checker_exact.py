@@ -4,9 +4,11 @@ spec, a config of the user's own unreadable offline), and no input crashes the c
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -243,3 +245,91 @@ def test_a_check_that_raises_is_a_refusal_in_one_line(monkeypatch: pytest.Monkey
     assert v.error_lines() == ["spec: 'RuntimeError: boom second line': the checks failed on this task (a bug in Argus: report it "
                                "with the task); it is refused rather than run unchecked"]
 
+
+# --- what verl hands to a shell, and outputs in the worker's home --------------------------
+
+
+@pytest.mark.parametrize(("override", "needle"), [
+    ("global_profiler.finish_hook_cmd='touch x'", "(global_profiler.finish_hook_cmd)"),
+    ("actor_rollout_ref.actor.profiler.finish_hook_cmd=id", "runs finish_hook_cmd under /bin/sh -c"),
+    ("'+global_profiler.global_tool_config.nsys.worker_nsight_options={env-var: \"LD_PRELOAD=/x.so\"}'",
+     "(global_profiler.global_tool_config.nsys.worker_nsight_options)"),
+    ("\"global_profiler.global_tool_config.nsys.controller_nsight_options.trace='cuda;id'\"", "pastes these options unquoted"),
+    ("trainer.default_hdfs_dir=hdfs://nn/x", "copies hdfs:// paths with a shell command"),
+    ("data.val_files=hdfs://nn/x.parquet", "(data.val_files)"),
+    ("skip.rollout.enable=true", "(skip.rollout.dump_dir)"),
+    ("actor_rollout_ref.rollout.prometheus.enable=true", "(actor_rollout_ref.rollout.prometheus.file)"),
+    ("actor_rollout_ref.rollout.router_config_path=/private/datasets/router.yaml", "a file that names code verl loads"),
+])
+def test_what_verl_hands_to_a_shell_is_refused(override: str, needle: str) -> None:
+    refused(f"{PPO.replace(' data.val_files=$HOME/datasets/b.parquet', '')} {override}", needle)
+
+
+def test_a_dump_folder_in_the_home_is_fine() -> None:
+    valid(f"{PPO} skip.rollout.enable=true skip.rollout.dump_dir=$HOME/dumps")
+    valid(f"{PPO} actor_rollout_ref.rollout.prometheus.enable=true actor_rollout_ref.rollout.prometheus.file=$HOME/prom.yml")
+    valid(f"{PPO} actor_rollout_ref.rollout.router_config_path=$HOME/code/router.yaml")
+
+
+# --- resolve where verl resolves, once ----------------------------------------------------
+
+
+@pytest.mark.parametrize("override", [
+    "'+x.a=\\${oc.env:HOME}'",                                   # escaped: live again at verl's second resolution
+    "'+x.d=$' \"+x.b='\\${x.d}{oc.env:HOME}'\"",                  # a $ glued to {...} by the first resolution
+])
+def test_an_interpolation_left_after_the_first_resolution_is_refused(override: str) -> None:
+    refused(f"{PPO} {override}", "is still an interpolation after resolution")
+
+
+def test_oc_env_reads_the_taskrunners_environment_not_the_commands_exports() -> None:
+    refused(f"export WANDB_PROJECT=p\n{PPO} 'trainer.project_name=${{oc.env:WANDB_PROJECT}}'", "which verl's TaskRunner")
+    v = valid(f"{PPO} 'trainer.project_name=${{oc.env:WANDB_PROJECT,proj}}'")
+    assert v.valid
+
+
+# --- one verl per task --------------------------------------------------------------------
+
+
+def _basic_with_code(tmp_path: Any, version: str | None) -> Any:
+    code = tmp_path / "common" / "code" / "verl-x"
+    if version is not None:
+        (code / "verl" / "version").mkdir(parents=True)
+        (code / "verl" / "version" / "version").write_text(version + "\n")
+    doc = task("", kind="basic", workload="grpo", modelId="Qwen/Qwen2.5-0.5B-Instruct", trainFile="$HOME/datasets/a.parquet",
+               valFile="$HOME/datasets/b.parquet", codePath=str(code))
+    del doc["spec"]["command"]
+    return validate_task(doc, "alice", PlatformConfig(root=str(tmp_path)), composer("0.9.1"))
+
+
+def test_a_codepath_at_the_composed_version_runs(tmp_path: Any) -> None:
+    v = _basic_with_code(tmp_path, "0.9.1")
+    assert v.valid, v.error_lines()
+
+
+def test_a_codepath_at_another_verl_version_is_refused(tmp_path: Any) -> None:
+    v = _basic_with_code(tmp_path, "0.6.1")
+    assert not v.valid
+    assert any(e.startswith("spec.codePath: ") and "holds verl 0.6.1, but the task is composed and checked with verl 0.9.1" in e
+               for e in v.error_lines()), v.error_lines()
+
+
+def test_a_codepath_unreadable_offline_is_a_warning(tmp_path: Any) -> None:
+    v = _basic_with_code(tmp_path, None)
+    assert v.valid, v.error_lines()
+    assert any(w.startswith("spec.codePath: ") and "was not checked" in w for w in v.warning_lines()), v.warning_lines()
+
+
+# --- the honest corpus --------------------------------------------------------------------
+
+HONEST = yaml.safe_load((Path(__file__).resolve().parents[1] / "integration" / "verl_corpus" / "honest.yaml").read_text())["cases"]
+
+
+@pytest.mark.parametrize("version", ["0.9.1", "0.6.1"])
+@pytest.mark.parametrize("case", HONEST, ids=[c["id"] for c in HONEST])
+def test_the_honest_corpus_validates(case: dict[str, Any], version: str) -> None:
+    if version not in case.get("versions", [version]):
+        pytest.skip(f"not a verl {version} command")
+    v = verdict(case["command"], version, workload=case["workload"], nnodes=case["nnodes"], nGpusPerNode=case["gpus"])
+    assert v.valid, v.error_lines()
+    assert v.plan is not None and "$HOME" not in v.plan.command

@@ -49,7 +49,7 @@ from typing import Any, cast
 from ..core.command.hydra import fast_override
 from ..core.verlconfig import Composed, ComposeRequest, ConfigTree
 from .verlresolve import BaseComposition, hydra_settings, resolve_incremental
-from .verltree import ConfigTreeError, Release, cache_dir, fetch_release, find_tree, pinned_releases, release_dirs
+from .verltree import ConfigTreeError, Release, _tree_version, cache_dir, fetch_release, find_tree, pinned_releases, release_dirs
 
 # The composer, and where its tree comes from (the CLI, the platform settings and the tests
 # import them from here).
@@ -136,6 +136,9 @@ class HydraComposer:
     @property
     def tree(self) -> ConfigTree:
         return self._tree
+
+    def code_version(self, root: str) -> str | None:
+        return _tree_version(root)
 
     # -- the module and its search path --
 
@@ -397,11 +400,15 @@ class HydraComposer:
                 if name in saved:
                     BaseContainer._resolvers[name] = saved[name]
 
-            def oc_env(key: str, default: Any = None) -> str:
-                if key not in env:
-                    raise ValueError(f"oc.env:{key} reads {key}, which the job's environment does not hold as Argus sets it "
-                                     f"(it holds {', '.join(sorted(env)) or 'nothing'}): write the value, or export it in the command")
-                return env[key]
+            def oc_env(key: str, default: Any = _ABSENT) -> str | None:
+                # As OmegaConf's own oc.env: the variable, else the default (None stays None).
+                if key in env:
+                    return env[key]
+                if default is not _ABSENT:
+                    return None if default is None else str(default)
+                raise ValueError(f"oc.env:{key} reads {key}, which verl's TaskRunner (the Ray actor where verl resolves the "
+                                 f"config) does not have: it has what Argus sets ({', '.join(sorted(env)) or 'nothing'}); the "
+                                 "command's own exports reach the driver only: write the value")
 
             OmegaConf.register_new_resolver("oc.env", oc_env)
             OmegaConf.register_new_resolver("hydra", lambda path: OmegaConf.select(hydra_node, path))

@@ -20,8 +20,6 @@ from pydantic import BaseModel, ValidationError
 
 from .command import CheckedCommand, check_command
 from .command.checks import TORCHRUN_ONE_NODE, missing_counts_rule
-from .command.hydra import date_sample
-from .command.program import Date, Var
 from .config import PlatformConfig
 from .expand import REMOVED_COMMON, expand, uses_common, without_common
 from .policy import Findings, PathPolicy, check_text
@@ -208,26 +206,6 @@ def runtime_env_vars(config: PlatformConfig, user: str, job_dir: str, attempt: i
     return env_vars
 
 
-def _job_environment(checked: CheckedCommand, argus_env: dict[str, str]) -> dict[str, str]:
-    """The environment the job's Python will have: Argus's, then the command's own. A
-    variable that adds to an inherited value Argus does not set is left out (unknown here)."""
-    env = dict(argus_env)
-    for name, parts in checked.environment.items():
-        text: list[str] = []
-        for p in parts:
-            if isinstance(p, Var):
-                if p.name not in argus_env:
-                    break
-                text.append(argus_env[p.name])
-            else:
-                text.append(date_sample(p.format) if isinstance(p, Date) else p)
-        else:
-            env[name] = "".join(text)
-            continue
-        env.pop(name, None)
-    return env
-
-
 def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer, policy: PathPolicy, *,
                        nnodes: int | None, gpus: int | None, job_dir: str, argus_env: dict[str, str],
                        findings: Findings) -> CheckedCommand | None:
@@ -241,7 +219,7 @@ def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer,
         return None
     options = dict(checked.options)
     request = ComposeRequest(module=checked.launch.module, overrides=tuple(checked.overrides),
-                             env=_job_environment(checked, argus_env), job_dir=job_dir,
+                             env=argus_env, job_dir=job_dir,
                              config_name=options.get("config_name"), config_path=options.get("config_path"),
                              config_dir=options.get("config_dir"), defaults=tuple(checked.count_defaults), home=policy.home)
     composed = composer.compose(request)
@@ -320,6 +298,7 @@ def validate_spec(
             if not tree.cluster_own:
                 findings.warn(target.field, tree.describe(), f"checked against this verl config tree, not the cluster's own verl "
                               f"snapshot ({config.verl_code()}, not readable here)")
+            _check_code_version(spec, config, composer, findings)
             checked = _compose_and_check(target.field, checked, composer, policy, nnodes=target.nnodes, gpus=target.gpus, job_dir=job_dir,
                                          argus_env=runtime_env_vars(config, user, job_dir, attempt, target.code_path, checked),
                                          findings=findings)
@@ -331,6 +310,24 @@ def validate_spec(
         verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path,
                                     attempt=attempt, checked=checked)
     return verdict
+
+
+def _check_code_version(spec: ArgusTaskSpec | None, config: PlatformConfig, composer: Composer, findings: Findings) -> None:
+    """A basic task's codePath is the verl that runs: it must be the release the command is
+    composed and checked with (issue 34, one verl per task)."""
+    if spec is None or spec.kind != "basic" or not spec.code_path or spec.code_path == config.verl_code():
+        return
+    tree = composer.tree
+    version = composer.code_version(spec.code_path)
+    if version is None and not tree.cluster_own:
+        findings.warn("spec.codePath", spec.code_path, f"cannot be read here: which verl it holds was not checked (the task is "
+                      f"composed with verl {tree.version}; the operator checks it when the task is created)")
+    elif version is None:
+        findings.error("spec.codePath", spec.code_path, "holds no verl release Argus can read (verl/version/version): the task "
+                       f"would run code other than the verl {tree.version} it was checked with")
+    elif version != tree.version:
+        findings.error("spec.codePath", spec.code_path, f"holds verl {version}, but the task is composed and checked with verl "
+                       f"{tree.version}: one verl per task; give a codePath holding verl {tree.version}, or leave it out")
 
 
 def _read_fields(raw_spec: Mapping[str, Any], findings: Findings) -> tuple[dict[str, Any], ArgusTaskSpec | None]:

@@ -118,5 +118,10 @@ class Composer(Protocol):
 
     def compose(self, request: ComposeRequest) -> Composed: ...
 
+    def code_version(self, root: str) -> str | None:
+        """The verl release of the code at ``root`` (its ``verl/version/version``), None
+        when it cannot be read here."""
+        ...
+
 
 __all__ = ["MAX_ADDED_KEYS", "ComposeRequest", "Composed", "Composer", "ConfigTree"]

@@ -46,6 +46,9 @@ from .keys import (
     RAY_INIT,
     REWARD_BLOCK,
     RUNTIME_ENV,
+    SHELL_BLOCK_SUFFIX,
+    SHELL_LEAVES,
+    SHELL_URL_SCHEMES,
     WRITE,
     role_of,
 )
@@ -143,12 +146,34 @@ class _Check:
                 continue
             if _get(base, parts) == value:
                 continue  # verl's own default (a relative output among them: rewrite_outputs)
+            if "${" in value:
+                self.error(parts, value, "is still an interpolation after resolution: verl resolves the config again "
+                           "(OmegaConf.resolve in its TaskRunner, Hydra's instantiate), which would read it; write the value out")
+                continue
+            if parts and parts[-1] in SHELL_LEAVES:
+                self.error(parts, value, f"{self.version} runs {parts[-1]} under /bin/sh -c, past every check: leave it unset")
+                continue
+            if value.startswith(SHELL_URL_SCHEMES):
+                self.error(parts, value, f"{self.version} copies {value.split('://', 1)[0]}:// paths with a shell command "
+                           "(os.system) the checks cannot read: use a path in your home or the shared roots")
+                continue
             role = role_of(_key(parts))
             before = len(self.findings.errors)
             if role is not None:
                 self.role_path(parts, value, role)
             if len(self.findings.errors) == before:
                 self.policy.check_string(f"{self.field} ({_shown(parts)})", value, self.findings)
+
+    def shell_blocks(self) -> None:
+        """A block whose keys and values verl pastes into a shell command (Nsight's options):
+        only verl's own, unchanged."""
+        for parts, node in _walk(self.c.config):
+            if not parts or not isinstance(parts[-1], str) or not parts[-1].endswith(SHELL_BLOCK_SUFFIX):
+                continue
+            was = _get(self.c.base, parts)
+            if node != was:
+                self.error(parts, node, f"{self.version} pastes these options unquoted into the bash -c that starts every "
+                           "Ray worker: only its own defaults are allowed")
 
     # --- instantiation -------------------------------------------------------------
 
@@ -323,6 +348,14 @@ class _Check:
                            f"write {REWARD_BLOCK}.* to say it yourself")
         return added
 
+    def turned_on(self, block: tuple[Any, ...]) -> bool:
+        """Whether the command switches ``block`` on (its enable/enabled key true, verl's not)."""
+        for flag in ("enable", "enabled"):
+            on = _get(self.c.config, (*block, flag))
+            if on is not _MISSING:
+                return on is True and _get(self.c.base, (*block, flag)) is not True
+        return False
+
     def rewrite_outputs(self, job_dir: str) -> list[str]:
         """A relative output path becomes absolute under the job folder: ``key=<job>/<raw>``
         (the value as written, so that its interpolations, a $(date ...) among them, are
@@ -332,7 +365,16 @@ class _Check:
         needed: list[str] = []
         follows: list[tuple[tuple[Any, ...], str, str]] = []
         for parts, value in _walk(self.c.config):
-            if not isinstance(value, str) or not value or value.startswith(("/", "~")) or role_of(_key(parts)) != WRITE:
+            if not isinstance(value, str) or not value or role_of(_key(parts)) != WRITE:
+                continue
+            if value.startswith(("/", "~")):
+                # verl's own default outside the home (~/.verl/rollout_dump in the worker's
+                # home, /tmp/ray/... on every node): shared by every user's tasks; refused
+                # when the command turns its block on.
+                shared = value.startswith("~") or not (value + "/").startswith(self.policy.home + "/")
+                if shared and value == _get(self.c.base, parts) and self.turned_on(parts[:-1]):
+                    self.error(parts, value, f"is {self.version}'s default, outside your home and shared by every user's "
+                               "tasks, and the command turns it on: set it to a path under $HOME")
                 continue
             if ".." in value.split("/") or any(isinstance(p, int) for p in parts):
                 continue  # refused by the path rules, or not a key an override can name
@@ -398,6 +440,7 @@ def check_composed(
         return []
     c = _Check(field_, composed, policy, tree, findings)
     c.strings()
+    c.shell_blocks()
     c.instantiation(composed.config, composed.base, INSTANTIATE_KEYS, "")
     c.ray_init()
     c.hydra(job_dir)

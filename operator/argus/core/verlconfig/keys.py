@@ -39,6 +39,8 @@ ROLES: dict[str, tuple[str, ...]] = {
     CODE_CONFIG: (
         "actor_rollout_ref.rollout.multi_turn.tool_config_path", "actor_rollout_ref.rollout.multi_turn.interaction_config_path",
         "actor_rollout_ref.rollout.agent.agent_loop_config_path", "data.tool_config_path", "data.interaction_config_path",
+        # the rollout router's YAML names the router class verl starts
+        "*.*.router_config_path", "*.*.*.router_config_path", "*.*.*.*.router_config_path", "*.*.*.*.*.router_config_path",
     ),
     DATA: ("data.train_files", "data.val_files"),
     MODEL: (
@@ -52,6 +54,8 @@ ROLES: dict[str, tuple[str, ...]] = {
         "trainer.default_local_dir", "trainer.rollout_data_dir", "trainer.validation_data_dir",
         "global_profiler.save_path", "*.profiler.save_path", "*.*.profiler.save_path", "ray_kwargs.timeline_json_file",
         "trainer.resume_from_path", "*.*.dump_dir",
+        # the Prometheus config verl writes on every node when the rollout's prometheus is on
+        "*.*.prometheus.file", "*.*.*.prometheus.file", "*.*.*.*.prometheus.file",
     ),
 }
 
@@ -81,6 +85,16 @@ LOGGING_FACTORY_KEYS = frozenset(("class", "()"))
 # migrates (verl/experimental/reward_loop/reward_loop.py, migrate_legacy_reward_impl).
 REWARD_BLOCK = "reward.custom_reward_function"
 LEGACY_REWARD_BLOCK = "custom_reward_function"
+
+# Keys verl hands to a shell, past every check: a leaf of this name anywhere (verl's
+# profilers run finish_hook_cmd under /bin/sh -c), and every key inside a block whose name
+# ends so (Nsight's options are pasted unquoted into the bash -c that starts each Ray
+# worker: `env-var=LD_PRELOAD=...` among them). Allowed only as verl's own default.
+SHELL_LEAVES = frozenset(("finish_hook_cmd",))
+SHELL_BLOCK_SUFFIX = "_nsight_options"
+# URL schemes verl hands to a shell: verl copies hdfs:// paths with its hdfs helpers, which
+# run `hdfs dfs ...` through os.system with the path pasted in.
+SHELL_URL_SCHEMES = ("hdfs://",)
 
 RAY_INIT = "ray_kwargs.ray_init"
 RUNTIME_ENV = "ray_kwargs.ray_init.runtime_env"
