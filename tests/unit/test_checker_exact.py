@@ -333,3 +333,77 @@ def test_the_honest_corpus_validates(case: dict[str, Any], version: str) -> None
     v = verdict(case["command"], version, workload=case["workload"], nnodes=case["nnodes"], nGpusPerNode=case["gpus"])
     assert v.valid, v.error_lines()
     assert v.plan is not None and "$HOME" not in v.plan.command
+
+
+# --- outputs verl writes outside the job by default ---------------------------------------
+
+
+def test_verls_tracker_outputs_go_into_the_job_folder_through_the_runtime_env() -> None:
+    env = valid(PPO).plan.runtime_env["env_vars"]
+    assert env["TENSORBOARD_DIR"] == f"{JOB}/tensorboard_log"
+    assert env["MLFLOW_TRACKING_URI"] == f"sqlite:///{JOB}/mlruns.db"
+    assert env["SWANLAB_LOG_DIR"] == f"{JOB}/swanlog"
+
+
+def test_a_tracker_output_the_command_sets_reaches_verls_actors() -> None:
+    env = valid(f"export TENSORBOARD_DIR=$HOME/tb/run1\nexport MLFLOW_TRACKING_URI=mlruns\n{PPO}").plan.runtime_env["env_vars"]
+    assert env["TENSORBOARD_DIR"] == f"{HOME}/tb/run1"
+    assert env["MLFLOW_TRACKING_URI"] == f"{JOB}/mlruns"
+
+
+# --- every path-like key of every supported release is classified ---------------------------
+
+_CONFIGS = {"0.9.1": [("verl.trainer.main_ppo", None), ("verl.trainer.main_ppo", "ppo_megatron_trainer"),
+                      ("verl.trainer.main_eval", None), ("verl.trainer.sft_trainer", None)],
+            "0.6.1": [("verl.trainer.main_ppo", None), ("verl.trainer.main_ppo", "ppo_megatron_trainer"),
+                      ("verl.trainer.main_eval", None), ("verl.trainer.fsdp_sft_trainer", None)]}
+
+
+def _leaves(node: Any, parts: tuple[str, ...] = ()) -> Any:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, (*parts, str(k)))
+    elif isinstance(node, list):
+        for v in node:
+            yield from _leaves(v, parts)
+    else:
+        yield parts
+
+
+@pytest.mark.parametrize("version", sorted(_CONFIGS))
+def test_every_path_like_key_of_verl_has_a_declared_role(version: str) -> None:
+    """A supported release that adds a key named like a path, a command or code
+    (keys.PATH_LIKE) fails here until it is classified in keys.py (a role, the shell rules,
+    or PLAIN): the table is reviewed, not guessed at run time."""
+    import fnmatch
+
+    from argus.core.verlconfig import ComposeRequest
+    from argus.core.verlconfig.keys import PATH_LIKE, PLAIN, SHELL_BLOCK_SUFFIX, SHELL_LEAVES, role_of
+
+    unclassified = set()
+    for module, name in _CONFIGS[version]:
+        composed = composer(version).compose(ComposeRequest(module=module, overrides=(), env={}, job_dir=JOB, config_name=name))
+        assert composed.error is None, (module, name, composed.error)
+        for parts in _leaves(composed.raw):
+            last = parts[-1]
+            if not PATH_LIKE.search(last) or last in SHELL_LEAVES or any(p.endswith(SHELL_BLOCK_SUFFIX) for p in parts):
+                continue
+            if role_of(".".join(parts)) is None and not any(fnmatch.fnmatchcase(last, p) for p in PLAIN):
+                unclassified.add(".".join(parts))
+    assert not unclassified, f"verl {version}: classify these keys in argus/core/verlconfig/keys.py: {sorted(unclassified)}"
+
+
+@pytest.mark.parametrize(("override", "needle"), [
+    ("+trainer.checkpoint_callback_class=os.system", "imports the module or class this names"),
+    ("actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=evil", "imports the module or class this names"),
+    ("--config-name=ppo_megatron_trainer actor_rollout_ref.actor.megatron.dist_checkpointing_path=/etc", "a file verl reads must be under"),
+    ("+sandbox_fusion.url=file:///etc/passwd", "must be an http(s):// URL"),
+])
+def test_the_new_roles_hold(override: str, needle: str) -> None:
+    options, _, override = override.rpartition(" ")
+    refused(f"python3 -m verl.trainer.main_ppo {options} {KEYS} {override}", needle)
+
+
+def test_main_eval_reads_generated_responses_from_the_home_but_nobody_elses() -> None:
+    valid("python3 -m verl.trainer.main_eval data.path=$HOME/outputs/gen/test.parquet +ray_kwargs.ray_init.address=auto")
+    refused("python3 -m verl.trainer.main_eval data.path=/etc/x.parquet +ray_kwargs.ray_init.address=auto", "a file verl reads must be under")

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from .command import CheckedCommand, check_command
 from .command.checks import TORCHRUN_ONE_NODE, missing_counts_rule
+from .command.environment import job_outputs
 from .config import PlatformConfig
 from .expand import REMOVED_COMMON, expand, uses_common, without_common
 from .policy import Findings, PathPolicy, check_text
@@ -203,7 +204,8 @@ def runtime_env_vars(config: PlatformConfig, user: str, job_dir: str, attempt: i
     hf_home = config.hf_cache()
     if hf_home and not (checked is not None and checked.exports("HF_HOME")):
         env_vars["HF_HOME"] = hf_home
-    return env_vars
+    exported = {n: "".join(map(str, p)) for n, p in (checked.environment if checked else {}).items() if all(type(x) is str for x in p)}
+    return {**env_vars, **job_outputs(job_dir, exported)}  # verl's trackers: into the job folder
 
 
 def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer, policy: PathPolicy, *,

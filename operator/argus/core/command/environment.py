@@ -60,6 +60,10 @@ class EnvRule:
     why: str
     shared_cache: bool = False
     allowed_values: tuple[str, ...] = ()
+    # For an output verl writes outside the job by default (in the raylet's folder, /tmp):
+    # what Argus sets in the job's runtime env, relative to the job folder ({job}: its path),
+    # unless the command sets it (job_outputs).
+    job_default: str | None = None
 
     def matches(self, name: str) -> bool:
         return fnmatch.fnmatchcase(name, self.pattern)
@@ -102,17 +106,19 @@ ENVIRONMENT_RULES: tuple[EnvRule, ...] = (
     EnvRule("HF_*", KNOB, "other Hugging Face settings (HF_HUB_OFFLINE, HF_ENDPOINT, HF_TOKEN ...)"),
     EnvRule("TRANSFORMERS_OFFLINE", KNOB, "transformers offline mode"),
     # tracking
-    EnvRule("TENSORBOARD_DIR", PATH, "verl's TensorBoard folder (unset: tensorboard_log in the raylet's folder)"),
+    EnvRule("TENSORBOARD_DIR", PATH, "verl's TensorBoard folder (unset: tensorboard_log in the raylet's folder)",
+            job_default="{job}/tensorboard_log"),
     EnvRule("WANDB_DIR", PATH, "Weights & Biases run folder"),
     EnvRule("WANDB_CACHE_DIR", PATH, "Weights & Biases cache folder"),
     EnvRule("WANDB_CONFIG_DIR", PATH, "Weights & Biases settings folder"),
     EnvRule("WANDB_DATA_DIR", PATH, "Weights & Biases staging folder"),
     EnvRule("WANDB_ARTIFACT_DIR", PATH, "Weights & Biases artifacts folder"),
     EnvRule("WANDB_*", KNOB, "Weights & Biases settings (WANDB_API_KEY, WANDB_PROJECT, WANDB_MODE ...)"),
-    EnvRule("MLFLOW_TRACKING_URI", URL, "MLflow's tracking store"),
+    EnvRule("MLFLOW_TRACKING_URI", URL, "MLflow's tracking store (unset: verl's sqlite:////tmp/mlruns.db, one per node)",
+            job_default="sqlite:///{job}/mlruns.db"),
     EnvRule("MLFLOW_REGISTRY_URI", URL, "MLflow's model registry"),
     EnvRule("MLFLOW_*", KNOB, "MLflow settings (MLFLOW_EXPERIMENT_NAME, MLFLOW_RUN_ID, MLFLOW_TRACKING_TOKEN ...)"),
-    EnvRule("SWANLAB_LOG_DIR", PATH, "SwanLab's log folder (unset: swanlog in the raylet's folder)"),
+    EnvRule("SWANLAB_LOG_DIR", PATH, "SwanLab's log folder (unset: swanlog in the raylet's folder)", job_default="{job}/swanlog"),
     EnvRule("SWANLAB_*", KNOB, "SwanLab settings"),
     # vLLM
     EnvRule("VLLM_ATTENTION_BACKEND", KNOB, "vLLM's attention kernel"),
@@ -272,6 +278,15 @@ def env_value_rule(name: str, value: str, policy: PathPolicy, job_dir: str | Non
     return None, prefix + path
 
 
+def job_outputs(job_dir: str, exported: dict[str, str]) -> dict[str, str]:
+    """What the job's runtime env sets for the outputs verl writes outside the job by
+    default (``job_default``): the command's own checked value when it exports one (the
+    runtime env is what verl's Ray actors see; the command's exports reach only the
+    driver's shell), else a place in the job folder."""
+    return {r.pattern: exported.get(r.pattern) or r.job_default.format(job=job_dir)
+            for r in ENVIRONMENT_RULES if r.job_default is not None}
+
+
 def allowlist_markdown() -> str:
     """The table of rules as the Markdown docs/security.md shows."""
     shown = {KNOB: "knob", PATH: "path in your home", URL: "URL", SEARCH_PATH: "search path", REFUSED: "refused"}
@@ -282,5 +297,7 @@ def allowlist_markdown() -> str:
             role += " or the shared Hugging Face cache"
         if e.allowed_values:
             role += f" (but {', '.join(repr(v) for v in e.allowed_values)})"
+        if e.job_default:
+            role += f"; unset: `{e.job_default.replace('{job}', '<job folder>')}`"
         rows.append(f"| `{e.pattern}` | {role} | {e.why} |")
     return "\n".join(rows)

@@ -36,6 +36,7 @@ from ..command.environment import env_value_rule, environment_reason
 from ..policy import Findings, PathPolicy
 from . import Composed, ConfigTree
 from .keys import (
+    CLASS,
     CODE,
     CODE_CONFIG,
     DATA,
@@ -44,11 +45,13 @@ from .keys import (
     LOGGING_FACTORY_KEYS,
     MODEL,
     RAY_INIT,
+    READ,
     REWARD_BLOCK,
     RUNTIME_ENV,
     SHELL_BLOCK_SUFFIX,
     SHELL_LEAVES,
     SHELL_URL_SCHEMES,
+    URL,
     WRITE,
     role_of,
 )
@@ -124,6 +127,14 @@ class _Check:
         if role == MODEL:
             policy.check_model(f"{self.field} ({_shown(parts)})", value, self.findings)
             return
+        if role == CLASS:
+            self.error(parts, value, f"{self.version} imports the module or class this names, by its name: only verl's "
+                       "own default is allowed (put code in your reward function or custom classes under $HOME/code)")
+            return
+        if role == URL:
+            if not value.startswith(("http://", "https://")):
+                self.error(parts, value, "must be an http(s):// URL of a server")
+            return
         if not value.startswith("/"):
             if role == WRITE:
                 return  # made absolute under the job folder (rewrite_outputs)
@@ -138,6 +149,8 @@ class _Check:
             policy.check_under(f, value, policy.data_roots, "a data file", self.findings)
         elif role == WRITE:
             policy.check_under(f, value, (policy.home,), "an output path", self.findings)
+        elif role == READ:
+            policy.check_under(f, value, (policy.home, *policy.shared_roots), "a file verl reads", self.findings)
 
     def strings(self) -> None:
         base = self.c.base
