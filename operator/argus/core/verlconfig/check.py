@@ -155,6 +155,9 @@ class _Check:
     def strings(self) -> None:
         base = self.c.base
         for parts, value in _walk(self.c.config):
+            if parts and isinstance(parts[-1], str) and parts[-1].endswith(SHELL_BLOCK_SUFFIX):
+                self.shell_block(parts, value)
+                continue
             if not isinstance(value, str):
                 continue
             if _get(base, parts) == value:
@@ -177,16 +180,12 @@ class _Check:
             if len(self.findings.errors) == before:
                 self.policy.check_string(f"{self.field} ({_shown(parts)})", value, self.findings)
 
-    def shell_blocks(self) -> None:
+    def shell_block(self, parts: tuple[Any, ...], node: Any) -> None:
         """A block whose keys and values verl pastes into a shell command (Nsight's options):
         only verl's own, unchanged."""
-        for parts, node in _walk(self.c.config):
-            if not parts or not isinstance(parts[-1], str) or not parts[-1].endswith(SHELL_BLOCK_SUFFIX):
-                continue
-            was = _get(self.c.base, parts)
-            if node != was:
-                self.error(parts, node, f"{self.version} pastes these options unquoted into the bash -c that starts every "
-                           "Ray worker: only its own defaults are allowed")
+        if node != _get(self.c.base, parts):
+            self.error(parts, node, f"{self.version} pastes these options unquoted into the bash -c that starts every "
+                       "Ray worker: only its own defaults are allowed")
 
     # --- instantiation -------------------------------------------------------------
 
@@ -452,8 +451,7 @@ def check_composed(
         findings.error(field_, command_line or module, f"{tree.describe()} cannot compose this configuration: {composed.error}")
         return []
     c = _Check(field_, composed, policy, tree, findings)
-    c.strings()
-    c.shell_blocks()
+    c.strings()  # and the blocks verl pastes into a shell (shell_block)
     c.instantiation(composed.config, composed.base, INSTANTIATE_KEYS, "")
     c.ray_init()
     c.hydra(job_dir)

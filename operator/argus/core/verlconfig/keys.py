@@ -36,6 +36,7 @@ not have is simply never met.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 
 CODE = "code"
@@ -100,8 +101,10 @@ _EXACT = {key: role for role, keys in ROLES.items() for key in keys if "*" not i
 _GLOBS = tuple((key, role) for role, keys in ROLES.items() for key in keys if "*" in key)
 
 
+@functools.lru_cache(maxsize=65536)
 def role_of(key: str) -> str | None:
-    """The role of a dotted key (list indices left out), or None."""
+    """The role of a dotted key (list indices left out), or None. Cached: verl's keys repeat
+    in every validation, and the patterns are matched one by one."""
     role = _EXACT.get(key)
     if role is not None:
         return role
