@@ -407,3 +407,25 @@ def test_the_new_roles_hold(override: str, needle: str) -> None:
 def test_main_eval_reads_generated_responses_from_the_home_but_nobody_elses() -> None:
     valid("python3 -m verl.trainer.main_eval data.path=$HOME/outputs/gen/test.parquet +ray_kwargs.ray_init.address=auto")
     refused("python3 -m verl.trainer.main_eval data.path=/etc/x.parquet +ray_kwargs.ray_init.address=auto", "a file verl reads must be under")
+
+
+def _own_config(tmp_path: Any, text: str) -> PlatformConfig:
+    folder = tmp_path / "users" / "alice" / "code" / "cfg"
+    folder.mkdir(parents=True)
+    (folder / "mine.yaml").write_text(text)
+    return PlatformConfig(root=str(tmp_path))
+
+
+OWN_DIR = f"python3 -m verl.trainer.main_ppo --config-dir=$HOME/code/cfg --config-name=mine {KEYS}"
+
+
+def test_a_config_of_ones_own_built_on_verls_megatron_config_is_compared_with_it(tmp_path: Any) -> None:
+    config = _own_config(tmp_path, "defaults:\n  - ppo_megatron_trainer\n  - _self_\ntrainer:\n  total_epochs: 3\n")
+    v = verdict(OWN_DIR, config=config)
+    assert v.valid, v.error_lines()
+
+
+def test_a_target_in_a_config_of_ones_own_built_on_verls_is_still_refused(tmp_path: Any) -> None:
+    config = _own_config(tmp_path, "defaults:\n  - ppo_megatron_trainer\n  - _self_\ncritic:\n  _target_: os.system\n")
+    v = verdict(OWN_DIR, config=config)
+    assert any("(critic._target_)" in e and "os.system" in e for e in v.error_lines()), v.error_lines()

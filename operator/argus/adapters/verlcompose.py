@@ -80,6 +80,29 @@ def _words(exc: BaseException) -> str:
     return " ".join(kept) or type(exc).__name__
 
 
+def _verl_parent(folders: tuple[str | None, ...], name: str, verl_dir: str) -> str | None:
+    """The verl primary config a user's own config ``name`` names first in its defaults list
+    (a name verl's own config folder has), or None."""
+    import yaml  # noqa: PLC0415
+
+    for folder in folders:
+        path = os.path.join(folder, f"{name}.yaml") if folder else None
+        if path is None or not os.path.isfile(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError):
+            return None
+        defaults = data.get("defaults") if isinstance(data, dict) else None
+        for item in defaults if isinstance(defaults, list) else ():
+            if isinstance(item, str) and item != "_self_" and "/" not in item and ".." not in item \
+                    and os.path.isfile(os.path.join(verl_dir, f"{item.removesuffix('.yaml')}.yaml")):
+                return item.removesuffix(".yaml")
+        return None
+    return None
+
+
 @dataclass(frozen=True)
 class _Entry:
     config_path: str | None
@@ -302,6 +325,9 @@ class HydraComposer:
         asked = request.config_name.removesuffix(".yaml") if request.config_name else None
         if asked and asked != verl_name and os.path.isfile(os.path.join(verl_dir, f"{asked}.yaml")):
             verl_name = asked
+        elif asked:
+            # A config of the user's own built on one of verl's (defaults: [ppo_megatron_trainer, ...]).
+            verl_name = _verl_parent(where[:2], asked, verl_dir) or verl_name
         if where == (verl_dir, None, verl_name) or verl_name is None:
             return base
         loader = self._loader_for(verl_dir, None)
