@@ -20,6 +20,9 @@ from argus_testbed.verl import PRIMARY_CONFIG, TaskCall, VerlCall, releases, tas
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 CORPUS = Path(__file__).resolve().parent / "verl_corpus" / "startup.yaml"
+HONEST = Path(__file__).resolve().parent / "verl_corpus" / "honest.yaml"
+# The entry points the oracle runs verl's own checks for (verl_oracle_runner.py).
+ORACLE_ENTRIES = ("verl.trainer.main_ppo", "verl.trainer.sft_trainer", "verl.trainer.fsdp_sft_trainer")
 
 
 def example_manifests() -> list[tuple[str, dict[str, Any]]]:
@@ -70,11 +73,25 @@ def template_manifests() -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def honest_manifests(version: str) -> list[tuple[str, dict[str, Any]]]:
+    """(label, manifest) for the honest corpus's commands of ``version`` whose entry point the
+    oracle knows (verl_corpus/honest.yaml)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for case in yaml.safe_load(HONEST.read_text())["cases"]:
+        if version not in case.get("versions", [version]) or not any(f"-m {e} " in case["command"] for e in ORACLE_ENTRIES):
+            continue
+        out.append((f"honest:{case['id']}", {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": case["id"]},
+                                            "spec": {"kind": "advanced", "workload": case["workload"], "nnodes": case["nnodes"],
+                                                     "nGpusPerNode": case["gpus"], "command": case["command"]}}))
+    return out
+
+
 def argus_calls() -> list[TaskCall]:
-    """Every example and template, as Argus generates it for each supported release."""
+    """Every example, template and honest-corpus command, as Argus generates it for each
+    supported release."""
     return [task_calls(doc, version, label=label)
             for version in releases()
-            for label, doc in example_manifests() + template_manifests()]
+            for label, doc in example_manifests() + template_manifests() + honest_manifests(version)]
 
 
 @dataclass(frozen=True)

@@ -517,10 +517,14 @@ class FakeComposer:
                  tree: ConfigTree = RELEASE_TREE):
         self.base, self.hydra_node, self.raw_values, self._tree = base, hydra, raw or {}, tree
         self.requests: list[ComposeRequest] = []
+        self.code_versions: dict[str, str] = {}  # code_version's answers (a verl snapshot's version file)
 
     @property
     def tree(self) -> ConfigTree:
         return self._tree
+
+    def code_version(self, root: str) -> str | None:
+        return self.code_versions.get(root)
 
     def compose(self, request: ComposeRequest) -> Composed:
         import yaml  # noqa: PLC0415
@@ -537,8 +541,15 @@ class FakeComposer:
             value = yaml.safe_load(text) if text else None
             _set(config, key, value)
             _set(raw, key, value)
+        applied = []
+        for line in request.defaults:
+            key, _, text = line.partition("=")
+            if _get(config, key) is not _ABSENT:
+                _set(config, key, yaml.safe_load(text))
+                _set(raw, key, yaml.safe_load(text))
+                applied.append(line)
         return Composed(primary="ppo_trainer", config=config, raw=raw, hydra=copy.deepcopy(self.hydra_node), base=self.base,
-                        base_hydra=self.hydra_node)
+                        base_hydra=self.hydra_node, defaults_applied=tuple(applied))
 
 
 _ABSENT = object()

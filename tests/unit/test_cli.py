@@ -117,6 +117,16 @@ def test_validate_invalid_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert all(line.startswith(("  error: ", "  warning: ")) for line in lines[1:])
 
 
+def test_validate_never_prints_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34: an input that crashed the composer is a verdict, for this document only."""
+    crash = HOSTILE.replace("name: sneaky", "name: crash").replace(
+        "data.train_files=/private/users/bob/datasets/x.parquet", """'+x.y="${oc.select:\\"x\\"}"'""")
+    code, out, err = run(capsys, "validate", "-f", write(tmp_path, ADVANCED + "---\n" + crash), "--user", "alice")
+    assert code == 1 and "Traceback" not in out + err, out + err
+    assert out.startswith("ppo-adv: valid\n") and "crash: INVALID\n  error: spec.command: " in out, out
+    assert "mismatched input" in out
+
+
 def test_validate_prints_warnings_and_stays_valid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "validate", "-f", write(tmp_path, WARNS), "--user", "alice")
     assert code == 0

@@ -206,6 +206,22 @@ def test_an_invalid_task_is_rejected_and_never_reaches_ray(world: World) -> None
     assert world.cluster.events[0].type == "Warning" and world.cluster.events[0].reason == "InvalidSpec"
 
 
+def test_a_task_whose_checks_raise_is_rejected_once_with_the_message(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34: a check that raises is a refusal, not a retry every tick."""
+    import argus.core.plan as plan
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("the composer fell over")
+
+    monkeypatch.setattr(plan, "_read_fields", boom)
+    key = world.cluster.create("t", spec())
+    world.settle()
+    status = world.cluster.status(key)
+    assert (status["phase"], status["reason"]) == ("Rejected", "InvalidSpec")
+    assert "ValueError: the composer fell over" in status["message"] and "the checks failed on this task" in status["message"]
+    assert world.ray.count("submit") == 0
+
+
 def test_a_namespace_without_user_rejects_its_tasks(world: World) -> None:
     key = world.cluster.create("t", spec(), namespace="bare")
     world.tick()

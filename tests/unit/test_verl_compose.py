@@ -187,7 +187,7 @@ def test_errors_match_hydras_too(composer: HydraComposer) -> None:
 def test_oc_env_reads_the_jobs_environment_only(composer: HydraComposer) -> None:
     assert compose(composer, "+x.a=${oc.env:ARGUS_JOB_DIR}", env={"ARGUS_JOB_DIR": JOB}).config["x"] == {"a": JOB}
     error = compose(composer, "+x.a=${oc.env:HOME}", env={"ARGUS_JOB_DIR": JOB}).error
-    assert error is not None and "oc.env:HOME reads HOME, which the job's environment does not hold as Argus sets it" in error
+    assert error is not None and "oc.env:HOME reads HOME, which verl's TaskRunner (the Ray actor where verl resolves the config) does not have" in error
     assert os.environ.get("HOME")  # ... whatever this process has
 
 
@@ -256,7 +256,13 @@ def test_class4_oc_select_default() -> None:
 
 
 def test_class4_oc_env_of_a_variable_the_command_sets() -> None:
-    refused("export WANDB_NOTES=/priv\n" + GOOD + " '+x.q=${oc.env:WANDB_NOTES}ate/users/bob/f'", "(x.q)", "another user's home (bob)")
+    """verl resolves the config in its TaskRunner, a Ray actor without the command's exports (issue 34)."""
+    refused("export WANDB_NOTES=/priv\n" + GOOD + " '+x.q=${oc.env:WANDB_NOTES}ate/users/bob/f'",
+            "oc.env:WANDB_NOTES reads WANDB_NOTES, which verl's TaskRunner", "the command's own exports reach the driver only")
+
+
+def test_class4_oc_env_default_applies_and_is_checked() -> None:
+    refused(GOOD + " '+x.q=${oc.env:NOT_SET,/priv}ate/users/bob/f'", "(x.q)", "another user's home (bob)")
 
 
 def test_class5_ray_runtime_env() -> None:

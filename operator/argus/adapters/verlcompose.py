@@ -49,7 +49,7 @@ from typing import Any, cast
 from ..core.command.hydra import fast_override
 from ..core.verlconfig import Composed, ComposeRequest, ConfigTree
 from .verlresolve import BaseComposition, hydra_settings, resolve_incremental
-from .verltree import ConfigTreeError, Release, cache_dir, fetch_release, find_tree, pinned_releases, release_dirs
+from .verltree import ConfigTreeError, Release, _tree_version, cache_dir, fetch_release, find_tree, pinned_releases, release_dirs
 
 # The composer, and where its tree comes from (the CLI, the platform settings and the tests
 # import them from here).
@@ -61,6 +61,8 @@ _ALLOWED_RESOLVERS = ("oc.select", "oc.create", "oc.decode", "oc.deprecated", "o
 
 
 # --- composition -----------------------------------------------------------------------
+
+_ABSENT = object()
 
 
 class _Refused(Exception):
@@ -76,6 +78,29 @@ def _words(exc: BaseException) -> str:
     lines = [x.rstrip() for x in str(exc).splitlines()]
     kept = [x.strip() for x in lines if x.strip() and not x.strip().startswith(("full_key:", "object_type=", "reference_type="))]
     return " ".join(kept) or type(exc).__name__
+
+
+def _verl_parent(folders: tuple[str | None, ...], name: str, verl_dir: str) -> str | None:
+    """The verl primary config a user's own config ``name`` names first in its defaults list
+    (a name verl's own config folder has), or None."""
+    import yaml  # noqa: PLC0415
+
+    for folder in folders:
+        path = os.path.join(folder, f"{name}.yaml") if folder else None
+        if path is None or not os.path.isfile(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError):
+            return None
+        defaults = data.get("defaults") if isinstance(data, dict) else None
+        for item in defaults if isinstance(defaults, list) else ():
+            if isinstance(item, str) and item != "_self_" and "/" not in item and ".." not in item \
+                    and os.path.isfile(os.path.join(verl_dir, f"{item.removesuffix('.yaml')}.yaml")):
+                return item.removesuffix(".yaml")
+        return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -135,6 +160,9 @@ class HydraComposer:
     def tree(self) -> ConfigTree:
         return self._tree
 
+    def code_version(self, root: str) -> str | None:
+        return _tree_version(root)
+
     # -- the module and its search path --
 
     def entry(self, module: str) -> _Entry | None:
@@ -173,6 +201,8 @@ class HydraComposer:
                 return self._compose(request, entry, config_name)
         except _Refused as exc:
             return Composed(primary=config_name, error=str(exc) if exc.line is None else f"{exc.line}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - Hydra or OmegaConf refusing in a way not met before: still a verdict
+            return Composed(primary=config_name, error=f"{type(exc).__name__}: {_words(exc)}")
 
     def _compose(self, request: ComposeRequest, entry: _Entry, config_name: str) -> Composed:
         from hydra._internal.config_loader_impl import (
@@ -184,6 +214,9 @@ class HydraComposer:
 
         search_dir = self._search_dir(request.module, request.config_path if request.config_path is not None else entry.config_path)
         config_dir = os.path.abspath(request.config_dir) if request.config_dir else None
+        for own in (config_dir, search_dir if request.config_path is not None and os.path.isabs(request.config_path) else None):
+            if own is not None and not os.path.isdir(own) and request.home and not os.path.isdir(request.home):
+                return Composed(primary=config_name, unreadable=own)
         if config_dir is not None and not os.path.isdir(config_dir):
             raise _Refused(f"Additional config directory '{config_dir}' not found (Argus reads it through the shared tree)")
         parser = OverridesParser.create()
@@ -203,9 +236,24 @@ class HydraComposer:
                 ConfigLoaderImpl._apply_overrides_to_config([o], cfg)
             except Exception as exc:  # noqa: BLE001 - Hydra's own words
                 raise _Refused(_words(exc), o.input_line) from None
-            (cfg.hydra.overrides.hydra if o.is_hydra_override() else cfg.hydra.overrides.task).append(o.input_line)
+            try:  # OmegaConf reads the line as a string that may interpolate, as Hydra's own run does
+                (cfg.hydra.overrides.hydra if o.is_hydra_override() else cfg.hydra.overrides.task).append(o.input_line)
+            except Exception as exc:  # noqa: BLE001 - OmegaConf's own words
+                raise _Refused(_words(exc), o.input_line) from None
             if not o.is_hydra_override():
                 app.append(o)
+        applied = []
+        for text in request.defaults:
+            o = self._override(parser, text)
+            if OmegaConf.select(cfg, o.key_or_group, default=_ABSENT) is _ABSENT:
+                continue  # the config does not declare it (verl's evaluation.yaml has no trainer block)
+            try:
+                ConfigLoaderImpl._apply_overrides_to_config([o], cfg)
+            except Exception as exc:  # noqa: BLE001 - Hydra's own words
+                raise _Refused(_words(exc), o.input_line) from None
+            cfg.hydra.overrides.task.append(o.input_line)
+            app.append(o)
+            applied.append(text)
         task = [o for o in (self._override(parser, t) for t in group_lines) if not o.is_hydra_override()] + app
         cfg.hydra.job.override_dirname = get_overrides_dirname(
             overrides=task, kv_sep=cfg.hydra.job.config.override_dirname.kv_sep,
@@ -229,7 +277,7 @@ class HydraComposer:
             except Exception as exc:  # noqa: BLE001 - OmegaConf's own words
                 raise _Refused(f"resolving the configuration: {_words(exc)}") from None
         return Composed(primary=config_name, config=config, raw=raw, hydra=hydra,
-                        base=verl.base, base_hydra=verl.base_hydra)
+                        base=verl.base, base_hydra=verl.base_hydra, defaults_applied=tuple(applied))
 
     def _override(self, parser: Any, text: str) -> Any:
         """Hydra's ``Override`` for one override. A trivially simple unquoted one (the text
@@ -266,11 +314,20 @@ class HydraComposer:
 
     def _verl_defaults(self, request: ComposeRequest, entry: _Entry, parsed: list[Any], base: BaseComposition,
                        where: tuple[Any, ...]) -> BaseComposition:
-        """verl's own defaults for the entry point: its own primary config in verl's own tree,
-        with the command's config-group choices that verl's tree has (a config of the
+        """verl's own defaults for the entry point: its own primary config in verl's own tree
+        (or the config the command names, when verl's own config folder has one of that
+        name), with the command's config-group choices that verl's tree has (a config of the
         user's own is the user's, not verl's defaults)."""
         verl_dir = self._search_dir(request.module, entry.config_path)
         verl_name = entry.config_name
+        # The same config name at the same verl version (ppo_megatron_trainer's _target_s
+        # are not ppo_trainer's), when verl's own config folder has it.
+        asked = request.config_name.removesuffix(".yaml") if request.config_name else None
+        if asked and asked != verl_name and os.path.isfile(os.path.join(verl_dir, f"{asked}.yaml")):
+            verl_name = asked
+        elif asked:
+            # A config of the user's own built on one of verl's (defaults: [ppo_megatron_trainer, ...]).
+            verl_name = _verl_parent(where[:2], asked, verl_dir) or verl_name
         if where == (verl_dir, None, verl_name) or verl_name is None:
             return base
         loader = self._loader_for(verl_dir, None)
@@ -369,11 +426,15 @@ class HydraComposer:
                 if name in saved:
                     BaseContainer._resolvers[name] = saved[name]
 
-            def oc_env(key: str, default: Any = None) -> str:
-                if key not in env:
-                    raise ValueError(f"oc.env:{key} reads {key}, which the job's environment does not hold as Argus sets it "
-                                     f"(it holds {', '.join(sorted(env)) or 'nothing'}): write the value, or export it in the command")
-                return env[key]
+            def oc_env(key: str, default: Any = _ABSENT) -> str | None:
+                # As OmegaConf's own oc.env: the variable, else the default (None stays None).
+                if key in env:
+                    return env[key]
+                if default is not _ABSENT:
+                    return None if default is None else str(default)
+                raise ValueError(f"oc.env:{key} reads {key}, which verl's TaskRunner (the Ray actor where verl resolves the "
+                                 f"config) does not have: it has what Argus sets ({', '.join(sorted(env)) or 'nothing'}); the "
+                                 "command's own exports reach the driver only: write the value")
 
             OmegaConf.register_new_resolver("oc.env", oc_env)
             OmegaConf.register_new_resolver("hydra", lambda path: OmegaConf.select(hydra_node, path))

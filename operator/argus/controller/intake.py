@@ -30,7 +30,7 @@ from ..adapters.kube import api_error
 from ..core import lifecycle
 from ..core.config import PlatformConfig
 from ..core.lifecycle import Observation
-from ..core.plan import validate_task
+from ..core.plan import check_failed, validate_task
 from ..core.queue import holds_place
 from ..core.spec import API_VERSION, KIND
 from ..core.times import parse_time
@@ -115,8 +115,13 @@ class Intake:
         if user is None:
             seen: Observation = lifecycle.Refused(reason, message)
         else:
-            verdict = validate_task(manifest(view), user, self.platform, self.composer)
-            verl = (verdict.verl["version"], verdict.verl["source"]) if verdict.verl else None
-            seen = (lifecycle.Validated(user, verdict.expanded_command or "", tuple(verdict.warning_lines()), verl) if verdict.valid
-                    else lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), user))
+            try:
+                verdict = validate_task(manifest(view), user, self.platform, self.composer)
+            except Exception as exc:  # noqa: BLE001 - validate_task does not raise; if it ever does, reject, not retry each tick
+                log.exception("the checks of task %s/%s raised: rejected", view.namespace, view.name)
+                seen = lifecycle.Refused(Reason.InvalidSpec, str(check_failed(exc)), user)
+            else:
+                verl = (verdict.verl["version"], verdict.verl["source"]) if verdict.verl else None
+                seen = (lifecycle.Validated(user, verdict.expanded_command or "", tuple(verdict.warning_lines()), verl) if verdict.valid
+                        else lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), user))
         await self.carrier.carry_out(draft, self.carrier.step(view, seen))

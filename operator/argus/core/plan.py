@@ -19,9 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .command import CheckedCommand, check_command
-from .command.checks import TORCHRUN_ONE_NODE
-from .command.hydra import date_sample
-from .command.program import Date, Var
+from .command.checks import TORCHRUN_ONE_NODE, missing_counts_rule
+from .command.environment import job_outputs
 from .config import PlatformConfig
 from .expand import REMOVED_COMMON, expand, uses_common, without_common
 from .policy import Findings, PathPolicy, check_text
@@ -31,7 +30,7 @@ from .spec import API_VERSION, KIND, ArgusTaskSpec
 from .template import DEFAULT_VERL_VERSION, basic_command
 from .user import InvalidUserId, check_user_id
 from .verlconfig import MAX_ADDED_KEYS, Composer, ComposeRequest
-from .verlconfig.check import check_composed
+from .verlconfig.check import check_composed, declared
 from .verlconfig.startup import startup_problems
 from .vocabulary import task_gpus
 
@@ -183,9 +182,6 @@ def _check_basic(spec: ArgusTaskSpec, raw: Mapping[str, Any], user: str, policy:
     return spec.model_copy(update=expanded)
 
 
-SFT_LOGGING_LEVEL = "VERL_SFT_LOGGING_LEVEL"
-
-
 def job_dir_for(config: PlatformConfig, user: str, namespace: str | None, name: str | None, uid: str | None) -> str:
     """The task's job folder, as the job sees it: $HOME/jobs/<namespace>-<name>-<uid8>."""
     job_name = "-".join(p for p in (namespace, name, (uid or "").replace("-", "")[:8]) if p) or "task"
@@ -208,32 +204,11 @@ def runtime_env_vars(config: PlatformConfig, user: str, job_dir: str, attempt: i
     hf_home = config.hf_cache()
     if hf_home and not (checked is not None and checked.exports("HF_HOME")):
         env_vars["HF_HOME"] = hf_home
-    # verl's SFT trainer prints its total steps only at INFO level: without it,
-    # status.progress of an SFT task would show steps with no total. Other verl entry points
-    # do not read it.
-    if not (checked is not None and checked.exports(SFT_LOGGING_LEVEL)):
-        env_vars[SFT_LOGGING_LEVEL] = "INFO"
-    return env_vars
-
-
-def _job_environment(checked: CheckedCommand, argus_env: dict[str, str]) -> dict[str, str]:
-    """The environment the job's Python will have: Argus's, then the command's own. A
-    variable that adds to an inherited value Argus does not set is left out (unknown here)."""
-    env = dict(argus_env)
-    for name, parts in checked.environment.items():
-        text: list[str] = []
-        for p in parts:
-            if isinstance(p, Var):
-                if p.name not in argus_env:
-                    break
-                text.append(argus_env[p.name])
-            else:
-                text.append(date_sample(p.format) if isinstance(p, Date) else p)
-        else:
-            env[name] = "".join(text)
-            continue
-        env.pop(name, None)
-    return env
+    # verl's SFT trainer prints its total steps (status.progress) only at INFO level.
+    if not (checked is not None and checked.exports("VERL_SFT_LOGGING_LEVEL")):
+        env_vars["VERL_SFT_LOGGING_LEVEL"] = "INFO"
+    exported = {n: "".join(map(str, p)) for n, p in (checked.environment if checked else {}).items() if all(type(x) is str for x in p)}
+    return {**env_vars, **job_outputs(job_dir, exported)}  # verl's trackers: into the job folder
 
 
 def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer, policy: PathPolicy, *,
@@ -249,12 +224,32 @@ def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer,
         return None
     options = dict(checked.options)
     request = ComposeRequest(module=checked.launch.module, overrides=tuple(checked.overrides),
-                             env=_job_environment(checked, argus_env), job_dir=job_dir,
+                             env=argus_env, job_dir=job_dir,
                              config_name=options.get("config_name"), config_path=options.get("config_path"),
-                             config_dir=options.get("config_dir"))
+                             config_dir=options.get("config_dir"), defaults=tuple(checked.count_defaults), home=policy.home)
     composed = composer.compose(request)
     tree = composer.tree
+    if composed.unreadable is not None and not tree.cluster_own:
+        # argus validate without the shared tree: the text checks ran; the composition needs
+        # the user's config, which the operator reads (and checks) at admission.
+        findings.warn(field_, composed.unreadable, "is a config folder of your own that cannot be read here (the shared tree is "
+                      "not mounted): the configuration it composes (paths, instantiation keys, GPU pools, verl's start-up "
+                      "checks) was not checked; the operator checks it when the task is created")
+        counts = checked.count_defaults
+        if counts:
+            findings.warn(field_, " ".join(counts), missing_counts_rule(len(counts)))
+        return checked.with_arguments(list(counts))
+    if composed.unreadable is not None:
+        findings.error(field_, composed.unreadable, "is a config folder of your own that cannot be read through the shared tree")
+        return None
     errors_before = len(findings.errors)
+    if composed.error is None:
+        counts = list(composed.defaults_applied)
+        if counts:
+            findings.warn(field_, " ".join(counts), missing_counts_rule(len(counts)))
+        for key, shown, rule in checked.deferred:
+            if declared(composed.config, key):
+                findings.warn(field_, shown, rule)
     added = check_composed(field_, composed, tree=tree, module=checked.launch.module, policy=policy, nnodes=nnodes,
                            gpus=gpus, job_dir=job_dir, findings=findings, trainer_counts=checked.launch.kind != "torchrun")
     if composed.error is None:
@@ -263,7 +258,8 @@ def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer,
             findings.error(f"{field_} ({p.key})", p.value, f"verl {tree.version} refuses it at start: {p.message}")
     if len(findings.errors) > errors_before:
         return None
-    return checked.with_arguments(added)
+    return checked.with_arguments([*composed.defaults_applied, *added])
+
 
 
 def validate_spec(
@@ -298,7 +294,8 @@ def validate_spec(
     raw_spec, spec = _read_fields(raw_spec, findings)
     policy = PathPolicy(config, user)
     job_dir = job_dir_for(config, user, namespace, name, uid)
-    spec, target = _command_of(raw_spec, spec, user, policy, findings, namespace=namespace, name=name, uid=uid, composer=composer)
+    spec, target = _command_of(raw_spec, spec, user, policy, findings, namespace=namespace, name=name, uid=uid, composer=composer,
+                               job_dir=job_dir)
     checked = target.checked
     if composer is not None:
         tree = composer.tree
@@ -307,6 +304,7 @@ def validate_spec(
             if not tree.cluster_own:
                 findings.warn(target.field, tree.describe(), f"checked against this verl config tree, not the cluster's own verl "
                               f"snapshot ({config.verl_code()}, not readable here)")
+            _check_code_version(spec, config, composer, findings)
             checked = _compose_and_check(target.field, checked, composer, policy, nnodes=target.nnodes, gpus=target.gpus, job_dir=job_dir,
                                          argus_env=runtime_env_vars(config, user, job_dir, attempt, target.code_path, checked),
                                          findings=findings)
@@ -318,6 +316,24 @@ def validate_spec(
         verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path,
                                     attempt=attempt, checked=checked)
     return verdict
+
+
+def _check_code_version(spec: ArgusTaskSpec | None, config: PlatformConfig, composer: Composer, findings: Findings) -> None:
+    """A basic task's codePath is the verl that runs: it must be the release the command is
+    composed and checked with (issue 34, one verl per task)."""
+    if spec is None or spec.kind != "basic" or not spec.code_path or spec.code_path == config.verl_code():
+        return
+    tree = composer.tree
+    version = composer.code_version(spec.code_path)
+    if version is None and not tree.cluster_own:
+        findings.warn("spec.codePath", spec.code_path, f"cannot be read here: which verl it holds was not checked (the task is "
+                      f"composed with verl {tree.version}; the operator checks it when the task is created)")
+    elif version is None:
+        findings.error("spec.codePath", spec.code_path, "holds no verl release Argus can read (verl/version/version): the task "
+                       f"would run code other than the verl {tree.version} it was checked with")
+    elif version != tree.version:
+        findings.error("spec.codePath", spec.code_path, f"holds verl {version}, but the task is composed and checked with verl "
+                       f"{tree.version}: one verl per task; give a codePath holding verl {tree.version}, or leave it out")
 
 
 def _read_fields(raw_spec: Mapping[str, Any], findings: Findings) -> tuple[dict[str, Any], ArgusTaskSpec | None]:
@@ -357,7 +373,7 @@ class _CommandOf:
 
 def _command_of(raw_spec: Mapping[str, Any], spec: ArgusTaskSpec | None, user: str, policy: PathPolicy, findings: Findings, *,
                 namespace: str | None, name: str | None, uid: str | None,
-                composer: Composer | None) -> tuple[ArgusTaskSpec | None, _CommandOf]:
+                composer: Composer | None, job_dir: str | None = None) -> tuple[ArgusTaskSpec | None, _CommandOf]:
     """The command an advanced spec gives, or the one a basic spec's template makes (with
     the basic spec as its inputs were checked), read and checked as a program."""
     # Even when other fields are wrong, a command that is a string gets its checks, so the
@@ -372,7 +388,7 @@ def _command_of(raw_spec: Mapping[str, Any], spec: ArgusTaskSpec | None, user: s
     if raw_spec.get("kind") == "advanced" and isinstance(raw_command, str):
         if check_text("spec.command", raw_command, findings):
             checked = check_command("spec.command", expand(raw_command, user, policy.config), policy=policy, nnodes=nnodes,
-                                    gpus_per_node=gpus, findings=findings, resolved_later=composer is not None)
+                                    gpus_per_node=gpus, findings=findings, resolved_later=composer is not None, job_dir=job_dir)
     elif spec is not None and spec.kind == "basic":
         # The template's inputs are checked even when the manifest has other problems, so
         # that every problem is reported at once; the command is built only from good ones.
@@ -388,12 +404,30 @@ def _command_of(raw_spec: Mapping[str, Any], spec: ArgusTaskSpec | None, user: s
             checked = check_command(field_, basic_command(spec, home=policy.home, experiment=experiment, uid=uid,
                                                           verl_version=verl_version),
                                     policy=policy, nnodes=spec.nnodes, gpus_per_node=spec.n_gpus_per_node, findings=findings,
-                                    resolved_later=composer is not None)
+                                    resolved_later=composer is not None, job_dir=job_dir)
     return spec, _CommandOf(checked, field_, nnodes, gpus, code_path)
 
 
 def validate_task(manifest: Any, user: str, config: PlatformConfig, composer: Composer | None = None) -> Verdict:
-    """Validate a whole ArgusTask manifest (apiVersion, kind, metadata and spec)."""
+    """Validate a whole ArgusTask manifest (apiVersion, kind, metadata and spec). Never
+    raises: a check that fails on some input is a refusal that says so (``check_failed``)."""
+    try:
+        return _validate_task(manifest, user, config, composer)
+    except Exception as exc:  # noqa: BLE001 - no input may crash the checker: a verdict, in one line
+        metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
+        name = metadata.get("name") if isinstance(metadata, Mapping) and isinstance(metadata.get("name"), str) else None
+        namespace = metadata.get("namespace") if isinstance(metadata, Mapping) and isinstance(metadata.get("namespace"), str) else None
+        return Verdict(name=name, namespace=namespace, errors=[check_failed(exc)])
+
+
+def check_failed(exc: BaseException) -> Problem:
+    """The refusal of a task whose checks raised: one line naming the failure."""
+    text = " ".join(str(exc).split())[:300]
+    return Problem("spec", f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
+                   "the checks failed on this task (a bug in Argus: report it with the task); it is refused rather than run unchecked")
+
+
+def _validate_task(manifest: Any, user: str, config: PlatformConfig, composer: Composer | None) -> Verdict:
     findings = Findings()
     if not isinstance(manifest, Mapping):
         findings.error("document", manifest, "must be an ArgusTask manifest (a mapping)")

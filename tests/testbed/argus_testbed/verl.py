@@ -117,6 +117,11 @@ def verl_call(argv: Iterable[str]) -> VerlCall:
         elif word == "--config-name":
             j += 1
             config_name = rest[j]
+        elif word.startswith("--config-path") or word.startswith("--config-dir"):
+            path = word.split("=", 1)[1] if "=" in word else rest[j + 1]
+            j += 0 if "=" in word else 1
+            # verl's scripts name verl's own config folder, relative to the entry point
+            assert path.removeprefix("./").rstrip("/") == "config", f"{word}: only verl's own config folder is composed here"
         else:
             overrides.append(word)
         j += 1

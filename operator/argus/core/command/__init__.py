@@ -51,6 +51,12 @@ class CheckedCommand:
     text: str
     options: list[tuple[str, str]] = field(default_factory=list)
     environment: dict[str, tuple[Part, ...]] = field(default_factory=dict)
+    # The spec's counts the command leaves out, for the composition to add where the
+    # config declares them (with a verl config tree only; else they are in ``text``).
+    count_defaults: list[str] = field(default_factory=list)
+    # Warnings on keys the command leaves out, for the composition to give where the config
+    # declares the key: (key, value shown, rule).
+    deferred: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def overrides(self) -> list[str]:
@@ -67,7 +73,8 @@ class CheckedCommand:
         words = tuple(Word((e,), True, run.line) for e in extra)
         final_run = Run(run.env, (*run.argv, *words), run.tee, run.line)
         script = Script(tuple(final_run if s is run else s for s in self.script.statements))
-        return CheckedCommand(script, self.launch, self.settings, emit(script), self.options, self.environment)
+        return CheckedCommand(script, self.launch, self.settings, emit(script), self.options, self.environment, self.count_defaults,
+                              self.deferred)
 
     def exports(self, name: str) -> bool:
         """Whether the command puts ``name`` in its entrypoint's environment itself
@@ -104,12 +111,14 @@ def check_command(
     gpus_per_node: int | None,
     findings: Findings,
     resolved_later: bool = False,
+    job_dir: str | None = None,
 ) -> CheckedCommand | None:
     """Check a command whose $HOME macros are expanded; return it as it will run, or None
     when it is refused (the reasons are in ``findings``). ``resolved_later``: the command's
     configuration will be composed and resolved with verl's tree and checked then
     (``argus.core.verlconfig``), so an interpolation this text check cannot resolve is left
-    to that check instead of refused."""
+    to that check instead of refused. ``job_dir``: the task's job folder, where a relative
+    path an environment variable names is put (None: left relative)."""
     if not check_text(field_, command, findings, max_bytes=MAX_EMITTED_COMMAND_BYTES, what="expanded, "):
         return None
     if not command.strip():
@@ -123,8 +132,8 @@ def check_command(
         return None  # later checks of a half-read word would mislead
     resolved, bindings, refusals = resolve(script)
     _report(field_, refusals, findings)
-    checker = Checker(field_, policy, nnodes, gpus_per_node, findings, resolved_later=resolved_later)
-    check_environment(checker, resolved)
+    checker = Checker(field_, policy, nnodes, gpus_per_node, findings, resolved_later=resolved_later, job_dir=job_dir)
+    resolved = check_environment(checker, resolved)
     run = resolved.run
     if script.run is None:
         if entrypoint_seen:
@@ -153,11 +162,15 @@ def check_command(
         findings.error(field_, f"{len(text)} bytes", f"the generated command is larger than {MAX_EMITTED_COMMAND_BYTES // 1024} KiB")
         return None
     environment: dict[str, tuple[Part, ...]] = {}
+    assigned: dict[str, tuple[Part, ...]] = {}
     for s in resolved.statements:
-        if type(s) is Assign and s.export:
-            environment[s.name] = s.value.parts
+        if type(s) is Assign:
+            assigned[s.name] = s.value.parts
+            if s.export:
+                environment[s.name] = s.value.parts
         elif type(s) is Export and s.name in bindings:
-            environment[s.name] = bindings[s.name].parts
+            environment[s.name] = assigned.get(s.name, bindings[s.name].parts)
     for a in run.env:
         environment[a.name] = a.value.parts
-    return CheckedCommand(final, launch, args.settings, text, [(d, v) for d, _, v in args.options], environment)
+    return CheckedCommand(final, launch, args.settings, text, [(d, v) for d, _, v in args.options], environment,
+                          checker.count_defaults, checker.deferred)

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..policy import Findings, PathPolicy, climbs
-from .environment import allowed_entry, env_path_roots
+from .environment import PATH, REFUSED, URL, env_rule, env_value_rule
 from .hydra import HydraArgs, Setting
 from .launchers import Launch, Option, plain_int
 from .program import Assign, Run, Script, Word
@@ -99,8 +99,11 @@ class _Unresolvable(Exception):
 
 class Checker:
     def __init__(self, field_: str, policy: PathPolicy, nnodes: int | None, gpus: int | None, findings: Findings,
-                 *, resolved_later: bool = False):
+                 *, resolved_later: bool = False, job_dir: str | None = None):
         self.field = field_
+        # The task's job folder: a relative path an environment variable names goes there.
+        self.job_dir = job_dir
+        self.env_rewritten: list[str] = []
         # The composed, resolved configuration is checked after this (verlconfig.check): it
         # resolves what this text check cannot (verl's defaults, ${oc.env:...} of the job's
         # environment, ${now:...}) and applies the same path roles to the result.
@@ -110,6 +113,12 @@ class Checker:
         self.gpus = gpus
         self.findings = findings
         self.leaves: dict[str, tuple[Any, Setting]] = {}
+        # The spec's counts the command leaves out, when the composition decides whether the
+        # config has them (resolved_later): Argus adds them there (plan._compose_and_check).
+        self.count_defaults: list[str] = []
+        # Warnings about a key the command leaves out, which apply only when the composed
+        # config declares the key: (key, value shown, rule).
+        self.deferred: list[tuple[str, str, str]] = []
 
     def error(self, value: object, rule: str, key: str | None = None) -> None:
         self.findings.error(f"{self.field} ({key})" if key else self.field, value, rule)
@@ -119,7 +128,9 @@ class Checker:
 
     # --- environment, tee -----------------------------------------------------------
 
-    def environment(self, a: Assign) -> None:
+    def environment(self, a: Assign) -> Assign:
+        """Check one variable the command sets; return it as it will run (a relative path
+        of a ``path`` or ``url`` variable made absolute under the job folder)."""
         text = "".join(p if type(p) is str else "\0" for p in a.value.parts)
         shown = f"{a.name}={a.value.shown()}"
         if a.name == "PYTHONPATH":
@@ -132,9 +143,21 @@ class Checker:
                     self.policy.check_under(self.field, entry, (self.policy.home, *self.policy.shared_roots), "a PYTHONPATH entry", self.findings)
         for piece in text.split("\0"):
             self.policy.check_string(self.field, piece, self.findings)
-        allowed = allowed_entry(a.name)
-        if allowed is not None and allowed.path and "\0" not in text:
-            self.policy.check_under(self.field, text, env_path_roots(allowed, self.policy), a.name, self.findings)
+        rule = env_rule(a.name)
+        if rule is None or rule.role not in (PATH, URL, REFUSED):
+            return a
+        if "\0" in text:
+            if rule.role != REFUSED:
+                self.error(shown, f"{a.name} names a file, a folder or a URL: write it out (not from an inherited value)")
+            return a
+        problem, value = env_value_rule(a.name, text, self.policy, self.job_dir)
+        if problem is not None:
+            self.error(text if rule.role == PATH else shown, problem)
+            return a
+        if value == text:
+            return a
+        self.env_rewritten.append(f"{a.name}={text}")
+        return Assign(a.name, Word((value,), True, a.value.line, a.value.source), a.export, a.line)
 
     def tee(self, w: Word) -> None:
         if w.literal is None:
@@ -394,14 +417,18 @@ class Checker:
         if launch.kind != "torchrun":
             missing = [f"{k}={want}" for k, want in ((NNODES_KEY, self.nnodes), (GPUS_KEY, self.gpus))
                        if k not in keys and want is not None]
-            if missing:
+            if missing and self.resolved_later:
+                self.count_defaults = missing  # added where the composed config declares them
+            elif missing:
                 added = [Word((m,), True, launch.line) for m in missing]
-                self.warn(" ".join(missing), f"{'is' if len(missing) == 1 else 'are'} not set: verl would use its defaults "
-                          f"({_DEFAULT_COUNTS}) while the queue reserves the spec's GPUs; Argus adds "
-                          f"{'it' if len(missing) == 1 else 'them'} to the command (see status.command)")
+                self.warn(" ".join(missing), missing_counts_rule(len(missing)))
         for key in DATA_KEYS:
             if key not in keys:
-                self.warn(f"{key}=", "is not set: verl falls back to its default data files, which are likely not yours")
+                rule = "is not set: verl falls back to its default data files, which are likely not yours"
+                if self.resolved_later:
+                    self.deferred.append((key, f"{key}=", rule))
+                else:
+                    self.warn(f"{key}=", rule)
         if launch.kind != "torchrun" and RAY_ADDRESS_KEY not in keys:
             self.warn(f"+{RAY_ADDRESS_KEY}=auto", "is not set: verl may start its own local Ray instead of joining the cluster")
         if REWARD_PATH_KEY in keys and REWARD_NAME_KEY not in keys:
@@ -409,13 +436,31 @@ class Checker:
         return added
 
 
-def check_environment(checker: Checker, script: Script) -> None:
+def missing_counts_rule(n: int) -> str:
+    """The warning on the spec's counts Argus adds to a command that leaves ``n`` of them out."""
+    return (f"{'is' if n == 1 else 'are'} not set: verl would use its defaults ({_DEFAULT_COUNTS}) while the queue reserves "
+            f"the spec's GPUs; Argus adds {'it' if n == 1 else 'them'} to the command (see status.command)")
+
+
+def check_environment(checker: Checker, script: Script) -> Script:
+    """Check what the script puts into the environment (and its tee file); return the
+    script with the variables as they will run (``Checker.environment``)."""
+    statements: list[Any] = []
     for s in script.statements:
         if type(s) is Assign:
-            checker.environment(s)
+            s = checker.environment(s)
         elif type(s) is Run:
-            for a in s.env:
-                checker.environment(a)
+            env = tuple(checker.environment(a) for a in s.env)
             if s.tee is not None:
                 checker.tee(s.tee.file)
-
+            if env != s.env:
+                s = Run(env, s.argv, s.tee, s.line)
+        statements.append(s)
+    if checker.env_rewritten:
+        many = len(checker.env_rewritten) > 1
+        checker.warn(" ".join(checker.env_rewritten), f"{'are relative paths' if many else 'is a relative path'}: verl's Ray "
+                     f"actors run in the raylet's folder, not the job's, so Argus makes {'them' if many else 'it'} absolute "
+                     f"under the job folder {checker.job_dir} in the generated command (see status.command); set an "
+                     "absolute path under $HOME to choose")
+        return Script(tuple(statements))
+    return script

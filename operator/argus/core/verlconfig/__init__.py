@@ -69,6 +69,14 @@ class ComposeRequest:
     config_name: str | None = None
     config_path: str | None = None
     config_dir: str | None = None
+    # key=value overrides Argus adds for keys the command leaves out (the spec's GPU
+    # counts), applied after the command's only where the composed config declares the key
+    # (verl's evaluation.yaml has no trainer block).
+    defaults: tuple[str, ...] = ()
+    # The user's home as the job sees it: a config folder of the user's own that is missing
+    # while the home itself is not readable here (argus validate without the shared tree) is
+    # reported as not checked (Composed.unreadable), not as a composition error.
+    home: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,8 @@ class Composed:
     ``hydra`` node; ``raw``: the same before resolution (interpolations as written);
     ``hydra``: Hydra's own node, resolved; ``base``: verl's primary config composed without
     the command's key overrides, resolved (verl's defaults: what the command did not
-    change); ``primary``: the primary config's name."""
+    change); ``primary``: the primary config's name; ``defaults_applied``: the request's
+    ``defaults`` that were applied."""
 
     primary: str = ""
     error: str | None = None
@@ -89,6 +98,8 @@ class Composed:
     hydra: Mapping[str, Any] = field(default_factory=dict)
     base: Mapping[str, Any] = field(default_factory=dict)
     base_hydra: Mapping[str, Any] = field(default_factory=dict)
+    defaults_applied: tuple[str, ...] = ()  # the request's defaults the config declares, applied
+    unreadable: str | None = None  # a config folder of the user's own this machine cannot read (nothing composed)
 
 
 # Each key an override adds (``+``/``++``) costs Hydra's composition more than the one
@@ -106,6 +117,11 @@ class Composer(Protocol):
     def tree(self) -> ConfigTree: ...
 
     def compose(self, request: ComposeRequest) -> Composed: ...
+
+    def code_version(self, root: str) -> str | None:
+        """The verl release of the code at ``root`` (its ``verl/version/version``), None
+        when it cannot be read here."""
+        ...
 
 
 __all__ = ["MAX_ADDED_KEYS", "ComposeRequest", "Composed", "Composer", "ConfigTree"]

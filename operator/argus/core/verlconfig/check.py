@@ -32,10 +32,11 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..command.environment import allowed_entry, env_path_roots, environment_reason
+from ..command.environment import env_value_rule, environment_reason
 from ..policy import Findings, PathPolicy
 from . import Composed, ConfigTree
 from .keys import (
+    CLASS,
     CODE,
     CODE_CONFIG,
     DATA,
@@ -44,8 +45,13 @@ from .keys import (
     LOGGING_FACTORY_KEYS,
     MODEL,
     RAY_INIT,
+    READ,
     REWARD_BLOCK,
     RUNTIME_ENV,
+    SHELL_BLOCK_SUFFIX,
+    SHELL_LEAVES,
+    SHELL_URL_SCHEMES,
+    URL,
     WRITE,
     role_of,
 )
@@ -66,6 +72,11 @@ def _get(tree: Any, parts: tuple[Any, ...]) -> Any:
         else:
             return _MISSING
     return tree
+
+
+def declared(config: Mapping[str, Any], key: str) -> bool:
+    """Whether the dotted ``key`` is in ``config``."""
+    return _get(config, tuple(key.split("."))) is not _MISSING
 
 
 def _walk(tree: Any, parts: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -116,6 +127,14 @@ class _Check:
         if role == MODEL:
             policy.check_model(f"{self.field} ({_shown(parts)})", value, self.findings)
             return
+        if role == CLASS:
+            self.error(parts, value, f"{self.version} imports the module or class this names, by its name: only verl's "
+                       "own default is allowed (put code in your reward function or custom classes under $HOME/code)")
+            return
+        if role == URL:
+            if not value.startswith(("http://", "https://")):
+                self.error(parts, value, "must be an http(s):// URL of a server")
+            return
         if not value.startswith("/"):
             if role == WRITE:
                 return  # made absolute under the job folder (rewrite_outputs)
@@ -130,20 +149,43 @@ class _Check:
             policy.check_under(f, value, policy.data_roots, "a data file", self.findings)
         elif role == WRITE:
             policy.check_under(f, value, (policy.home,), "an output path", self.findings)
+        elif role == READ:
+            policy.check_under(f, value, (policy.home, *policy.shared_roots), "a file verl reads", self.findings)
 
     def strings(self) -> None:
         base = self.c.base
         for parts, value in _walk(self.c.config):
+            if parts and isinstance(parts[-1], str) and parts[-1].endswith(SHELL_BLOCK_SUFFIX):
+                self.shell_block(parts, value)
+                continue
             if not isinstance(value, str):
                 continue
             if _get(base, parts) == value:
                 continue  # verl's own default (a relative output among them: rewrite_outputs)
+            if "${" in value:
+                self.error(parts, value, "is still an interpolation after resolution: verl resolves the config again "
+                           "(OmegaConf.resolve in its TaskRunner, Hydra's instantiate), which would read it; write the value out")
+                continue
+            if parts and parts[-1] in SHELL_LEAVES:
+                self.error(parts, value, f"{self.version} runs {parts[-1]} under /bin/sh -c, past every check: leave it unset")
+                continue
+            if value.startswith(SHELL_URL_SCHEMES):
+                self.error(parts, value, f"{self.version} copies {value.split('://', 1)[0]}:// paths with a shell command "
+                           "(os.system) the checks cannot read: use a path in your home or the shared roots")
+                continue
             role = role_of(_key(parts))
             before = len(self.findings.errors)
             if role is not None:
                 self.role_path(parts, value, role)
             if len(self.findings.errors) == before:
                 self.policy.check_string(f"{self.field} ({_shown(parts)})", value, self.findings)
+
+    def shell_block(self, parts: tuple[Any, ...], node: Any) -> None:
+        """A block whose keys and values verl pastes into a shell command (Nsight's options):
+        only verl's own, unchanged."""
+        if node != _get(self.c.base, parts):
+            self.error(parts, node, f"{self.version} pastes these options unquoted into the bash -c that starts every "
+                       "Ray worker: only its own defaults are allowed")
 
     # --- instantiation -------------------------------------------------------------
 
@@ -205,9 +247,11 @@ class _Check:
     def env_value(self, parts: tuple[Any, ...], name: str, value: str) -> None:
         f = f"{self.field} ({_shown(parts)})"
         self.policy.check_string(f, value, self.findings)
-        entry = allowed_entry(name)
-        if entry is not None and entry.path:
-            self.policy.check_under(f, value, env_path_roots(entry, self.policy), f"{name}", self.findings)
+        # No job folder to put a relative path in (verl's Ray actors would read it in the
+        # raylet's folder): a relative one is refused as not in the home.
+        problem, _ = env_value_rule(name, value, self.policy, "")
+        if problem is not None:
+            self.findings.error(f, value, problem)
 
     # --- Hydra ---------------------------------------------------------------------
 
@@ -332,6 +376,14 @@ class _Check:
         declared = isinstance(_get(self.c.base, parts), Mapping) and "required_node_resource" in _get(self.c.base, parts)
         return [f"{'' if declared else '+'}{'.'.join(parts)}.required_node_resource={worker_resource}"]
 
+    def turned_on(self, block: tuple[Any, ...]) -> bool:
+        """Whether the command switches ``block`` on (its enable/enabled key true, verl's not)."""
+        for flag in ("enable", "enabled"):
+            on = _get(self.c.config, (*block, flag))
+            if on is not _MISSING:
+                return on is True and _get(self.c.base, (*block, flag)) is not True
+        return False
+
     def rewrite_outputs(self, job_dir: str) -> list[str]:
         """A relative output path becomes absolute under the job folder: ``key=<job>/<raw>``
         (the value as written, so that its interpolations, a $(date ...) among them, are
@@ -341,7 +393,16 @@ class _Check:
         needed: list[str] = []
         follows: list[tuple[tuple[Any, ...], str, str]] = []
         for parts, value in _walk(self.c.config):
-            if not isinstance(value, str) or not value or value.startswith(("/", "~")) or role_of(_key(parts)) != WRITE:
+            if not isinstance(value, str) or not value or role_of(_key(parts)) != WRITE:
+                continue
+            if value.startswith(("/", "~")):
+                # verl's own default outside the home (~/.verl/rollout_dump in the worker's
+                # home, /tmp/ray/... on every node): shared by every user's tasks; refused
+                # when the command turns its block on.
+                shared = value.startswith("~") or not (value + "/").startswith(self.policy.home + "/")
+                if shared and value == _get(self.c.base, parts) and self.turned_on(parts[:-1]):
+                    self.error(parts, value, f"is {self.version}'s default, outside your home and shared by every user's "
+                               "tasks, and the command turns it on: set it to a path under $HOME")
                 continue
             if ".." in value.split("/") or any(isinstance(p, int) for p in parts):
                 continue  # refused by the path rules, or not a key an override can name
@@ -406,7 +467,7 @@ def check_composed(
         findings.error(field_, command_line or module, f"{tree.describe()} cannot compose this configuration: {composed.error}")
         return []
     c = _Check(field_, composed, policy, tree, findings)
-    c.strings()
+    c.strings()  # and the blocks verl pastes into a shell (shell_block)
     c.instantiation(composed.config, composed.base, INSTANTIATE_KEYS, "")
     c.ray_init()
     c.hydra(job_dir)
