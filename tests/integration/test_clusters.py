@@ -329,7 +329,7 @@ def test_one_cluster_down_the_other_runs_on(control_plane, ray_cluster, ray_b, f
     assert (pinned["status"]["phase"], pinned["status"]["reason"]) == ("Queued", "RayUnreachable"), pinned["status"]
 
 
-def test_a_cluster_running_another_verl_fails_the_doctor(control_plane, ray_b, fleet, user_namespace, run_operator) -> None:
+def test_a_cluster_running_another_verl_fails_the_doctor(control_plane, ray_cluster, fleet, user_namespace, run_operator) -> None:
     """Version drift: the operator composes and templates with verl 0.9.1 (its config tree);
     an ArgusCluster whose snapshot is verl 0.6.1 fails the operator's own argus doctor, and its
     status says which verl it runs and which Argus composes with, before any task is placed
@@ -337,7 +337,8 @@ def test_a_cluster_running_another_verl_fails_the_doctor(control_plane, ray_b, f
     cp = control_plane
     name = f"drift-{uuid.uuid4().hex[:6]}"
     old = standin_snapshot("0.6.1")
-    apply_text(cp, "default", cluster_object(name, ray_b.dashboard_url, tokenSecret={"name": "ray-b-token"}, verlCodePath=str(old),
+    # On the session's cluster (always up: an earlier test of this module takes b down).
+    apply_text(cp, "default", cluster_object(name, ray_cluster.dashboard_url, verlCodePath=str(old),
                                              namespaceSelector={"matchLabels": {"argus.io/team": name}}))
     ns = user_namespace("alice")
     try:
