@@ -178,7 +178,8 @@ def main() -> int:
             f"{'as expected' if ok else 'NOT as expected: ' + str(expected)}")
         if args.keep:
             say(f"left running. export KUBECONFIG={cp.kubeconfig}  (Ray dashboard: {ray.dashboard_url}); stop with: kill {os.getpid()}")
-            say(f"alice's own kubeconfig (argus-edit in namespace alice): {alice}")
+            say(f"real verl's Ray cluster (ArgusCluster cpu-verl): {real.dashboard_url}")
+            say(f"alice's own kubeconfig (argus-edit in namespaces alice and {REAL_NS}): {alice}")
             say(f"kubectl: {find_kubectl()}  (built with the testbed from the API server's release; a kubectl on PATH works too)")
             # `kill PID` (SIGTERM) tears down as Ctrl-C does: through the finally below.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
