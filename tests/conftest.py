@@ -1,5 +1,6 @@
-"""Shared pytest setup: markers only, so that ``pytest -m unit`` needs nothing but the
-project and its test extras (the testbed's fixtures are in tests/integration/conftest.py).
+"""Shared pytest setup: markers and the time report, nothing that needs the testbed, so that
+``pytest -m unit`` needs nothing but the project and its test extras (the testbed's fixtures
+are in tests/integration/conftest.py).
 
 Markers: tests under tests/unit are marked `unit`, tests under tests/integration `integration`
 (unless they carry one of those markers already), so `-m unit` / `-m "not integration"` work.
@@ -8,7 +9,10 @@ Markers: tests under tests/unit are marked `unit`, tests under tests/integration
 from __future__ import annotations
 
 import importlib.util
+import os
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,3 +43,76 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.unit)
         elif rel.parts and rel.parts[0] == "integration":
             item.add_marker(pytest.mark.integration)
+    # The longest first: hack/test.sh hands whole modules to xdist workers in this order
+    # (--no-loadscope-reorder), so the modules that train or build for minutes start at once
+    # and the unit modules, many and short, fill the gaps at the end. Stable: a module's own
+    # order is kept.
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+
+    def rank(item: pytest.Item) -> int:
+        if item.path in slow_modules:
+            return 0
+        return 2 if item.get_closest_marker("unit") else 1
+
+    items.sort(key=rank)
+
+
+# --------------------------------------------------------------------------- where the time went
+
+def _tier(item_keywords: Any, nodeid: str) -> str:
+    if "real_verl" in item_keywords:
+        return "real verl"
+    return "unit" if nodeid.startswith("tests/unit/") else "integration"
+
+
+class TimeReport:
+    """After every run (on the xdist controller, which sees every worker's reports): the wall
+    time, each tier's summed test time, the slowest tests and, when hack/test.sh ran the setup,
+    each setup step's time; printed and written to build/test-report.txt."""
+
+    SLOWEST = 30
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.load_at_start = os.getloadavg()
+        self.per_test: dict[str, float] = {}
+        self.tier: dict[str, str] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.per_test[report.nodeid] = self.per_test.get(report.nodeid, 0.0) + report.duration
+        if report.when == "call" or report.nodeid not in self.tier:
+            self.tier[report.nodeid] = _tier(report.keywords, report.nodeid)
+
+    def lines(self, workers: int) -> list[str]:
+        wall = time.monotonic() - self.started
+        sums: dict[str, float] = {"unit": 0.0, "integration": 0.0, "real verl": 0.0}
+        for nodeid, seconds in self.per_test.items():
+            sums[self.tier.get(nodeid, "integration")] += seconds
+        load = ", ".join(f"{a:.2f}" for a in self.load_at_start) + " -> " + ", ".join(f"{a:.2f}" for a in os.getloadavg())
+        out = [f"tests: wall {wall / 60:.1f} min on {workers} worker(s), {os.cpu_count()} cores; load average {load}",
+               "summed test time by tier: " + ", ".join(f"{k} {v / 60:.1f} min" for k, v in sums.items())]
+        setup_times = os.environ.get("ARGUS_SETUP_TIMES")
+        if setup_times and Path(setup_times).is_file():
+            steps = [line.split("\t") for line in Path(setup_times).read_text().splitlines() if "\t" in line]
+            out.append("setup (hack/setup.sh, this run): " + ", ".join(f"{name} {secs} s" for name, secs in steps))
+        out.append(f"slowest {self.SLOWEST} (setup + call + teardown, seconds):")
+        for nodeid, seconds in sorted(self.per_test.items(), key=lambda kv: -kv[1])[: self.SLOWEST]:
+            out.append(f"  {seconds:7.1f}  {nodeid}")
+        return out
+
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        if not self.per_test:
+            return
+        workers = getattr(config.option, "numprocesses", None)
+        lines = self.lines(workers if isinstance(workers, int) and workers > 0 else 1)
+        terminalreporter.section("where the time went (build/test-report.txt)")
+        for line in lines:
+            terminalreporter.write_line(line)
+        report = Path(config.rootpath) / "build" / "test-report.txt"
+        report.parent.mkdir(exist_ok=True)
+        report.write_text("\n".join(lines) + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # an xdist worker reports to the controller instead
+        config.pluginmanager.register(TimeReport(), "argus-time-report")
