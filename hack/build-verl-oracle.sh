@@ -18,7 +18,7 @@
 # Built once into the cache that every clone shares, beside the testbed binaries; skipped
 # when built. Pinned by hack/verl-VERSION-oracle-constraints.txt (pip freeze of a fresh
 # install); the folder's name carries a hash of that file, so changing the pins builds a new
-# one and never touches one in use. Locked (one build per cache at a time; the others wait,
+# one and never touches one in use. Locked (one build per environment at a time; the others wait,
 # then find it built); it counts as built only once its stamp exists, written last by a
 # rename, so an interrupted build is started over.
 #
@@ -44,8 +44,10 @@ STAMP="$ENV/.argus-built"
 
 if [[ ! -f $STAMP ]]; then
   mkdir -p "$CACHE/verl-oracle"
-  exec 9>"$CACHE/verl-oracle/.build.lock"
-  flock -n 9 || { log "another build holds $CACHE/verl-oracle/.build.lock: waiting"; flock 9; }
+  # One lock per environment: two releases build side by side (hack/setup.sh), one release once.
+  lock="$CACHE/verl-oracle/.build-$(basename "$ENV").lock"
+  exec 9>"$lock"
+  flock -n 9 || { log "another build holds $lock: waiting"; flock 9; }
   if [[ ! -f $STAMP ]]; then
     t0=$SECONDS
     log "building verl $VERSION (with torch: several GB, minutes) for Python $pyver in $ENV"

@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
-# Sets up what the tests and the demo need, skipping whatever is already there:
+# Sets up what the tests and the demo need, skipping whatever is already there (everything
+# heavy is cached outside the repo, keyed by version, and shared by every clone):
 #   - .venv with the project installed (editable) and its test extras, and the testbed
 #     (tests/testbed: test and demo infrastructure, not part of the product);
-#   - kube-apiserver, etcd and helm built from Go modules (hack/build-testbed-bins.sh);
-#   - a virtual environment with the oldest Ray that Argus is tested against, for the
-#     version-range test (hack/build-ray-env.sh);
 #   - the pinned verl releases' config trees Argus composes tasks with (hack/fetch-verl.sh;
-#     the unit tests compose with them too, so --python-only fetches them as well), and the
-#     verl oracle: a virtual environment with the real verl and torch for each release, for
-#     the test that holds Argus's restated start-up checks to verl's own
-#     (hack/build-verl-oracle.sh; about 6 GB of wheels, one cache for every release).
+#     the unit tests compose with them too);
+#   - kube-apiserver, etcd, kubectl and helm built from Go modules (hack/build-testbed-bins.sh);
+#   - the real verl runtime: a virtual environment with verl and torch for each release
+#     (hack/build-verl-oracle.sh; about 6 GB of wheels, one cache for every release). The
+#     newest release's trains for real in the tests and the demo; every release's is the
+#     oracle that holds Argus's restated start-up checks to verl's own;
+#   - a virtual environment with the oldest Ray that Argus is tested against, for the
+#     version-range test (hack/build-ray-env.sh).
+# The Python environments come from PyPI (network) while the Go builds take the CPU: both run
+# at once, and a failure of either fails the setup.
 #
-#   hack/setup.sh [--python-only]     --python-only: the .venv and the verl trees (what the unit tests need)
+#   hack/setup.sh                 everything (the whole suite, CI)
+#   hack/setup.sh --python-only   the .venv and the verl trees (hack/test.sh -m unit)
+#   hack/setup.sh --no-slow       and the testbed binaries (hack/test.sh -m "not slow")
+#   hack/setup.sh --demo          and the binaries and the newest verl runtime (hack/demo.sh)
+#
+# Each step's time goes to build/setup-times.txt (step<TAB>seconds), for the test report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-all}
+case $mode in
+  all | --python-only | --no-slow | --demo) ;;
+  *) echo "usage: hack/setup.sh [--python-only | --no-slow | --demo]" >&2; exit 2 ;;
+esac
 stage() { printf '\n==> %s\n' "$*" >&2; }
+mkdir -p build
+times=build/setup-times.txt
+: > "$times"
+took() { printf '%s\t%s\n' "$1" "$(($SECONDS - $2))" >> "$times"; echo "setup: $1 ready in $(($SECONDS - $2)) s" >&2; }
+
 t0=$SECONDS
 if [[ ! -x .venv/bin/python ]]; then
   stage "creating .venv"
@@ -27,23 +46,34 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp || tests/testbed/pyproject.toml -
   .venv/bin/python -m pip install -q -e '.[test]' -e tests/testbed
   touch "$stamp"
 fi
-echo "setup: python environment ready in $((SECONDS - t0)) s" >&2
-stage "the pinned verl releases (fetched once from the package index, then cached)"
+took "python environment" "$t0"
+t0=$SECONDS
+stage "the pinned verl releases' config trees (fetched once from the package index, then cached)"
 bash hack/fetch-verl.sh >/dev/null
-[[ "${1:-}" == --python-only ]] && exit 0
+took "verl trees" "$t0"
+[[ $mode == --python-only ]] && exit 0
+
 t1=$SECONDS
-# The Python environments come from PyPI (network) while the Go builds take the CPU: both at
-# once. A failure of either fails the setup.
-stage "in the background: an older Ray for the version-range test, and verl itself as the oracle of the start-up checks (built once from PyPI, then cached)"
-(
-  bash hack/build-ray-env.sh >/dev/null
-  for version in $(awk '!/^#/ && NF {print $1}' operator/argus/verl-releases.txt); do
-    bash hack/build-verl-oracle.sh "$version" >/dev/null
+pids=()
+if [[ $mode != --no-slow ]]; then
+  if [[ $mode == --demo ]]; then
+    versions=$(awk '!/^#/ && NF {print $1; exit}' operator/argus/verl-releases.txt)
+  else
+    versions=$(awk '!/^#/ && NF {print $1}' operator/argus/verl-releases.txt)
+  fi
+  stage "in the background, side by side: the real verl runtime(s) $versions$([[ $mode == all ]] && echo ' and an older Ray for the version-range test') (built once from PyPI, then cached)"
+  pids=()
+  for version in $versions; do
+    (t=$SECONDS; bash hack/build-verl-oracle.sh "$version" >/dev/null; took "verl $version runtime" "$t") &
+    pids+=($!)
   done
-  echo "setup: older-Ray environment and verl oracles ready in $((SECONDS - t1)) s" >&2
-) &
-envs=$!
+  if [[ $mode == all ]]; then
+    (t=$SECONDS; bash hack/build-ray-env.sh >/dev/null; took "older-Ray environment" "$t") &
+    pids+=($!)
+  fi
+fi
 stage "kube-apiserver, kubectl, etcd, helm (built once from Go modules, then cached)"
 bash hack/build-testbed-bins.sh >/dev/null
-echo "setup: testbed binaries ready in $((SECONDS - t1)) s" >&2
-wait "$envs"
+took "testbed binaries" "$t1"
+for pid in "${pids[@]}"; do wait "$pid"; done
+took "all (wall)" "$t1"
