@@ -1,18 +1,41 @@
 #!/usr/bin/env bash
-# The test command: sets up whatever is missing (hack/setup.sh), then runs the whole suite
-# against a real kube-apiserver + etcd and a real Ray cluster that the tests start.
-# Extra arguments go to pytest (e.g. hack/test.sh -m unit). The unit tests need only the
-# .venv: with -m unit, the testbed's binaries and environments are neither built nor waited for.
+# The test command: sets up whatever is missing (hack/setup.sh), then runs the suite against a
+# real kube-apiserver + etcd and real Ray clusters that the tests start. Extra arguments go to
+# pytest. The tiers:
+#   hack/test.sh                   everything (what CI runs)
+#   hack/test.sh -m unit           pure logic: needs only the .venv (no Go build, no verl runtime)
+#   hack/test.sh -m "not slow"     the inner loop: no real verl, no verl oracle, no old Ray
+#                                  (the testbed binaries, not the Python environments)
+# The tests run side by side in pytest-xdist workers, a test module to a worker (its module
+# fixtures start once): the integration tests mostly wait on real processes, not on the CPU.
+# ARGUS_TEST_WORKERS sets how many (default 4; `-n 0` or `-p no:xdist` runs them in this one
+# process). After every run, build/test-report.txt says where the time went (setup steps
+# included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-only_unit=
-for ((i = 1; i < $#; i++)); do
-  [[ ${!i} == -m && ${@:i+1:1} == unit ]] && only_unit=1
+args=("$@")
+markexpr=
+parallel=1
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case ${args[i]} in
+    -m) markexpr=${args[i + 1]:-} ;;
+    -m?*) markexpr=${args[i]#-m} ;;
+    -n | -n?* | --numprocesses | --numprocesses=* | no:xdist) parallel= ;;
+  esac
 done
-bash hack/setup.sh ${only_unit:+--python-only}
+case $markexpr in
+  unit) setup=--python-only ;;
+  *"not slow"*) setup=--no-slow ;;
+  *) setup= ;;
+esac
+bash hack/setup.sh ${setup:+"$setup"}
+export ARGUS_SETUP_TIMES=${ARGUS_SETUP_TIMES:-$PWD/build/setup-times.txt}
 printf '\n==> pytest\n' >&2
+if [[ -n $parallel ]]; then
+  args=(-n "${ARGUS_TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "${args[@]}")
+fi
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "${args[@]}"
 rc=$?
 set -e
 if [[ $rc -eq 5 ]]; then

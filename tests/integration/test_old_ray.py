@@ -25,7 +25,7 @@ from argus_testbed.harness import STANDIN, advanced_task, apply_text, get_task, 
 from argus_testbed.private_tree import login_home
 from argus_testbed.raycluster import older_ray_python
 
-pytestmark = [pytest.mark.integration, pytest.mark.old_ray]
+pytestmark = [pytest.mark.integration, pytest.mark.old_ray, pytest.mark.slow]
 
 OLD_RAY = "2.41.0"
 

@@ -30,7 +30,7 @@ from verl_cases import argus_calls, corpus_cases
 from argus.core.verlconfig.startup import startup_problems
 from argus_testbed.verl import REPO, VerlCall, compose_config, standin_snapshot
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RUNNER = Path(__file__).resolve().parent / "verl_oracle_runner.py"
 
