@@ -156,3 +156,16 @@ def cli_mentions() -> list[tuple[Documented, str, list[str]]]:
                     flags = [f.split("=")[0].rstrip(".,:;") for f in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*(?:=\S*)?)", rest)]
                     found.append((Documented(f"{path.relative_to(REPO)}:{n}", span), sub, flags))
     return found
+
+
+def operator_mentions() -> list[tuple[Documented, list[str]]]:
+    """Every ``argus-operator --flag ...`` a doc shows (in backticks or a shell block): the
+    flags it names."""
+    found = []
+    for path in doc_files():
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for m in re.finditer(r"(?<![\w/.:-])argus-operator((?:\s+(?:--?[a-zA-Z][\w-]*(?:[= ](?!-)[^\s`]+)?|\[[^\]]*\]|[^\s`-][^\s`]*))*)", line):
+                flags = [f.split("=")[0] for f in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", m.group(1))]
+                if flags:
+                    found.append((Documented(f"{path.relative_to(REPO)}:{n}", line.strip()), flags))
+    return found

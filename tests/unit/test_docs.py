@@ -8,12 +8,13 @@ settings are rendered with helm by tests/integration/test_docs_chart_values.py."
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 import pytest
 
 from argus import cli
-from docs_lines import chart_values, cli_lines, cli_mentions, schema_has
+from docs_lines import chart_values, cli_lines, cli_mentions, operator_mentions, schema_has
 
 pytestmark = pytest.mark.unit
 
@@ -61,3 +62,23 @@ def test_documented_subcommands_and_flags_exist() -> None:
         known = _options(subs[sub]) | top
         wrong += [f"{where.where}: `argus {sub}` has no flag {f} ({where.text})" for f in flags if f not in known]
     assert not wrong, "\n".join(wrong)
+
+
+def test_documented_operator_flags_exist() -> None:
+    from argus.host.main import build_parser  # noqa: PLC0415
+    known = _options(build_parser())
+    assert operator_mentions()
+    wrong = [f"{where.where}: argus-operator has no flag {f} ({where.text})" for where, flags in operator_mentions() for f in flags
+             if f not in known]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_readmes_operator_flags_exist() -> None:
+    """README, "The operator": its list of the operator's flags."""
+    from argus.host.main import build_parser  # noqa: PLC0415
+    from docs_lines import REPO  # noqa: PLC0415
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## The operator\n"):readme.index("How it works")]
+    flags = set(re.findall(r"`(--[a-z][\w-]*)", section))
+    assert len(flags) > 30
+    assert not sorted(flags - _options(build_parser()))
