@@ -592,7 +592,7 @@ def write_doc(path: Path, argv: list[str], machine: dict[str, Any], reports: lis
     issue = {"kills": 20, "kill_tasks": 50, "outage_seconds": 120, "hostile": 500, "good": 50}
     diff = {k: (getattr(args, k), v) for k, v in issue.items() if getattr(args, k) != v}
     lines.append("Sizes: " + ", ".join(f"{k.replace('_', ' ')} {getattr(args, k):g}" for k in issue) +
-                 (" (the issue's)." if not diff else "; differing from the issue's: " + ", ".join(f"{k} {v} (issue {i})" for k, (v, i) in diff.items()) + "."))
+                 (" (the full sizes)." if not diff else "; differing from the full sizes: " + ", ".join(f"{k} {v} (full: {i})" for k, (v, i) in diff.items()) + "."))
     lines.append("")
     for r in reports:
         lines += [f"## {r.name}", "", f"**Injected:** {r.injected}. **How many times:** {r.times}. **Took:** {r.seconds:.0f} s.", ""]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What several Ray clusters cost the operator (issue 23), over the in-memory fakes of the API
+"""What several Ray clusters cost the operator, over the in-memory fakes of the API
 server and Ray (tests/unit/fakes.py), so that only the controller's own work is measured: no
 HTTP, no watch threads, no other process.
 
@@ -306,7 +306,7 @@ def section(res: dict[str, Any]) -> list[str]:
     refs = next((c for c in res["configurations"] if c.get("refs")), None)
     one, four, implicit = by.get(1), by.get(4), by.get(0)
     lines = ["## Several clusters: 1 vs 4", "",
-             "What several Ray clusters cost the operator (issue 23), over the in-memory fakes of the API server and Ray "
+             "What several Ray clusters cost the operator, over the in-memory fakes of the API server and Ray "
              "(`bench/clusters_cost.py`: the controller's own Ray calls and CPU, nothing else), from one run of", "",
              f"    PYTHONPATH=operator .venv/bin/python {res['command']}", "",
              f"on {res['nproc']} CPUs, {res['date']}; `/proc/loadavg` before: `{res['loadavg_at_start']}`, after: `{res['loadavg_at_end']}` "

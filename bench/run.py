@@ -455,7 +455,7 @@ def findings(res: dict[str, Any]) -> list[str]:
         "",
         "What building and running this benchmark found in the operator in earlier runs, and what became of it. The",
         "figures in this section are from those earlier runs, not from the run this report describes (except where it",
-        "says \"this run\"); the operator's design has changed since (issue 12: no kopf handlers or indexes at all).",
+        "says \"this run\"); the operator's design has changed since (a level-triggered loop: no kopf handlers or indexes at all).",
         "",
         "1. **Fixed: the operator hung at start-up when more than 64 ArgusTasks existed.** It set kopf's",
         "   `worker_limit = 64` and kept its view of the tasks in a kopf index; each per-object worker indexes its object",
@@ -475,7 +475,7 @@ def findings(res: dict[str, Any]) -> list[str]:
         "   task's place, and each move was a status patch (about 100 a second); Ray calls waited behind those writes in",
         "   asyncio's 6-thread default pool; and a job's end was seen only when Ray closed its log stream (1-2 s after the",
         "   end: Ray checks once a second and then waits a second more) or at the next 2 s poll. Now places that merely moved",
-        "   are rewritten every 30 s in the background (since issue 26 they are never written: served on demand, docs/queue.md),",
+        "   are rewritten every 30 s in the background (now they are never written: served on demand, docs/queue.md),",
         "   Ray and Kubernetes calls have pools of their own, and a young job is",
         "   read every age/16 s (from 0.2 s; every poll interval from 32 s on), within a budget of 20 such reads a second",
         "   for all jobs (`core.polling.poll_delay`).",
@@ -540,8 +540,8 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
         "",
     ]
     if smaller:
-        lines += ["Sizes that differ from the issue's (run `bench/run.py --full` for those): " +
-                  ", ".join(f"{k.replace('_', ' ')} {v} (issue: {i})" for k, (v, i) in smaller.items()) + ".", ""]
+        lines += ["Sizes that differ from the full run's (run `bench/run.py --full` for those): " +
+                  ", ".join(f"{k.replace('_', ' ')} {v} (full: {i})" for k, (v, i) in smaller.items()) + ".", ""]
     lines += pinning_section(res)
     for k, ms in enumerate((res.get("makespan_by_source") or {}).values()):
         if k > 0:  # the set-up is the first source's; only the batches differ

@@ -20,6 +20,9 @@ stage runs it right after the build; run it on a release folder before publishin
 - The image archive: an OCI layout whose one manifest is named <repository>:<version>, its
   entrypoint argus-operator (CI's image stage ran the image itself).
 - The SBOM: CycloneDX 1.6 JSON listing exactly the lock's packages and versions.
+- The licence: LICENSE (Apache-2.0, the repository's) in the folder, the chart (and its
+  artifacthub.io/license annotation), the wheel (License-Expression) and the sdist;
+  CHANGELOG.md, whose first section is this release's (hack/changelog.py).
 
 Prints one line per check; exits 1 with the failing check's reason.
 """
@@ -43,6 +46,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "testbed"))
+from changelog import first_version  # noqa: E402  (hack/, this script's folder)
+
 from argus_testbed import ControlPlane, find_binaries  # noqa: E402
 from argus_testbed.controlplane import find_kubectl  # noqa: E402
 
@@ -265,6 +270,34 @@ def check_sbom(folder: Path, version: str) -> None:
     ok(f"argus-operator-{version}.cdx.json: CycloneDX 1.6, the lock's {len(listed)} packages")
 
 
+def check_license(folder: Path, version: str) -> None:
+    """LICENSE and CHANGELOG.md in the folder; the licence in the chart, the wheel and the sdist."""
+    text = (folder / "LICENSE").read_text()
+    if text != (REPO / "LICENSE").read_text() or "Apache License" not in text or "Version 2.0" not in text:
+        raise Failed("LICENSE is not the repository's Apache-2.0 LICENSE")
+    first = first_version((folder / "CHANGELOG.md").read_text())
+    if first is None or first[0] != version:
+        raise Failed(f"CHANGELOG.md's first section is {first and first[0]!r}, not this release's {version}")
+    chart = next(folder.glob("argus-*.tgz"))
+    with tarfile.open(chart) as tar:
+        meta = yaml.safe_load(tar.extractfile("argus/Chart.yaml").read())  # type: ignore[union-attr]
+        if tar.extractfile("argus/LICENSE").read().decode() != text:  # type: ignore[union-attr]
+            raise Failed(f"{chart.name}: its LICENSE is not the repository's")
+    if meta.get("annotations", {}).get("artifacthub.io/license") != "Apache-2.0":
+        raise Failed(f"{chart.name}: no artifacthub.io/license: Apache-2.0 annotation")
+    import zipfile  # noqa: PLC0415
+    wheel = folder / f"argus_operator-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as whl:
+        metadata = whl.read(f"argus_operator-{version}.dist-info/METADATA").decode()
+        shipped = whl.read(f"argus_operator-{version}.dist-info/licenses/LICENSE").decode()
+    if "License-Expression: Apache-2.0" not in metadata.splitlines() or shipped != text:
+        raise Failed(f"{wheel.name}: no License-Expression: Apache-2.0, or not the repository's LICENSE")
+    with tarfile.open(folder / f"argus_operator-{version}.tar.gz") as tar:
+        if tar.extractfile(f"argus_operator-{version}/LICENSE").read().decode() != text:  # type: ignore[union-attr]
+            raise Failed(f"argus_operator-{version}.tar.gz: its LICENSE is not the repository's")
+    ok(f"Apache-2.0 LICENSE in the folder, the chart, the wheel and the sdist; CHANGELOG.md starts with {first[0]} ({first[1]})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="what hack/release.sh printed")
@@ -273,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     try:
         check_sums(folder)
+        check_license(folder, version)
         chart_image = None
         with tarfile.open(next(folder.glob("argus-*.tgz"))) as tar:
             meta = yaml.safe_load(tar.extractfile("argus/Chart.yaml").read())  # type: ignore[union-attr]

@@ -13,23 +13,30 @@
 #                                               (requirements/operator.txt) as a CycloneDX SBOM
 #   kubectl-argus_v<V>_<os>_<arch>.tar.gz       the kubectl plugin for this machine's platform
 #   argus.krew.yaml                             its krew manifest (uri and sha256 per archive)
+#   LICENSE                                     the Apache-2.0 licence (also inside the chart,
+#                                               the wheel and the sdist)
+#   CHANGELOG.md                                the changelog, its first version section
+#                                               this release's
 #   SHA256SUMS                                  sha256 of all of the above
 #
 #   hack/release.sh VERSION --image-repository REGISTRY/NAME --download-url URL --homepage URL
-#                   [--image LOCAL_TAG | --no-image] [--out DIR]
+#                   [--image LOCAL_TAG | --no-image] [--out DIR] [--unreleased]
 #
 # VERSION must be pyproject.toml's version and the chart's appVersion (bump them first);
 # the chart keeps its own version (Chart.yaml). --image reuses an image already built by
 # hack/build-image.sh (CI's image stage) instead of building it again; --no-image leaves the
 # image out (machines without buildah). --download-url is where the krew archives will be
 # downloaded from (the manifest's uri). Default folder: dist/release-VERSION (emptied first).
+# CHANGELOG.md must hold a section `## [VERSION] - YYYY-MM-DD` (the release renames
+# `## [Unreleased]` to it); --unreleased (CI's builds of main) builds from the
+# `## [Unreleased]` section instead, stamped `## [VERSION] - unreleased` in the release's copy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 die() { echo "release: $*" >&2; exit 2; }
 log() { echo "release: $*" >&2; }
 
-version="" image_repository="" download_url="" homepage="" image="" no_image="" out=""
+version="" image_repository="" download_url="" homepage="" image="" no_image="" out="" unreleased=""
 while (($#)); do
   case "$1" in
     --image-repository) image_repository=${2:-}; shift 2 ;;
@@ -38,6 +45,7 @@ while (($#)); do
     --image) image=${2:-}; shift 2 ;;
     --no-image) no_image=1; shift ;;
     --out) out=${2:-}; shift 2 ;;
+    --unreleased) unreleased=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) [[ -z "$version" ]] || die "one VERSION only (got $version and $1)"; version=$1; shift ;;
@@ -64,6 +72,9 @@ app_version=$("$PY" -c 'import yaml; print(yaml.safe_load(open("charts/argus/Cha
 chart_version=$("$PY" -c 'import yaml; print(yaml.safe_load(open("charts/argus/Chart.yaml"))["version"])')
 [[ "$version" == "$project_version" ]] || die "VERSION $version is not pyproject.toml's version $project_version (bump it first)"
 [[ "$version" == "$app_version" ]] || die "VERSION $version is not charts/argus/Chart.yaml's appVersion $app_version (bump it first)"
+[[ -f LICENSE ]] || die "no LICENSE file"
+# The changelog's section for this version (or, --unreleased, the Unreleased one), stamped.
+changelog=$("$PY" hack/changelog.py CHANGELOG.md "$version" ${unreleased:+--unreleased}) || exit 2
 CACHE="${ARGUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/argus}"
 out=${out:-dist/release-$version}
 rm -rf "$out"
@@ -77,6 +88,7 @@ t0=$SECONDS
 bins=$(bash hack/build-testbed-bins.sh | tail -n 1)
 HELM=${HELM:-$bins/helm}
 cp -r charts/argus "$work/argus"
+cp LICENSE "$work/argus/LICENSE"
 "$PY" - "$work/argus" "$image_repository" "$version" <<'PY'
 import pathlib, re, sys
 chart, repository, version = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -152,7 +164,12 @@ mv "$plugin" "$out/"
   -o "$out/argus.krew.yaml" "$out"/kubectl-argus_v"$version"_*.tar.gz >/dev/null
 log "krew archive $(basename "$plugin") and argus.krew.yaml"
 
-# 6. Checksums.
+# 6. The licence and the changelog (its first version section is this release's).
+cp LICENSE "$out/LICENSE"
+printf '%s\n' "$changelog" > "$out/CHANGELOG.md"
+log "LICENSE and CHANGELOG.md ($(grep -m1 '^## \[' "$out/CHANGELOG.md"))"
+
+# 7. Checksums.
 (cd "$out" && sha256sum -- * > SHA256SUMS)
 log "done in $((SECONDS - t0)) s: $out"
 ls -l "$out" >&2

@@ -9,7 +9,6 @@ User mistakes are one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import re
@@ -49,11 +48,25 @@ def _read_documents(path: str) -> list[Any]:
 
 
 def _user(args: argparse.Namespace) -> str:
-    user = args.user if args.user is not None else os.environ.get("ARGUS_USER") or getpass.getuser()
+    user = args.user if args.user is not None else os.environ.get("ARGUS_USER") or _namespace_user(args)
     try:
         return check_user_id(user)
     except InvalidUserId as exc:
         raise UsageError(f"--user: {exc}") from None
+
+
+def _namespace_user(args: argparse.Namespace) -> str:
+    """No --user and no $ARGUS_USER: who tasks in the namespace run as, its ``argus.io/user``
+    label read from the cluster (never this machine's login, which is nobody's Argus user)."""
+    if not hasattr(args, "kubeconfig"):
+        raise UsageError("--user is required")
+    from .clusterctl import ClusterError, namespace_user  # noqa: PLC0415
+    try:
+        user, namespace = namespace_user(args.namespace, args.kubeconfig, args.context)
+    except ClusterError as exc:
+        raise UsageError(f"--user is required here: {exc} (pass --user USER or set ARGUS_USER)") from None
+    print(f"{args.prog} {args.command}: user {user}: the argus.io/user label of namespace {namespace}", file=sys.stderr)
+    return user
 
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")  # what kubectl apply -f DIR reads
@@ -252,7 +265,13 @@ def build_parser(prog: str = "argus") -> argparse.ArgumentParser:
                    help="file with one or more ArgusTask documents, - for stdin, or a directory (its .yaml, .yml and .json "
                         "files, as kubectl apply -f reads it); repeatable")
     p.add_argument("-R", "--recursive", action="store_true", help="with a directory: its subdirectories' files too (as kubectl's -R)")
-    p.add_argument("--user", help="user id the task runs as (in the cluster: the namespace label argus.io/user; default $ARGUS_USER or your login)")
+    p.add_argument("--user", help="user id the tasks run as (on the cluster: their namespace's argus.io/user label). Default: "
+                                  "$ARGUS_USER, else that label of namespace -n (else the kubeconfig context's namespace), "
+                                  "read through the Kubernetes API; without a reachable cluster --user is required")
+    p.add_argument("-n", "--namespace", help="without --user: the namespace whose argus.io/user label names the user "
+                                             "(default: the kubeconfig context's)")
+    p.add_argument("--kubeconfig", help="without --user: the kubeconfig to read the namespace with")
+    p.add_argument("--context", help="without --user: the kubeconfig context (its namespace is the default -n, as kubectl's)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     add_platform_flags(p)
     p.set_defaults(func=cmd_validate)
@@ -309,6 +328,28 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # A cluster command whose API server cannot be reached, or that refuses a call the
+        # command did not expect to fail: one line, never a traceback.
+        line = _cluster_failure(exc)
+        if line is None:
+            raise
+        print(f"{prog} {args.command}: {line}", file=sys.stderr)
+        return EXIT_INVALID
+
+
+def _cluster_failure(exc: Exception) -> str | None:
+    if "kubernetes" not in sys.modules and "urllib3" not in sys.modules:
+        return None  # the offline commands load neither
+    from .clusterctl import unreachable  # noqa: PLC0415
+    if (line := unreachable(exc)) is not None:
+        return line
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    from .adapters.kube import api_error  # noqa: PLC0415
+    if isinstance(exc, ApiException):
+        return f"the Kubernetes API server refused: {api_error(exc)}"
+    return None
 
 
 if __name__ == "__main__":

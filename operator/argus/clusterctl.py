@@ -50,14 +50,73 @@ def load_kube(kubeconfig: str | None, context: str | None) -> Any:
 
 
 def current_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace kubectl would use without -n: the context's (``--context``'s, else the
+    current context's), else ``default``."""
     from kubernetes import config
     try:
-        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
-        if context:
-            return "default"
-        return (active or {}).get("context", {}).get("namespace") or "default"
-    except Exception:  # noqa: BLE001
+        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+    except Exception:  # noqa: BLE001 - no kubeconfig (in a pod): kubectl says default too
         return "default"
+    chosen = next((c for c in contexts or [] if c.get("name") == context), None) if context else active
+    return ((chosen or {}).get("context") or {}).get("namespace") or "default"
+
+
+def unreachable(exc: BaseException) -> str | None:
+    """One line for a Kubernetes API server that cannot be reached (the kubernetes client
+    raises urllib3's connection errors as they are), None for any other error."""
+    if "urllib3" not in sys.modules:
+        return None
+    import re
+
+    from urllib3.exceptions import HTTPError, MaxRetryError
+    if not isinstance(exc, HTTPError):
+        return None
+    reason: BaseException = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+    text = str(reason)
+    found = re.search(r"\[Errno -?\d+\] [^\"')]+", text)
+    why = found.group(0) if found else (f"{type(reason).__name__}: {text}" if text else type(reason).__name__)
+    try:
+        from kubernetes import client
+        host = client.Configuration.get_default_copy().host
+    except Exception:  # noqa: BLE001
+        host = "(unknown)"
+    return (f"cannot reach the Kubernetes API server at {host} ({why[:200]}): check the kubeconfig's cluster and context "
+            "(kubectl cluster-info)")
+
+
+def namespace_user(namespace: str | None, kubeconfig: str | None, context: str | None) -> tuple[str, str]:
+    """(the user a task in the namespace runs as, the namespace): its ``argus.io/user`` label,
+    read through the API (-n, else the kubeconfig context's namespace)."""
+    from .core.user import USER_LABEL
+    ns = namespace or current_namespace(kubeconfig, context)
+    client = load_kube(kubeconfig, context)
+    from kubernetes.client.exceptions import ApiException
+
+    from .adapters.kube import api_error
+    try:
+        found = client.CoreV1Api().read_namespace(ns, _request_timeout=15)
+    except ApiException as exc:
+        raise ClusterError(f"cannot read namespace {ns}'s {USER_LABEL} label: {api_error(exc)}") from None
+    except Exception as exc:
+        if (line := unreachable(exc)) is None:
+            raise
+        raise ClusterError(line) from None
+    user = (found.metadata.labels or {}).get(USER_LABEL)
+    if not user:
+        raise ClusterError(f"namespace {ns} has no {USER_LABEL} label (not onboarded: argus onboard USER --namespace {ns})")
+    return str(user), ns
+
+
+def ray_missing() -> str | None:
+    """Why Ray's client cannot be used here (None: it can): the commands that talk to a Ray
+    dashboard themselves (doctor, logs --direct-ray) need the ``ray`` package."""
+    try:
+        import ray.job_submission  # noqa: F401
+    except ImportError as exc:
+        return (f"Ray's client is not installed here ({exc}): this command talks to the Ray cluster itself. "
+                "Install it beside argus: pip install 'ray>=2.41' (the cluster's Ray version is best; docs/deploy.md, "
+                "\"Installing the CLI\")")
+    return None
 
 
 def get_task(name: str, namespace: str, kubeconfig: str | None, context: str | None) -> dict[str, Any]:
@@ -218,6 +277,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if value <= 0:
             print(f"{prog}: {flag}: {value:g}: must be positive", file=sys.stderr)
             return EXIT_USAGE
+    if (missing := ray_missing()) is not None:
+        print(f"{prog}: {missing}", file=sys.stderr)
+        return EXIT_USAGE
     from .adapters.clock import SystemClock
     from .adapters.ray import RayJobsClient
     from .controller.doctor import Doctor

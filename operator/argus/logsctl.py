@@ -11,7 +11,18 @@ import os
 import sys
 from typing import Any
 
-from .clusterctl import EXIT_FAIL, EXIT_OK, EXIT_USAGE, ClusterError, current_namespace, get_task, load_kube, token_file_problem
+from .clusterctl import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    ClusterError,
+    current_namespace,
+    get_task,
+    load_kube,
+    ray_missing,
+    token_file_problem,
+    unreachable,
+)
 from .core.logquery import AttemptLog, LogQuery, LogQueryError, attempt_log, forgotten_by_ray, removed_from_history, tail_text, where_the_file_is
 
 
@@ -61,6 +72,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
             return EXIT_OK
         if not address:
             raise ClusterError("the task's status names no Ray dashboard; pass --ray-address")
+        if (missing := ray_missing()) is not None:
+            raise ClusterError(missing)
         from .adapters.clock import SystemClock
         from .adapters.ray import RayJobsClient
         from .core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
@@ -151,7 +164,7 @@ def _logs_via_api(args: argparse.Namespace, namespace: str) -> int:
     try:
         resp = api.call_api(method, url, header_params=headers, _request_timeout=None if args.follow else 120)
     except Exception as exc:  # noqa: BLE001 - urllib3's connection errors, said in one line
-        print(f"{prog} logs: cannot reach the Kubernetes API server: {exc}", file=sys.stderr)
+        print(f"{prog} logs: {unreachable(exc) or f'cannot reach the Kubernetes API server: {exc}'}", file=sys.stderr)
         return EXIT_FAIL
     raw = resp.response
     try:

@@ -691,7 +691,7 @@ def test_deployment_is_locked_down(helm: Any) -> None:
     assert pod["serviceAccountName"] == SA
     args = _parse_operator_args(c["args"])
     assert (args.ray_address, args.worker_resource, args.root, args.max_running, args.poll_interval) == (
-        "http://ray-head:8265", "worker_node", "/private", 4, 2.0)
+        "http://ray-head-svc.ray.svc:8265", "worker_node", "/private", 4, 2.0)
     # Each field can be overridden or dropped (null), e.g. for a platform with its own rules.
     custom = one(render(helm, "--set", "containerSecurityContext.readOnlyRootFilesystem=false",
                         "--set", "containerSecurityContext.seccompProfile=null"), "Deployment")

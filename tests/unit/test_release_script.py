@@ -35,6 +35,8 @@ def release(*args: str) -> subprocess.CompletedProcess[str]:
     ([__version__, *GOOD[:2]], "--download-url is required"),
     ([__version__, *GOOD, "--image", "x", "--no-image"], "exclude each other"),
     ([*GOOD], "usage: hack/release.sh VERSION"),
+    # CHANGELOG.md holds an Unreleased section, not this version's (a real release renames it).
+    ([__version__, *GOOD], f"CHANGELOG.md has no section '## [{__version__}] - YYYY-MM-DD'"),
 ])
 def test_release_refuses_before_building(args: list[str], message: str, tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -184,7 +184,7 @@ def _timed_client_class(timeout: float) -> type:
 
 class RayConnection:
     """The plumbing of ``RayJobsClient``: Ray's clients at ``address`` (the dashboard, e.g.
-    http://ray-head:8265), made on demand with the token's header and made again after an
+    http://ray-head-svc.ray.svc:8265), made on demand with the token's header and made again after an
     outage; the thread pool the calls run in; every call timed, told to ``on_call`` and its
     error mapped (``classify``), a refusal of the credentials logged at most every
     AUTH_WARNING_SECONDS.
