@@ -484,15 +484,13 @@ PATHOLOGICAL = {
 
 
 @pytest.mark.parametrize("text", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
+@pytest.mark.timeout(60)  # a hang guard, not a speed claim: bench/bench_hostile.py measures each case
 def test_hostile_sizes_get_a_quick_verdict(text: str) -> None:
-    """Each took well under 0.2 s when measured; quadratic steps took 10 to 60 s before."""
-    import time
-
+    """A verdict of a few bounded lines for each. Their speed (each well under 0.2 s; quadratic
+    steps took 10 to 60 s before) is measured by bench/bench_hostile.py, not here."""
     doc = {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": "t"},
            "spec": {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": text}}
-    start = time.perf_counter()
     verdict = validate_task(doc, "alice", CONFIG)
-    assert time.perf_counter() - start < 2.0
     assert len(verdict.errors) <= 51
     for line in verdict.error_lines():
         assert "\n" not in line and len(line) < 1000

@@ -33,6 +33,7 @@ it runs the rest of the command (``SHELL_NAMES``).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -180,6 +181,7 @@ _NOT_LISTED = ("it is not on the list of environment variables a command may set
                "in its own words needs no export: Argus substitutes it where it is used")
 
 
+@functools.lru_cache(maxsize=4096)  # a hostile command repeats one name thousands of times
 def env_rule(name: str) -> EnvRule | None:
     """The first rule of the table that matches ``name``, or None."""
     for rule in ENVIRONMENT_RULES:
