@@ -174,11 +174,19 @@ if ! built; then
     rm -f "$BIN"/.*.tmp.* 2>/dev/null || true  # left by an interrupted build
   fi
 fi
-[[ -x "$BIN/etcd" ]] || timed "etcd $ETCD_VERSION" build_etcd
-[[ -x "$BIN/kube-apiserver" ]] || timed "kube-apiserver $K8S_VERSION" build_kube_apiserver
-[[ -x "$BIN/kubectl" ]] || timed "kubectl $K8S_VERSION" build_kubectl
-[[ -x "$HELM_BIN/helm" ]] || timed "helm $HELM_VERSION" build_helm
-crds_built || timed "ServiceMonitor/PodMonitor CRDs $MONITORING_VERSION (controller-gen $CONTROLLER_TOOLS_VERSION)" build_monitoring_crds
+# Side by side: each build spends part of its time fetching modules and linking (one core),
+# which the others' compiling fills. Go's module and build caches are safe to share between
+# concurrent builds. kubectl follows kube-apiserver: it reuses most of its compiled packages.
+pids=()
+[[ -x "$BIN/etcd" ]] || { timed "etcd $ETCD_VERSION" build_etcd & pids+=($!); }
+{ [[ -x "$BIN/kube-apiserver" ]] || timed "kube-apiserver $K8S_VERSION" build_kube_apiserver
+  [[ -x "$BIN/kubectl" ]] || timed "kubectl $K8S_VERSION" build_kubectl; } &
+pids+=($!)
+[[ -x "$HELM_BIN/helm" ]] || { timed "helm $HELM_VERSION" build_helm & pids+=($!); }
+crds_built || { timed "ServiceMonitor/PodMonitor CRDs $MONITORING_VERSION (controller-gen $CONTROLLER_TOOLS_VERSION)" build_monitoring_crds & pids+=($!); }
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+[[ $failed == 0 ]] || { log "a build failed (its output is above)"; exit 1; }
 ln -sf "$HELM_BIN/helm" "$BIN/helm" 2>/dev/null || true
 if [[ "${1:-}" == "--monitoring-crds" ]]; then
   echo "$CRD_DIR"
