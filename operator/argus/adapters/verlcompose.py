@@ -49,6 +49,7 @@ from typing import Any, cast
 from ..core.command.hydra import fast_override
 from ..core.verlconfig import Composed, ComposeRequest, ConfigTree
 from .verlresolve import BaseComposition, hydra_settings, resolve_incremental
+from .verlstamp import FolderStamps
 from .verltree import ConfigTreeError, Release, _tree_version, cache_dir, fetch_release, find_tree, pinned_releases, release_dirs
 
 # The composer, and where its tree comes from (the CLI, the platform settings and the tests
@@ -103,6 +104,18 @@ def _verl_parent(folders: tuple[str | None, ...], name: str, verl_dir: str) -> s
     return None
 
 
+def _searchpath_dirs(parsed: list[Any]) -> list[str]:
+    """The folders a command's ``hydra.searchpath`` adds (file:// entries)."""
+    out: list[str] = []
+    for o in parsed:
+        if o.key_or_group == "hydra.searchpath":
+            value = o.value()
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str) and item.startswith("file://"):
+                    out.append(item.removeprefix("file://"))
+    return out
+
+
 @dataclass(frozen=True)
 class _Entry:
     config_path: str | None
@@ -151,6 +164,7 @@ class HydraComposer:
         self._loaders: dict[tuple[Any, ...], Any] = {}
         self._overrides: dict[str, Any] = {}
         self._repos: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._stamps = FolderStamps()
         from omegaconf.grammar_parser import parse  # noqa: PLC0415
 
         # OmegaConf's grammar parse of one string is a pure function whose tree is only read.
@@ -222,9 +236,11 @@ class HydraComposer:
         parser = OverridesParser.create()
         parsed = [self._override(parser, text) for text in request.overrides]
         loader = self._loader_for(search_dir, config_dir)
-        groups = self._groups(loader, config_name, parsed, (search_dir, config_dir))
+        # The files' state is part of every cache key: an edited config file is read again.
+        stamp = self._stamps.stamp((search_dir, config_dir, *_searchpath_dirs(parsed)))
+        groups = self._groups(loader, config_name, parsed, (search_dir, config_dir, stamp))
         group_lines = tuple(o.input_line for o in parsed if o.key_or_group == "hydra.searchpath" or self._is_group(groups, o))
-        key = (search_dir, config_dir, config_name, group_lines)
+        key = (search_dir, config_dir, config_name, group_lines, stamp)
         base = self._base(key, loader, config_name, list(group_lines), request.module)
         verl = self._verl_defaults(request, entry, parsed, base, (search_dir, config_dir, config_name))
         cfg = pickle.loads(base.blob)
@@ -331,12 +347,13 @@ class HydraComposer:
         if where == (verl_dir, None, verl_name) or verl_name is None:
             return base
         loader = self._loader_for(verl_dir, None)
-        groups = self._groups(loader, verl_name, [o for o in parsed if o.key_or_group != "hydra.searchpath"], (verl_dir, None))
+        stamp = self._stamps.stamp((verl_dir, None))
+        groups = self._groups(loader, verl_name, [o for o in parsed if o.key_or_group != "hydra.searchpath"], (verl_dir, None, stamp))
         lines = tuple(o.input_line for o in parsed if o.key_or_group != "hydra.searchpath" and self._is_group(groups, o))
         try:
-            return self._base((verl_dir, None, verl_name, lines), loader, verl_name, list(lines), request.module)
+            return self._base((verl_dir, None, verl_name, lines, stamp), loader, verl_name, list(lines), request.module)
         except _Refused:
-            return self._base((verl_dir, None, verl_name, ()), loader, verl_name, [], request.module)
+            return self._base((verl_dir, None, verl_name, (), stamp), loader, verl_name, [], request.module)
 
     def _loader(self, search_dir: str, config_dir: str | None) -> Any:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl  # noqa: PLC0415
