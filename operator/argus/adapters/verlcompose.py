@@ -101,12 +101,16 @@ def _fast(composer: HydraComposer, base: BaseComposition, parser: Any, request: 
     """The command's key overrides on the cached composition without Hydra and OmegaConf
     (verlfast), or None where it cannot be restated exactly (or fails in any way: the full
     compose is then the answer)."""
+    fast = base.fast
+    if fast is None:
+        try:
+            fast = FastBase(pickle.loads(base.blob), base)
+        except Exception:  # noqa: BLE001 - a tree it does not read: every command composed with Hydra
+            fast = False
+        base.fast = fast
+    if not fast or not fast.usable:
+        return None
     try:
-        fast = base.fast
-        if fast is None:
-            fast = base.fast = FastBase(pickle.loads(base.blob), base)
-        if not fast.usable:
-            return None
         defaults = [composer._override(parser, t) for t in request.defaults]
         config, raw, hydra, applied = fast.compose([composer._override(parser, t) for t in request.overrides], defaults,
                                                    request.env, request.job_dir)

@@ -103,6 +103,17 @@ def _interpolations(tree: Any, prefix: tuple[Any, ...]) -> list[tuple[tuple[Any,
     return out
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down (1, 1.0 and True are not the same value)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if type(a) is list:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 def _at(tree: Any, parts: tuple[Any, ...]) -> Any:
     for p in parts:
         tree = tree[p]
@@ -133,7 +144,7 @@ class FastBase:
         for parts, text in _interpolations(base.raw, ()):
             program = _program(parts, text)
             try:
-                if program is None or check.value(text, parts) != _at(base.base, parts):
+                if program is None or not _same(check.value(text, parts), _at(base.base, parts)):
                     program = None
             except Unsupported:
                 program = None
