@@ -617,6 +617,9 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
             "|---|---|---|---|",
             *[f"| {k} | {v['bytes']} | {v['tasks_per_s']:.0f} | {v['median_ms']:.3f} / {v['best_ms']:.3f} |" for k, v in va.items()],
             "",
+            "With verl's configuration composed and checked as well (issue 39's fast path, before and after):",
+            "[benchmarks-compose.md](benchmarks-compose.md).",
+            "",
         ]
     lines += findings(res)
     if res.get("notes"):

@@ -6,7 +6,16 @@
 
 Where the tree comes from (``find_tree``, the pinned releases): ``argus.adapters.verltree``
 (its names are importable from here too). The cached composition of the files and the
-incremental resolution (steps 3 and 5's fast path): ``argus.adapters.verlresolve``.
+incremental resolution (steps 3 and 5's fast path): ``argus.adapters.verlresolve``. The
+entry point's own names: ``argus.adapters.verlentry``. The caches' keys follow the config
+folders' files (``argus.adapters.verlstamp``: an edited file is read again).
+
+Composition at the speed of a lookup (issue 39): when the command selects no config group,
+sets nothing of Hydra's and reads verl's own folder, steps 4-5 run on plain containers
+(``argus.adapters.verlfast``, with ``verlinterp``'s restatement of OmegaConf's
+interpolations), a fraction of a millisecond; whatever that path cannot restate exactly
+(a config group, hydra.*, --config-dir, an interpolation in a value, an override Hydra
+refuses ...) is composed as below, so refusals are in Hydra's own words.
 
 How a command is composed (``HydraComposer.compose``), step for step as ``@hydra.main``:
 
@@ -27,13 +36,13 @@ How a command is composed (``HydraComposer.compose``), step for step as ``@hydra
    grammar is parsed by ANTLR in pure Python; the parse of each interpolation string is
    cached (the strings of verl's tree repeat in every command).
 
-tests/integration/test_verl_compose.py proves step 3-4 equal to a full compose on a corpus
-of overrides.
+tests/unit/test_verl_compose.py proves step 3-4 equal to a full compose on a corpus of
+overrides; tests/unit/test_verl_compose_fast.py proves the fast path equal to steps 3-5
+on every corpus of commands in the repository and on generated overrides.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import functools
 import os
@@ -43,12 +52,14 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
 from ..core.command.hydra import fast_override
 from ..core.verlconfig import Composed, ComposeRequest, ConfigTree
+from .verlentry import Entry, hydra_main, searchpath_dirs, verl_parent
+from .verlfast import FastBase
 from .verlresolve import BaseComposition, hydra_settings, resolve_incremental
+from .verlstamp import FolderStamps
 from .verltree import ConfigTreeError, Release, _tree_version, cache_dir, fetch_release, find_tree, pinned_releases, release_dirs
 
 # The composer, and where its tree comes from (the CLI, the platform settings and the tests
@@ -80,58 +91,40 @@ def _words(exc: BaseException) -> str:
     return " ".join(kept) or type(exc).__name__
 
 
-def _verl_parent(folders: tuple[str | None, ...], name: str, verl_dir: str) -> str | None:
-    """The verl primary config a user's own config ``name`` names first in its defaults list
-    (a name verl's own config folder has), or None."""
-    import yaml  # noqa: PLC0415
+def _is_group(groups: frozenset[str], o: Any) -> bool:
+    # As Hydra's defaults list splits them (hydra/_internal/defaults_list.py, Overrides).
+    return o.key_or_group in groups and not isinstance(o.value(), dict)
 
-    for folder in folders:
-        path = os.path.join(folder, f"{name}.yaml") if folder else None
-        if path is None or not os.path.isfile(path):
-            continue
+
+def _fast(composer: HydraComposer, base: BaseComposition, parser: Any, request: ComposeRequest,
+          config_name: str) -> Composed | None:
+    """The command's key overrides on the cached composition without Hydra and OmegaConf
+    (verlfast), or None where it cannot be restated exactly (or fails in any way: the full
+    compose is then the answer)."""
+    fast = base.fast
+    if fast is None:
         try:
-            with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f)
-        except (OSError, yaml.YAMLError):
-            return None
-        defaults = data.get("defaults") if isinstance(data, dict) else None
-        for item in defaults if isinstance(defaults, list) else ():
-            if isinstance(item, str) and item != "_self_" and "/" not in item and ".." not in item \
-                    and os.path.isfile(os.path.join(verl_dir, f"{item.removesuffix('.yaml')}.yaml")):
-                return item.removesuffix(".yaml")
+            fast = FastBase(pickle.loads(base.blob), base)
+        except Exception:  # noqa: BLE001 - a tree it does not read: every command composed with Hydra
+            fast = False
+        base.fast = fast
+    if not fast or not fast.usable:
         return None
-    return None
-
-
-@dataclass(frozen=True)
-class _Entry:
-    config_path: str | None
-    config_name: str | None
-
-
-def _hydra_main(source: str) -> _Entry | None:
-    """``@hydra.main(config_path=..., config_name=...)`` of a module's source, read with
-    Python's parser."""
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for d in node.decorator_list:
-            if isinstance(d, ast.Call) and ast.unparse(d.func) in ("hydra.main", "main"):
-                return _Entry(_string_argument(d, "config_path", 0), _string_argument(d, "config_name", 1))
-    return None
-
-
-def _string_argument(call: ast.Call, name: str, position: int) -> str | None:
-    """A call's string constant argument, by keyword or position (None: absent or not a constant)."""
-    keywords = {k.arg: k.value for k in call.keywords}
-    v = keywords.get(name, call.args[position] if len(call.args) > position else None)
-    return v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else None
+    try:
+        defaults = [composer._override(parser, t) for t in request.defaults]
+        config, raw, hydra, applied = fast.compose([composer._override(parser, t) for t in request.overrides], defaults,
+                                                   request.env, request.job_dir)
+    except Exception:  # noqa: BLE001 - Unsupported, or anything unforeseen: the full compose decides
+        return None
+    composer.fast_composes += 1
+    return Composed(primary=config_name, config=config, raw=raw, hydra=hydra, base=base.base,
+                    base_hydra=base.base_hydra, defaults_applied=applied)
 
 
 class HydraComposer:
     """``Composer`` over one verl config tree, with Hydra's compose API."""
 
-    def __init__(self, tree: ConfigTree, *, cache_size: int = 32):
+    def __init__(self, tree: ConfigTree, *, cache_size: int = 32, fast: bool = True):
         # Imported here: Hydra and OmegaConf take a while to import, and the CLI's other
         # commands do not need them.
         from hydra.core.utils import setup_globals  # noqa: PLC0415
@@ -147,10 +140,17 @@ class HydraComposer:
         self._bases: OrderedDict[tuple[Any, ...], BaseComposition] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
-        self._entries: dict[str, _Entry | None] = {}
+        self._entries: dict[str, Entry | None] = {}
         self._loaders: dict[tuple[Any, ...], Any] = {}
         self._overrides: dict[str, Any] = {}
-        self._repos: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._repos: OrderedDict[tuple[Any, ...], tuple[Any, dict[str, bool]]] = OrderedDict()
+        self._stamps = FolderStamps()
+        self._parser: Any = None
+        # False: every composition with Hydra and OmegaConf, resolved whole (the tests' reference).
+        self._fast_path = fast
+        # How many compositions took the fast path (verlfast) and how many Hydra's own.
+        self.fast_composes = 0
+        self.full_composes = 0
         from omegaconf.grammar_parser import parse  # noqa: PLC0415
 
         # OmegaConf's grammar parse of one string is a pure function whose tree is only read.
@@ -165,12 +165,12 @@ class HydraComposer:
 
     # -- the module and its search path --
 
-    def entry(self, module: str) -> _Entry | None:
+    def entry(self, module: str) -> Entry | None:
         if module not in self._entries:
             path = os.path.join(self._tree.root, *module.split(".")) + ".py"
             try:
                 with open(path, encoding="utf-8") as f:
-                    self._entries[module] = _hydra_main(f.read())
+                    self._entries[module] = hydra_main(f.read())
             except (OSError, SyntaxError, ValueError):
                 self._entries[module] = None
         return self._entries[module]
@@ -204,13 +204,8 @@ class HydraComposer:
         except Exception as exc:  # noqa: BLE001 - Hydra or OmegaConf refusing in a way not met before: still a verdict
             return Composed(primary=config_name, error=f"{type(exc).__name__}: {_words(exc)}")
 
-    def _compose(self, request: ComposeRequest, entry: _Entry, config_name: str) -> Composed:
-        from hydra._internal.config_loader_impl import (
-            ConfigLoaderImpl,  # noqa: PLC0415
-            get_overrides_dirname,  # noqa: PLC0415
-        )
+    def _compose(self, request: ComposeRequest, entry: Entry, config_name: str) -> Composed:
         from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
-        from omegaconf import OmegaConf, open_dict  # noqa: PLC0415
 
         search_dir = self._search_dir(request.module, request.config_path if request.config_path is not None else entry.config_path)
         config_dir = os.path.abspath(request.config_dir) if request.config_dir else None
@@ -219,14 +214,36 @@ class HydraComposer:
                 return Composed(primary=config_name, unreadable=own)
         if config_dir is not None and not os.path.isdir(config_dir):
             raise _Refused(f"Additional config directory '{config_dir}' not found (Argus reads it through the shared tree)")
-        parser = OverridesParser.create()
+        parser = self._parser
+        if parser is None:
+            parser = self._parser = OverridesParser.create()
         parsed = [self._override(parser, text) for text in request.overrides]
         loader = self._loader_for(search_dir, config_dir)
-        groups = self._groups(loader, config_name, parsed, (search_dir, config_dir))
-        group_lines = tuple(o.input_line for o in parsed if o.key_or_group == "hydra.searchpath" or self._is_group(groups, o))
-        key = (search_dir, config_dir, config_name, group_lines)
+        # The files' state is part of every cache key: an edited config file is read again.
+        stamp = self._stamps.stamp((search_dir, config_dir, *searchpath_dirs(parsed)))
+        groups = self._groups(loader, config_name, parsed, (search_dir, config_dir, stamp))
+        group_lines = tuple(o.input_line for o in parsed if o.key_or_group == "hydra.searchpath" or _is_group(groups, o))
+        key = (search_dir, config_dir, config_name, group_lines, stamp)
         base = self._base(key, loader, config_name, list(group_lines), request.module)
         verl = self._verl_defaults(request, entry, parsed, base, (search_dir, config_dir, config_name))
+        if self._fast_path and verl is base and not group_lines and config_dir is None \
+                and search_dir == self._search_dir(request.module, entry.config_path):
+            fast = _fast(self, base, parser, request, config_name)
+            if fast is not None:
+                return fast
+        return self._full(request, parsed, base, verl, group_lines, config_name)
+
+    def _full(self, request: ComposeRequest, parsed: list[Any], base: BaseComposition, verl: BaseComposition,
+              group_lines: tuple[str, ...], config_name: str) -> Composed:
+        """Steps 4-5 with Hydra's and OmegaConf's own code, on a copy of the cached composition."""
+        from hydra._internal.config_loader_impl import (
+            ConfigLoaderImpl,  # noqa: PLC0415
+            get_overrides_dirname,  # noqa: PLC0415
+        )
+        from omegaconf import OmegaConf, open_dict  # noqa: PLC0415
+
+        parser = self._parser
+        self.full_composes += 1
         cfg = pickle.loads(base.blob)
         app = []
         for o in parsed:
@@ -268,7 +285,10 @@ class HydraComposer:
             with open_dict(cfg):
                 del cfg["hydra"]  # as Hydra's run_job hands the task its config
             try:
-                incremental = resolve_incremental(cfg, base, app)
+                try:
+                    incremental = resolve_incremental(cfg, base, app) if self._fast_path else None
+                except Exception:  # noqa: BLE001 - resolved whole below: OmegaConf's first error, in the config's order
+                    incremental = None
                 if incremental is not None:
                     config, raw = incremental
                 else:
@@ -312,7 +332,7 @@ class HydraComposer:
             loader = self._loaders[(search_dir, config_dir)] = self._loader(search_dir, config_dir)
         return loader
 
-    def _verl_defaults(self, request: ComposeRequest, entry: _Entry, parsed: list[Any], base: BaseComposition,
+    def _verl_defaults(self, request: ComposeRequest, entry: Entry, parsed: list[Any], base: BaseComposition,
                        where: tuple[Any, ...]) -> BaseComposition:
         """verl's own defaults for the entry point: its own primary config in verl's own tree
         (or the config the command names, when verl's own config folder has one of that
@@ -325,18 +345,20 @@ class HydraComposer:
         asked = request.config_name.removesuffix(".yaml") if request.config_name else None
         if asked and asked != verl_name and os.path.isfile(os.path.join(verl_dir, f"{asked}.yaml")):
             verl_name = asked
-        elif asked:
+        elif asked and asked != verl_name:
             # A config of the user's own built on one of verl's (defaults: [ppo_megatron_trainer, ...]).
-            verl_name = _verl_parent(where[:2], asked, verl_dir) or verl_name
+            # (Not verl's own primary config named again: its defaults list names its parts.)
+            verl_name = verl_parent(where[:2], asked, verl_dir) or verl_name
         if where == (verl_dir, None, verl_name) or verl_name is None:
             return base
         loader = self._loader_for(verl_dir, None)
-        groups = self._groups(loader, verl_name, [o for o in parsed if o.key_or_group != "hydra.searchpath"], (verl_dir, None))
-        lines = tuple(o.input_line for o in parsed if o.key_or_group != "hydra.searchpath" and self._is_group(groups, o))
+        stamp = self._stamps.stamp((verl_dir, None))
+        groups = self._groups(loader, verl_name, [o for o in parsed if o.key_or_group != "hydra.searchpath"], (verl_dir, None, stamp))
+        lines = tuple(o.input_line for o in parsed if o.key_or_group != "hydra.searchpath" and _is_group(groups, o))
         try:
-            return self._base((verl_dir, None, verl_name, lines), loader, verl_name, list(lines), request.module)
+            return self._base((verl_dir, None, verl_name, lines, stamp), loader, verl_name, list(lines), request.module)
         except _Refused:
-            return self._base((verl_dir, None, verl_name, ()), loader, verl_name, [], request.module)
+            return self._base((verl_dir, None, verl_name, (), stamp), loader, verl_name, [], request.module)
 
     def _loader(self, search_dir: str, config_dir: str | None) -> Any:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl  # noqa: PLC0415
@@ -348,11 +370,6 @@ class HydraComposer:
             search_path.prepend(provider="command-line", path=f"file://{config_dir}", anchor=SearchPathQuery(provider="schema"))
         return ConfigLoaderImpl(config_search_path=search_path)
 
-    @staticmethod
-    def _is_group(groups: frozenset[str], o: Any) -> bool:
-        # As Hydra's defaults list splits them (hydra/_internal/defaults_list.py, Overrides).
-        return o.key_or_group in groups and not isinstance(o.value(), dict)
-
     def _groups(self, loader: Any, config_name: str, parsed: list[Any], where: tuple[Any, ...]) -> frozenset[str]:
         """The override keys that are config groups of this search path (Hydra's repository
         of it, with the primary config's and the command's hydra.searchpath, kept per search
@@ -361,17 +378,26 @@ class HydraComposer:
 
         searchpath = [o for o in parsed if o.key_or_group == "hydra.searchpath"]
         key = (*where, config_name, tuple(o.input_line for o in searchpath))
-        repo = self._repos.get(key)
-        if repo is None:
+        cached = self._repos.get(key)
+        if cached is None:
             repo = CachingConfigRepository(loader.repository)
             try:
                 loader._process_config_searchpath(config_name, searchpath, repo)
             except Exception as exc:  # noqa: BLE001 - Hydra's own words
                 raise _Refused(_words(exc)) from None
-            self._repos[key] = repo
+            cached = self._repos[key] = (repo, {})
             while len(self._repos) > self._cache_size:
                 self._repos.popitem(last=False)
-        return frozenset(o.key_or_group for o in parsed if repo.group_exists(o.key_or_group))
+        repo, known = cached  # group_exists asks the file system: each key once per stamp
+        found = set()
+        for o in parsed:
+            k = o.key_or_group
+            exists = known.get(k)
+            if exists is None:
+                exists = known[k] = repo.group_exists(k)
+            if exists:
+                found.add(k)
+        return frozenset(found)
 
     def _base(self, key: tuple[Any, ...], loader: Any, config_name: str, group_lines: list[str], module: str) -> BaseComposition:
         cached = self._bases.get(key)

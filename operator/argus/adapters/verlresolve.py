@@ -17,6 +17,7 @@ from typing import Any
 # The parts of an interpolation the incremental resolution reads (an over-approximation:
 # a word that is not a key only makes it resolve one node more).
 _RESOLVER_NAME = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*:")
+_RELATIVE = re.compile(r"[{:,]\s*\.")
 _KEY_TOKEN = re.compile(r"[A-Za-z_][\w\-]*(?:\.[A-Za-z_0-9][\w\-]*)*")
 
 
@@ -29,6 +30,7 @@ class BaseComposition:
         self.base = base
         self.base_hydra = base_hydra
         self.raw = raw
+        self.fast: Any = None  # verlfast.FastBase, made on first use
         # Every interpolation of the base: (path, the keys it may read, whether it must be
         # resolved again whatever changed: a resolver other than oc.select, a relative key).
         self.interpolations: list[tuple[tuple[Any, ...], frozenset[str], bool]] = []
@@ -41,15 +43,16 @@ class BaseComposition:
                 stack.extend(((*parts, i), v) for i, v in enumerate(node))
             elif isinstance(node, str) and "${" in node:
                 resolvers = set(_RESOLVER_NAME.findall(node))
-                always = bool(resolvers - {"oc.select"}) or "${." in node or "${ ." in node
+                # A relative key (${.x}, ${oc.select:..x,d}) is not a token of the keys it reads.
+                always = bool(resolvers - {"oc.select"}) or _RELATIVE.search(node) is not None
                 self.interpolations.append((parts, frozenset(_KEY_TOKEN.findall(node)), always))
 
 
 # What Hydra reads of its own node when it runs one job (hydra/core/utils.py run_job,
 # hydra/_internal/hydra.py): only these are resolved (the rest, such as sweep.subdir's
 # ${hydra.job.num}, exists only in a multirun, which Argus refuses).
-_HYDRA_READ = ("mode", "searchpath", "run", "sweep.dir", "output_subdir", "verbose", "callbacks", "job.name", "job.chdir",
-               "job.env_set", "job.env_copy", "job_logging", "hydra_logging")
+HYDRA_READ = ("mode", "searchpath", "run", "sweep.dir", "output_subdir", "verbose", "callbacks", "job.name", "job.chdir",
+              "job.env_set", "job.env_copy", "job_logging", "hydra_logging")
 
 
 def hydra_settings(cfg: Any, job_dir: str) -> dict[str, Any]:
@@ -62,7 +65,7 @@ def hydra_settings(cfg: Any, job_dir: str) -> dict[str, Any]:
     run_dir = str(OmegaConf.select(h, "run.dir"))
     h.runtime.output_dir = posixpath.normpath(posixpath.join(job_dir, run_dir)) if job_dir else run_dir
     out: dict[str, Any] = {}
-    for key in _HYDRA_READ:
+    for key in HYDRA_READ:
         node = OmegaConf.select(h, key, throw_on_missing=False)
         value = OmegaConf.to_container(node, resolve=True, enum_to_str=True) if OmegaConf.is_config(node) else node
         value = getattr(value, "name", value) if isinstance(value, enum.Enum) else value  # plain containers for the core
@@ -86,7 +89,7 @@ def _copy(node: Any) -> Any:
 def _plain_value(value: Any) -> bool:
     """True when an override's value holds no interpolation."""
     if isinstance(value, str):
-        return "${" not in value
+        return "${" not in value and value != "???"  # MISSING: OmegaConf's select reads it as None
     if isinstance(value, dict):
         return all(_plain_value(k) and _plain_value(v) for k, v in value.items())
     if isinstance(value, list):
@@ -96,8 +99,16 @@ def _plain_value(value: Any) -> bool:
 
 def _put(tree: dict[str, Any], parts: tuple[Any, ...], value: Any) -> None:
     for p in parts[:-1]:
+        if not isinstance(tree, (dict, list)):
+            raise _Whole
         tree = tree.setdefault(p, {}) if isinstance(tree, dict) else tree[p]
+    if not isinstance(tree, (dict, list)):
+        raise _Whole  # a key through a value the override replaced (+a.b=1 on a string a)
     tree[parts[-1]] = value
+
+
+class _Whole(Exception):
+    """What the incremental resolution does not follow: the whole config is resolved."""
 
 
 def _untyped_list(node: Any) -> bool:
@@ -113,6 +124,13 @@ def resolve_incremental(cfg: Any, base: BaseComposition, applied: list[Any]) -> 
     the overrides are not plain key settings (a deletion, an interpolation, a list index),
     for which the whole config is resolved. tests/unit/test_verl_compose.py proves the
     result equal to OmegaConf's whole resolution on a corpus."""
+    try:
+        return _incremental(cfg, base, applied)
+    except _Whole:
+        return None
+
+
+def _incremental(cfg: Any, base: BaseComposition, applied: list[Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
     from omegaconf import OmegaConf  # noqa: PLC0415
 
     keys = []

@@ -30,8 +30,9 @@ from .spec import API_VERSION, KIND, ArgusTaskSpec
 from .template import DEFAULT_VERL_VERSION, basic_command
 from .user import InvalidUserId, check_user_id
 from .verlconfig import MAX_ADDED_KEYS, Composer, ComposeRequest
-from .verlconfig.check import check_composed, declared
+from .verlconfig.check import check_composed
 from .verlconfig.startup import startup_problems
+from .verlconfig.tree import declared
 from .vocabulary import task_gpus
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")

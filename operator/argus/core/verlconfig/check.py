@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..command.environment import env_value_rule, environment_reason
@@ -55,51 +55,13 @@ from .keys import (
     WRITE,
     role_of,
 )
+from .tree import MISSING, get, key_of, role_at, shown, walk, walk_changed
 
-_MISSING = object()
+_LEAVES = (str, int, float, bool, type(None), list)
 # The value of an override Argus writes: Hydra reads these characters unquoted.
 _PLAIN_OVERRIDE_VALUE = re.compile(r"[A-Za-z0-9_./\-+:%@${}]+")
 # A value that only follows another key: ${key} or ${oc.select:key,default}.
 _FOLLOWS = re.compile(r"\$\{(?:oc\.select:)?\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(?:,[^{}]*)?\}")
-
-
-def _get(tree: Any, parts: tuple[Any, ...]) -> Any:
-    for p in parts:
-        if isinstance(tree, Mapping) and p in tree:
-            tree = tree[p]
-        elif isinstance(tree, list) and isinstance(p, int) and 0 <= p < len(tree):
-            tree = tree[p]
-        else:
-            return _MISSING
-    return tree
-
-
-def declared(config: Mapping[str, Any], key: str) -> bool:
-    """Whether the dotted ``key`` is in ``config``."""
-    return _get(config, tuple(key.split("."))) is not _MISSING
-
-
-def _walk(tree: Any, parts: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """(path, value) of every node, parents before children."""
-    yield parts, tree
-    if isinstance(tree, Mapping):
-        for k, v in tree.items():
-            yield from _walk(v, (*parts, k))
-    elif isinstance(tree, list):
-        for i, v in enumerate(tree):
-            yield from _walk(v, (*parts, i))
-
-
-def _shown(parts: tuple[Any, ...]) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
-def _key(parts: tuple[Any, ...]) -> str:
-    """The dotted key without list indices (the roles table's spelling)."""
-    return ".".join(str(p) for p in parts if not isinstance(p, int))
 
 
 class _Check:
@@ -110,9 +72,10 @@ class _Check:
         self.tree = tree
         self.findings = findings
         self.version = f"verl {tree.version}"
+        self.nodes = walk(composed.config)  # every node of the composed config, walked once for all the checks
 
     def error(self, parts: tuple[Any, ...], value: object, rule: str, where: str = "") -> None:
-        self.findings.error(f"{self.field} ({where}{_shown(parts)})", value, rule)
+        self.findings.error(f"{self.field} ({where}{shown(parts)})", value, rule)
 
     # --- strings -------------------------------------------------------------------
 
@@ -125,7 +88,7 @@ class _Check:
             self.error(parts, value, "a path after resolution must not hold '..' segments: write it normalised")
             return
         if role == MODEL:
-            policy.check_model(f"{self.field} ({_shown(parts)})", value, self.findings)
+            policy.check_model(f"{self.field} ({shown(parts)})", value, self.findings)
             return
         if role == CLASS:
             self.error(parts, value, f"{self.version} imports the module or class this names, by its name: only verl's "
@@ -140,7 +103,7 @@ class _Check:
                 return  # made absolute under the job folder (rewrite_outputs)
             self.error(parts, value, f"must be an absolute path after resolution ({role} key)")
             return
-        f = f"{self.field} ({_shown(parts)})"
+        f = f"{self.field} ({shown(parts)})"
         if role == CODE:
             policy.check_under(f, value, (policy.code_root,), "a Python file verl imports", self.findings, suffix=".py")
         elif role == CODE_CONFIG:
@@ -154,13 +117,13 @@ class _Check:
 
     def strings(self) -> None:
         base = self.c.base
-        for parts, value in _walk(self.c.config):
+        for parts, value in walk_changed(self.c.config, base):
             if parts and isinstance(parts[-1], str) and parts[-1].endswith(SHELL_BLOCK_SUFFIX):
                 self.shell_block(parts, value)
                 continue
             if not isinstance(value, str):
                 continue
-            if _get(base, parts) == value:
+            if get(base, parts) == value:
                 continue  # verl's own default (a relative output among them: rewrite_outputs)
             if "${" in value:
                 self.error(parts, value, "is still an interpolation after resolution: verl resolves the config again "
@@ -173,28 +136,28 @@ class _Check:
                 self.error(parts, value, f"{self.version} copies {value.split('://', 1)[0]}:// paths with a shell command "
                            "(os.system) the checks cannot read: use a path in your home or the shared roots")
                 continue
-            role = role_of(_key(parts))
+            role = role_of(key_of(parts))
             before = len(self.findings.errors)
             if role is not None:
                 self.role_path(parts, value, role)
             if len(self.findings.errors) == before:
-                self.policy.check_string(f"{self.field} ({_shown(parts)})", value, self.findings)
+                self.policy.check_string(f"{self.field} ({shown(parts)})", value, self.findings)
 
     def shell_block(self, parts: tuple[Any, ...], node: Any) -> None:
         """A block whose keys and values verl pastes into a shell command (Nsight's options):
         only verl's own, unchanged."""
-        if node != _get(self.c.base, parts):
+        if node != get(self.c.base, parts):
             self.error(parts, node, f"{self.version} pastes these options unquoted into the bash -c that starts every "
                        "Ray worker: only its own defaults are allowed")
 
     # --- instantiation -------------------------------------------------------------
 
     def instantiation(self, config: Mapping[str, Any], base: Mapping[str, Any], keys: frozenset[str], where: str) -> None:
-        for parts, value in _walk(config):
+        for parts, value in walk_changed(config, base):
             if not parts or not isinstance(parts[-1], str) or parts[-1] not in keys:
                 continue
-            was = _get(base, parts)
-            if was is _MISSING:
+            was = get(base, parts)
+            if was is MISSING:
                 self.error(parts, value, f"{parts[-1]} makes Hydra or verl instantiate Python code; {self.version}'s own "
                            "config has none here, so it is not allowed", where)
             elif was != value:
@@ -205,10 +168,10 @@ class _Check:
 
     def ray_init(self) -> None:
         parts = tuple(RAY_INIT.split("."))
-        init = _get(self.c.config, parts)
+        init = get(self.c.config, parts)
         if not isinstance(init, Mapping):
             return
-        base = _get(self.c.base, parts)
+        base = get(self.c.base, parts)
         known = set(base) if isinstance(base, Mapping) else set()
         for k, v in init.items():
             if k == "runtime_env":
@@ -224,9 +187,9 @@ class _Check:
         if not isinstance(env, Mapping):
             self.error(parts, env, "must be a mapping holding only env_vars")
             return
-        base = _get(self.c.base, parts)
+        base = get(self.c.base, parts)
         for k, v in env.items():
-            if k != "env_vars" and (v is None or isinstance(base, Mapping) and base.get(k, _MISSING) == v):
+            if k != "env_vars" and (v is None or isinstance(base, Mapping) and base.get(k, MISSING) == v):
                 continue  # not set, or verl's own default
             if k != "env_vars":
                 self.error((*parts, k), v, "Ray applies the runtime env to every worker of the job: only env_vars is "
@@ -245,7 +208,7 @@ class _Check:
                     self.env_value((*parts, k, name), str(name), value)
 
     def env_value(self, parts: tuple[Any, ...], name: str, value: str) -> None:
-        f = f"{self.field} ({_shown(parts)})"
+        f = f"{self.field} ({shown(parts)})"
         self.policy.check_string(f, value, self.findings)
         # No job folder to put a relative path in (verl's Ray actors would read it in the
         # raylet's folder): a relative one is refused as not in the home.
@@ -261,40 +224,40 @@ class _Check:
             return
         root = ("hydra",)
         own_rules = (("run", "dir"), ("sweep", "dir"), ("output_subdir",), ("job", "name"), ("searchpath",), ("job", "env_set"))
-        for parts, value in _walk(h):
-            if isinstance(value, str) and value != _get(base, parts) and not any(parts[:len(r)] == r for r in own_rules):
-                self.policy.check_string(f"{self.field} (hydra.{_shown(parts)})", value, self.findings)
+        for parts, value in walk(h):
+            if isinstance(value, str) and value != get(base, parts) and not any(parts[:len(r)] == r for r in own_rules):
+                self.policy.check_string(f"{self.field} (hydra.{shown(parts)})", value, self.findings)
         for sub in (("run", "dir"), ("sweep", "dir"), ("output_subdir",)):
-            value = _get(h, sub)
-            if not isinstance(value, str) or value == _get(base, sub):
+            value = get(h, sub)
+            if not isinstance(value, str) or value == get(base, sub):
                 continue
             parts = (*root, *sub)
             before = len(self.findings.errors)
             if value.startswith("~") or ".." in value.split("/"):
                 self.error(parts, value, "Hydra writes its files there: no '~' and no '..' (it stays in your home or the job folder)")
             elif value.startswith("/"):
-                self.policy.check_under(f"{self.field} ({_shown(parts)})", value, (self.policy.home,), "Hydra's output folder", self.findings)
+                self.policy.check_under(f"{self.field} ({shown(parts)})", value, (self.policy.home,), "Hydra's output folder", self.findings)
             if len(self.findings.errors) == before:
-                self.policy.check_string(f"{self.field} ({_shown(parts)})", value, self.findings)
-        mode = _get(h, ("mode",))
-        if mode not in (None, "RUN", _get(base, ("mode",))):
+                self.policy.check_string(f"{self.field} ({shown(parts)})", value, self.findings)
+        mode = get(h, ("mode",))
+        if mode not in (None, "RUN", get(base, ("mode",))):
             self.error((*root, "mode"), mode, "Hydra would run a multirun (one job per value of a sweep): one run only")
-        name = _get(h, ("job", "name"))
+        name = get(h, ("job", "name"))
         if isinstance(name, str) and ("/" in name or name in ("", ".", "..") or name.startswith("~")):
             self.error((*root, "job", "name"), name, "Hydra names its log file after it, inside its run folder: one file name (no '/', not '.' or '..')")
         for key in ("env_set", "env_copy"):
-            names = _get(h, ("job", key))
+            names = get(h, ("job", key))
             items = names.items() if isinstance(names, Mapping) else ((n, None) for n in names) if isinstance(names, list) else ()
             for n, v in items:
-                if n in (_get(base, ("job", key)) or ()):
+                if n in (get(base, ("job", key)) or ()):
                     continue
                 reason = environment_reason(str(n))
                 if reason is not None:
                     self.error((*root, "job", key, n), v if v is not None else n, f"Hydra sets {n} in the job's environment: {reason}")
                 elif isinstance(v, str):
                     self.env_value((*root, "job", key, n), str(n), v)
-        searchpath = _get(h, ("searchpath",))
-        base_search = _get(base, ("searchpath",))
+        searchpath = get(h, ("searchpath",))
+        base_search = get(base, ("searchpath",))
         for i, item in enumerate(searchpath if isinstance(searchpath, list) else ()):
             if isinstance(base_search, list) and item in base_search:
                 continue
@@ -302,7 +265,7 @@ class _Check:
             if not isinstance(item, str) or not item.startswith("file://"):
                 self.error(parts, item, "hydra.searchpath may only add folders (file://...) in your home")
             else:
-                self.policy.check_under(f"{self.field} ({_shown(parts)})", item.removeprefix("file://"),
+                self.policy.check_under(f"{self.field} ({shown(parts)})", item.removeprefix("file://"),
                                         (self.policy.home, *self.policy.shared_roots), "a Hydra search path", self.findings)
         self.instantiation(h, base, INSTANTIATE_KEYS | LOGGING_FACTORY_KEYS, "hydra.")
 
@@ -313,11 +276,12 @@ class _Check:
         trainer = config.get("trainer") if isinstance(config, Mapping) else None
         if isinstance(trainer, Mapping) and trainer_counts:
             for k, want, spec_field in (("nnodes", nnodes, "nnodes"), ("n_gpus_per_node", gpus, "nGpusPerNode")):
-                got = trainer.get(k, _MISSING)
-                if want is not None and got is not _MISSING and got != want:
+                got = trainer.get(k, MISSING)
+                if want is not None and got is not MISSING and got != want:
                     self.error(("trainer", k), got, f"must equal spec.{spec_field} ({want}) after resolution; the queue counts GPUs from the spec")
-        for parts, node in _walk(config):
-            if not isinstance(node, Mapping) or parts == ("trainer",) or "n_gpus_per_node" not in node or "nnodes" not in node:
+        for parts, node in self.nodes:
+            if type(node) in _LEAVES or not isinstance(node, Mapping) or parts == ("trainer",) or "n_gpus_per_node" not in node \
+                    or "nnodes" not in node:
                 continue
             n, g = node.get("nnodes"), node.get("n_gpus_per_node")
             if node.get("enable_resource_pool") in (False, None) and "enable_resource_pool" in node:
@@ -337,13 +301,13 @@ class _Check:
         if module.rsplit(".", 1)[-1] != "main_ppo":
             return []
         new_parts, old_parts = tuple(REWARD_BLOCK.split(".")), (LEGACY_REWARD_BLOCK,)
-        if not isinstance(_get(base, new_parts), Mapping) or not isinstance(_get(base, old_parts), Mapping):
+        if not isinstance(get(base, new_parts), Mapping) or not isinstance(get(base, old_parts), Mapping):
             return []  # this version reads the top-level block itself
-        old = _get(config, old_parts)
+        old = get(config, old_parts)
         if not isinstance(old, Mapping) or all(v is None for v in old.values()):
             return []
-        new = _get(config, new_parts)
-        if isinstance(new, Mapping) and new != _get(base, new_parts):
+        new = get(config, new_parts)
+        if isinstance(new, Mapping) and new != get(base, new_parts):
             self.error(old_parts, dict(old), f"{self.version}'s main_ppo reads {REWARD_BLOCK}.*, and the command sets it too: "
                        f"set only {REWARD_BLOCK}.* (the top-level {LEGACY_REWARD_BLOCK}.* is kept only for backward compatibility)")
             return []
@@ -370,18 +334,18 @@ class _Check:
         to the worker nodes, with the resource that marks them, as it pins the driver;
         a value the command sets itself is kept."""
         parts = ("transfer_queue", "backend", "SimpleStorage")
-        block = _get(self.c.config, parts)
+        block = get(self.c.config, parts)
         if not isinstance(block, Mapping) or block.get("required_node_resource") is not None:
             return []
-        declared = isinstance(_get(self.c.base, parts), Mapping) and "required_node_resource" in _get(self.c.base, parts)
+        declared = isinstance(get(self.c.base, parts), Mapping) and "required_node_resource" in get(self.c.base, parts)
         return [f"{'' if declared else '+'}{'.'.join(parts)}.required_node_resource={worker_resource}"]
 
     def turned_on(self, block: tuple[Any, ...]) -> bool:
         """Whether the command switches ``block`` on (its enable/enabled key true, verl's not)."""
         for flag in ("enable", "enabled"):
-            on = _get(self.c.config, (*block, flag))
-            if on is not _MISSING:
-                return on is True and _get(self.c.base, (*block, flag)) is not True
+            on = get(self.c.config, (*block, flag))
+            if on is not MISSING:
+                return on is True and get(self.c.base, (*block, flag)) is not True
         return False
 
     def rewrite_outputs(self, job_dir: str) -> list[str]:
@@ -392,26 +356,26 @@ class _Check:
         candidates: dict[str, tuple[tuple[Any, ...], str, str]] = {}
         needed: list[str] = []
         follows: list[tuple[tuple[Any, ...], str, str]] = []
-        for parts, value in _walk(self.c.config):
-            if not isinstance(value, str) or not value or role_of(_key(parts)) != WRITE:
+        for parts, value in self.nodes:
+            if not isinstance(value, str) or not value or role_at(parts) != WRITE:
                 continue
             if value.startswith(("/", "~")):
                 # verl's own default outside the home (~/.verl/rollout_dump in the worker's
                 # home, /tmp/ray/... on every node): shared by every user's tasks; refused
                 # when the command turns its block on.
                 shared = value.startswith("~") or not (value + "/").startswith(self.policy.home + "/")
-                if shared and value == _get(self.c.base, parts) and self.turned_on(parts[:-1]):
+                if shared and value == get(self.c.base, parts) and self.turned_on(parts[:-1]):
                     self.error(parts, value, f"is {self.version}'s default, outside your home and shared by every user's "
                                "tasks, and the command turns it on: set it to a path under $HOME")
                 continue
             if ".." in value.split("/") or any(isinstance(p, int) for p in parts):
                 continue  # refused by the path rules, or not a key an override can name
-            raw = _get(self.c.raw, parts)
+            raw = get(self.c.raw, parts)
             text = raw if isinstance(raw, str) else value
             key = ".".join(str(p) for p in parts)
             # verl writes an output when its block is in use: the command changed the
             # block (trainer.* always), or the output itself.
-            in_use = _get(self.c.base, parts) != value or _get(self.c.config, parts[:-1]) != _get(self.c.base, parts[:-1])
+            in_use = get(self.c.base, parts) != value or get(self.c.config, parts[:-1]) != get(self.c.base, parts[:-1])
             follow = _FOLLOWS.fullmatch(text)
             if follow is not None:
                 if in_use:

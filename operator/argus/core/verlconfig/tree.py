@@ -1,0 +1,87 @@
+"""Walking the plain containers of a composed configuration (the checks in ``check.py``
+read every node of it, several times, on every validation).
+
+    check._Check -> **walk** / **walk_changed** (what differs from verl's defaults) / **get** / **role_at**
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from .keys import role_of
+
+MISSING = object()
+
+
+def get(tree: Any, parts: tuple[Any, ...]) -> Any:
+    for p in parts:
+        if isinstance(tree, Mapping) and p in tree:
+            tree = tree[p]
+        elif isinstance(tree, list) and isinstance(p, int) and 0 <= p < len(tree):
+            tree = tree[p]
+        else:
+            return MISSING
+    return tree
+
+
+def declared(config: Mapping[str, Any], key: str) -> bool:
+    """Whether the dotted ``key`` is in ``config``."""
+    return get(config, tuple(key.split("."))) is not MISSING
+
+
+def walk(tree: Any, parts: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
+    """(path, value) of every node, parents before children, in order (a loop, not a
+    recursion of generators: a validation walks a thousand nodes several times)."""
+    out = []
+    stack = [(parts, tree)]
+    while stack:
+        here, node = stack.pop()
+        out.append((here, node))
+        t = type(node)
+        if t is dict or (t is not list and isinstance(node, Mapping)):
+            stack.extend(reversed([((*here, k), v) for k, v in node.items()]))
+        elif t is list or isinstance(node, list):
+            stack.extend(reversed([((*here, i), v) for i, v in enumerate(node)]))
+    return out
+
+
+def walk_changed(tree: Any, base: Any) -> list[tuple[tuple[Any, ...], Any]]:
+    """``walk(tree)`` without the subtrees that are the very object ``base`` has at the same
+    place (a composition shares what the command left alone with verl's defaults: what is
+    equal to verl's default gets no check of the strings and instantiation rules)."""
+    out = []
+    stack: list[tuple[tuple[Any, ...], Any, Any]] = [((), tree, base)]
+    while stack:
+        here, node, was = stack.pop()
+        out.append((here, node))
+        t = type(node)
+        if t is dict or (t is not list and isinstance(node, Mapping)):
+            olds: Mapping[Any, Any] = was if isinstance(was, Mapping) else {}
+            children = [((*here, k), v, olds.get(k, MISSING)) for k, v in node.items()]
+        elif t is list or isinstance(node, list):
+            items: list[Any] = was if isinstance(was, list) else []
+            children = [((*here, i), v, items[i] if i < len(items) else MISSING) for i, v in enumerate(node)]
+        else:
+            continue
+        stack.extend(reversed([c for c in children if c[1] is not c[2]]))
+    return out
+
+
+@functools.lru_cache(maxsize=65536)
+def role_at(parts: tuple[Any, ...]) -> str | None:
+    """role_of the key at ``parts`` (the same paths come back in every validation)."""
+    return role_of(key_of(parts))
+
+
+def shown(parts: tuple[Any, ...]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def key_of(parts: tuple[Any, ...]) -> str:
+    """The dotted key without list indices (the roles table's spelling)."""
+    return ".".join(str(p) for p in parts if not isinstance(p, int))
