@@ -523,3 +523,15 @@ def test_a_doctor_run_that_reads_no_version_keeps_the_last_one() -> None:
     current[0] = blind
     aio.run(loop.run_once())
     assert verdicts["a"].verl_versions == ["0.6.1"]  # not released by a run that did not look
+
+
+def test_a_restarted_operator_holds_back_by_the_verdict_the_status_keeps(made: list[Fleet]) -> None:
+    # Before the new process's first doctor run, the verdict in the ArgusCluster's status counts.
+    f = fleet_of(made, gpus={"a": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    f.api.clusters["a"]["status"] = {"doctor": verl_verdict("0.6.1").model_dump(by_alias=True, exclude_none=True, mode="json")}
+    key = f.api.create("t", spec())
+    f.tick()
+    f.tick()
+    assert (f.status(key)["phase"], f.status(key)["reason"]) == ("Queued", "VerlDrift")
+    assert f.reconciler.doctor_verdicts == {}

@@ -13,6 +13,8 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 
+from pydantic import ValidationError
+
 from ..adapters.kube import api_error
 from ..core.clusters import ClusterDoctor, placed_on
 from ..core.queue import Admission, Claim, QueueSettings, Room, UsageRecord, decayed_usage, decide
@@ -102,8 +104,17 @@ class AdmissionInputs:
 
     def _verl_of(self, cluster: str) -> tuple[tuple[str, ...], str | None]:
         """The verl versions argus doctor last read in the cluster's snapshot (none: not known)
-        and the one it expected (core.queue.Room.verl_drift)."""
+        and the one it expected (core.queue.Room.verl_drift). Before this process's first
+        doctor run there (a restart, a new leader), the verdict its status keeps: a drifted
+        cluster is not opened by the restart."""
         verdict = self.doctor.get(cluster)
+        if verdict is None:
+            found = self.fleet.get(cluster)
+            kept = found.status.get("doctor") if found is not None else None
+            try:
+                verdict = ClusterDoctor.model_validate(kept) if isinstance(kept, dict) else None
+            except ValidationError:  # a status written by hand, or by another version
+                verdict = None
         if verdict is None:
             return (), None
         return tuple(verdict.verl_versions or ()), verdict.expected_verl
