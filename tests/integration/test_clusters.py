@@ -332,8 +332,9 @@ def test_one_cluster_down_the_other_runs_on(control_plane, ray_cluster, ray_b, f
 def test_a_cluster_running_another_verl_fails_the_doctor(control_plane, ray_cluster, fleet, user_namespace, run_operator) -> None:
     """Version drift: the operator composes and templates with verl 0.9.1 (its config tree);
     an ArgusCluster whose snapshot is verl 0.6.1 fails the operator's own argus doctor, and its
-    status says which verl it runs and which Argus composes with, before any task is placed
-    there and refused by verl at start."""
+    status says which verl it runs and which Argus composes with (status.doctor, the VerlDrift
+    condition). A task applied for it waits (VerlDrift) instead of reaching Ray and being
+    refused by verl at start."""
     cp = control_plane
     name = f"drift-{uuid.uuid4().hex[:6]}"
     old = standin_snapshot("0.6.1")
@@ -348,6 +349,18 @@ def test_a_cluster_running_another_verl_fails_the_doctor(control_plane, ray_clus
         doctor = checked["status"]["doctor"]
         assert doctor["verdict"] == "Failed" and doctor["failed"] >= 1, doctor
         assert f"{old}: verl 0.6.1, Argus composes with verl 0.9.1" in doctor["message"], doctor
+        assert (doctor["verlVersions"], doctor["expectedVerl"]) == (["0.6.1"], "0.9.1"), doctor
+        drift = wait_for(lambda: condition(arguscluster(cp, name), "VerlDrift") or None, 60, f"{name}'s VerlDrift condition",
+                         on_timeout=op.log_tail)
+        assert (drift["status"], drift["reason"]) == ("True", "VerlDrift") and "runs verl 0.6.1" in drift["message"], drift
+        # A task for that cluster waits, saying why, and never reaches its Ray.
+        cp.kubectl("label", "namespace", ns, f"argus.io/team={name}")
+        apply_text(cp, ns, short_task("held", cluster=name))
+        held = wait_for(lambda: (t := get_task(cp, ns, "held")) and (t.get("status") or {}).get("reason") == "VerlDrift" and t, 60,
+                        "the task held by the drift", on_timeout=op.log_tail)["status"]
+        assert held["phase"] == "Queued" and f"cluster {name} runs verl 0.6.1" in held["message"], held
+        assert "composed for verl 0.9.1" in held["message"], held
+        assert ray_jobs_for(ray_cluster.dashboard_url, ns) == []
     finally:
         cp.kubectl("patch", "arguscluster", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
         cp.kubectl("delete", "arguscluster", name, "--ignore-not-found", "--wait=false", check=False)

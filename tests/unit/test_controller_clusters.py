@@ -422,3 +422,116 @@ def test_without_argusclusters_everything_goes_to_ray_address(made: list[Fleet])
     status = f.status(key)
     assert "cluster" not in status and "argus.io/placement" not in (f.api.objects[key]["metadata"].get("annotations") or {})
     assert status["rayJob"]["dashboardUrl"] == "http://ray-head:8265"
+
+
+def verl_verdict(found: str | None, expected: str = "0.9.1") -> Any:
+    """argus doctor's verdict on a cluster whose probe read verl ``found`` in its snapshot."""
+    from argus.core.clusters import doctor_summary
+    from argus.core.doctor import Check, Row, Status
+    status = Status.ok if found == expected else Status.fail
+    return doctor_summary([Row("w1", Check.verl, status, f"/private/common/verl: verl {found}", found=found)],
+                          "2026-12-06T08:00:00Z", expected)
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or () if c["type"] == type_), None)
+
+
+def test_verl_drift_holds_new_tasks_back_leaves_running_ones_and_a_clean_verdict_releases_them(made: list[Fleet]) -> None:
+    f = fleet_of(made, gpus={"a": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    running = f.api.create("running", spec())
+    f.tick()
+    assert f.status(running)["phase"] == "Submitted"
+    f.rays["a"].run(f.sid(running))
+    # The doctor finds verl 0.6.1 in a's snapshot; Argus composes with 0.9.1.
+    f.reconciler.doctor_verdicts["a"] = verl_verdict("0.6.1")
+    held = f.api.create("held", spec())
+    f.tick()
+    f.tick()
+    status = f.status(held)
+    assert (status["phase"], status["reason"]) == ("Queued", "VerlDrift")
+    assert "cluster a runs verl 0.6.1" in status["message"] and "composed for verl 0.9.1" in status["message"]
+    assert not any(op == "submit" for op, sid in f.rays["a"].calls if sid == f.sid(held))
+    assert f.status(running)["phase"] == "Running"  # running tasks are left alone
+    # The ArgusCluster says so: its doctor verdict failed, and the VerlDrift condition.
+    cluster = f.api.clusters["a"]["status"]
+    assert cluster["doctor"]["verdict"] == "Failed" and cluster["doctor"]["verlVersions"] == ["0.6.1"]
+    drift = condition(cluster, "VerlDrift")
+    assert drift is not None and (drift["status"], drift["reason"]) == ("True", "VerlDrift")
+    assert "runs verl 0.6.1, but Argus composes with verl 0.9.1" in drift["message"]
+    # The next verdict is clean: the task goes, and the condition turns False.
+    f.reconciler.doctor_verdicts["a"] = verl_verdict("0.9.1")
+    f.tick()
+    f.tick()
+    assert f.status(held)["phase"] == "Submitted" and f.status(held)["cluster"] == "a"
+    drift = condition(f.api.clusters["a"]["status"], "VerlDrift")
+    assert drift is not None and (drift["status"], drift["reason"]) == ("False", "VerlMatches")
+
+
+def test_a_cluster_whose_verl_is_not_known_yet_holds_nothing_back(made: list[Fleet]) -> None:
+    # The doctor has not run (or is off, or no probe read a version): nothing is known, and the
+    # queue does not guess; verl's own start still says it when the version is wrong.
+    f = fleet_of(made, gpus={"a": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    f.reconciler.doctor_verdicts["a"] = verl_verdict(None)
+    key = f.api.create("t", spec())
+    f.tick()
+    assert f.status(key)["phase"] == "Submitted"
+    assert condition(f.api.clusters["a"]["status"], "VerlDrift") is None
+
+
+def test_a_task_that_may_use_a_clean_cluster_runs_there_past_a_drifted_one(made: list[Fleet]) -> None:
+    f = fleet_of(made, gpus={"a": 4, "b": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265", preference=10)
+    f.api.add_cluster("b", address="http://ray-b:8265")
+    f.reconciler.doctor_verdicts["a"] = verl_verdict("0.6.1")
+    f.reconciler.doctor_verdicts["b"] = verl_verdict("0.9.1")
+    anywhere, pinned = f.api.create("anywhere", spec()), f.api.create("pinned", spec(cluster="a"))
+    f.tick()
+    f.tick()
+    assert (f.status(anywhere)["phase"], f.status(anywhere)["cluster"]) == ("Submitted", "b")
+    assert f.sid(anywhere) in f.rays["b"].jobs and not f.rays["a"].jobs
+    assert (f.status(pinned)["phase"], f.status(pinned)["reason"]) == ("Queued", "VerlDrift")
+
+
+def test_a_doctor_run_that_reads_no_version_keeps_the_last_one() -> None:
+    import asyncio as aio
+
+    from argus.controller.doctor import DoctorLoop
+    from argus.core.doctor import Check, DoctorSettings, Row, Status
+
+    class Stub:
+        def __init__(self, rows: list[Row]):
+            self.rows, self.settings = rows, DoctorSettings(PlatformConfig(), expected_verl="0.9.1")
+
+        async def run(self) -> list[Row]:
+            return self.rows
+
+    drifted = Stub([Row("w1", Check.verl, Status.fail, "verl 0.6.1", found="0.6.1")])
+    blind = Stub([Row("w1", Check.probe, Status.warn, "the probe did not start")])
+    current: list[Any] = [drifted]
+
+    async def named() -> list[tuple[str, Any]]:
+        return [("a", current[0])]
+
+    verdicts: dict[str, Any] = {}
+    loop = DoctorLoop(drifted, 60, leads=lambda: True, observe=lambda rows, name: None, post_event=None, monotonic=lambda: 0.0,
+                      named=named, verdicts=verdicts, now=lambda: "2026-12-06T08:00:00Z")
+    aio.run(loop.run_once())
+    assert verdicts["a"].verl_versions == ["0.6.1"] and verdicts["a"].expected_verl == "0.9.1"
+    current[0] = blind
+    aio.run(loop.run_once())
+    assert verdicts["a"].verl_versions == ["0.6.1"]  # not released by a run that did not look
+
+
+def test_a_restarted_operator_holds_back_by_the_verdict_the_status_keeps(made: list[Fleet]) -> None:
+    # Before the new process's first doctor run, the verdict in the ArgusCluster's status counts.
+    f = fleet_of(made, gpus={"a": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    f.api.clusters["a"]["status"] = {"doctor": verl_verdict("0.6.1").model_dump(by_alias=True, exclude_none=True, mode="json")}
+    key = f.api.create("t", spec())
+    f.tick()
+    f.tick()
+    assert (f.status(key)["phase"], f.status(key)["reason"]) == ("Queued", "VerlDrift")
+    assert f.reconciler.doctor_verdicts == {}

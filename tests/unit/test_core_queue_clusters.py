@@ -144,3 +144,55 @@ def test_placements_fit_their_cluster_and_respect_the_tasks_clusters(shapes, a_n
         assert sum(q.gpus for q in here) <= sum(node_gpus)
         if room == "a":
             assert len(here) <= cap
+
+
+# --------------------------------------------------------------------------- verl drift
+
+def test_a_cluster_running_another_verl_takes_no_new_task_and_says_which() -> None:
+    rooms = [Room("old", gpus(4), verl=("0.6.1",), composes="0.9.1")]
+    d = decide([t("one", clusters=("old",)), t("two", clusters=("old",))], running=0, settings=FIFO, now=NOW, rooms=rooms)
+    assert d.admit == [] and d.placed == {}
+    message = ("waiting: cluster old runs verl 0.6.1 (argus doctor read it in the verl snapshot), but the task is composed for "
+               "verl 0.9.1; it goes when argus doctor finds verl 0.9.1 there")
+    assert d.waiting == {("ns", "one"): (Reason.VerlDrift, message), ("ns", "two"): (Reason.VerlDrift, message)}
+    assert d.positions == {("ns", "one"): 1, ("ns", "two"): 2}  # they keep their places
+
+
+def test_the_version_a_task_was_composed_for_is_the_one_compared() -> None:
+    # The cluster's doctor expected 0.9.1 and found it, but this task is composed for 0.6.1.
+    rooms = [Room("new", gpus(4), verl=("0.9.1",), composes="0.9.1")]
+    task = QueuedTask("ns", "t", 0, "2026-12-05T11:00:00Z", clusters=("new",), verl="0.6.1")
+    d = decide([task], running=0, settings=FIFO, now=NOW, rooms=rooms)
+    reason, message = d.waiting[task.key]
+    assert reason == Reason.VerlDrift and "cluster new runs verl 0.9.1" in message and "composed for verl 0.6.1" in message
+
+
+def test_a_clean_verdict_releases_the_tasks() -> None:
+    rooms = [Room("old", gpus(4), verl=("0.9.1",), composes="0.9.1")]
+    d = decide([t("one", clusters=("old",))], running=0, settings=FIFO, now=NOW, rooms=rooms)
+    assert d.placed == {("ns", "one"): "old"} and d.waiting == {}
+
+
+def test_an_unknown_version_does_not_hold_back() -> None:
+    # No doctor run has read the snapshot yet (or the doctor is off, --doctor-interval 0): the
+    # queue does not guess. Holding every task on a version never read would stop the queue
+    # on a cluster that may be fine; the doctor's verdict, once there, decides.
+    rooms = [Room("a", gpus(4), composes="0.9.1"), Room("b", gpus(4))]
+    d = decide([t("one", clusters=("a",)), t("two", clusters=("b",))], running=0, settings=FIFO, now=NOW, rooms=rooms)
+    assert d.placed == {("ns", "one"): "a", ("ns", "two"): "b"}
+
+
+def test_a_task_goes_to_a_clean_cluster_past_a_drifted_one_and_blocks_nobody() -> None:
+    rooms = [Room("old", gpus(4), verl=("0.6.1",), composes="0.9.1"), Room("new", gpus(1), verl=("0.9.1",), composes="0.9.1")]
+    d = decide([t("pinned", clusters=("old",)), t("anywhere"), t("behind")], running=0, settings=FIFO, now=NOW, rooms=rooms)
+    assert d.placed == {("ns", "anywhere"): "new"}  # old is skipped though it is preferred and has room
+    assert d.waiting[("ns", "pinned")][0] == Reason.VerlDrift
+    # behind waits for new's GPU, not behind pinned: a task held by drift holds nobody back.
+    assert d.waiting[("ns", "behind")][0] == Reason.Queued and "on cluster new" in d.waiting[("ns", "behind")][1]
+
+
+def test_a_drained_cluster_beside_a_drifted_one_still_names_the_drift() -> None:
+    rooms = [Room("old", gpus(4), verl=("0.6.1", "0.9.1"), composes="0.9.1"), Room("off", gpus(4), accepting=False)]
+    d = decide([t("one")], running=0, settings=FIFO, now=NOW, rooms=rooms)
+    reason, message = d.waiting[("ns", "one")]
+    assert reason == Reason.VerlDrift and message.startswith("waiting: cluster old runs verl 0.6.1 (")

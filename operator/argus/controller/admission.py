@@ -11,10 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+
+from pydantic import ValidationError
 
 from ..adapters.kube import api_error
-from ..core.clusters import placed_on
+from ..core.clusters import ClusterDoctor, placed_on
 from ..core.queue import Admission, Claim, QueueSettings, Room, UsageRecord, decayed_usage, decide
 from ..core.times import parse_time
 from ..core.user import quotas_by_user
@@ -44,7 +46,12 @@ def queue_settings(c: OperatorConfig) -> QueueSettings:
 
 
 class AdmissionInputs:
-    def __init__(self, config: OperatorConfig, fleet: Fleet, jobs: JobSync, store: TaskStore, monotonic: Callable[[], float]):
+    def __init__(self, config: OperatorConfig, fleet: Fleet, jobs: JobSync, store: TaskStore, monotonic: Callable[[], float], *,
+                 doctor: Mapping[str, ClusterDoctor] | None = None, verl: str | None = None):
+        """``doctor``: argus doctor's last verdict on each ArgusCluster (the verl its snapshot
+        runs); ``verl``: the version Argus composes tasks with (None: no config tree)."""
+        self.doctor = doctor if doctor is not None else {}
+        self.verl = verl
         self.config = config
         self.fleet = fleet
         self.jobs = jobs
@@ -74,11 +81,11 @@ class AdmissionInputs:
         for v in active:
             on.setdefault(v.job_cluster, []).append(v)
         self.rooms = [Room(c.name, capacity, tuple(self.claims(on.get(c.name, []), c.nodes)), len(on.get(c.name, [])),
-                           c.config.max_running, c.config.accepting)
+                           c.config.max_running, c.config.accepting, *self._verl_of(c.name))
                       for c, (capacity, _) in zip(placing, capacities, strict=True)]
         errors = {c.name: (error, c.nodes.error_reason) for c, (_, error) in zip(placing, capacities, strict=True) if error is not None}
         usage = decayed_usage(self._usage_records(every_task), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
-        tasks = [v.as_queued(self.clusters_for(v)) for v in queued] + [v.as_queued() for v in unvalidated]
+        tasks = [v.as_queued(self.clusters_for(v), self.verl) for v in queued] + [v.as_queued() for v in unvalidated]
         decision = decide(tasks, running=len(active), settings=self.settings, quotas=self.quotas, in_use=in_use(active),
                           usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated), rooms=self.rooms)
         ray_errors: dict[Key, tuple[str, Reason]] = {}
@@ -94,6 +101,23 @@ class AdmissionInputs:
                     ray_errors[task.key] = errors[waits_for]
         self.decide_seconds = self.monotonic() - started
         return decision, ray_errors
+
+    def _verl_of(self, cluster: str) -> tuple[tuple[str, ...], str | None]:
+        """The verl versions argus doctor last read in the cluster's snapshot (none: not known)
+        and the one it expected (core.queue.Room.verl_drift). Before this process's first
+        doctor run there (a restart, a new leader), the verdict its status keeps: a drifted
+        cluster is not opened by the restart."""
+        verdict = self.doctor.get(cluster)
+        if verdict is None:
+            found = self.fleet.get(cluster)
+            kept = found.status.get("doctor") if found is not None else None
+            try:
+                verdict = ClusterDoctor.model_validate(kept) if isinstance(kept, dict) else None
+            except ValidationError:  # a status written by hand, or by another version
+                verdict = None
+        if verdict is None:
+            return (), None
+        return tuple(verdict.verl_versions or ()), verdict.expected_verl
 
     def clusters_for(self, v: TaskView) -> tuple[str, ...] | None:
         """The clusters a queued task may go to (None: any; the implicit cluster while there

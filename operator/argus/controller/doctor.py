@@ -181,14 +181,20 @@ class DoctorLoop:
         for name, doctor in targets:
             rows = await doctor.run()
             self.last = rows
-            await self._report(name, rows)
+            await self._report(name, rows, doctor.settings.expected_verl)
         return self.last or []
 
-    async def _report(self, cluster: str, rows: list[Row]) -> None:
+    async def _report(self, cluster: str, rows: list[Row], expected_verl: str | None = None) -> None:
         self.observe(rows, cluster)
         where = f"ArgusCluster {cluster}: " if cluster else ""
-        verdict = doctor_summary(rows, self.now() if self.now is not None else "")
+        verdict = doctor_summary(rows, self.now() if self.now is not None else "", expected_verl)
         if cluster and self.now is not None:
+            before = self.verdicts.get(cluster)
+            if verdict.verl_versions is None and before is not None and before.verl_versions:
+                # No probe read the snapshot this time (Ray unreachable, no probe started): the
+                # version last read stands, so a drifted cluster is not released by a run
+                # that did not look (core.queue.Room.verl_drift).
+                verdict = verdict.model_copy(update={"verl_versions": before.verl_versions})
             self.verdicts[cluster] = verdict
         for r in rows:
             if r.status in (Status.fail, Status.warn):

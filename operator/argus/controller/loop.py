@@ -86,11 +86,13 @@ class Reconciler:
                                  source=config.progress_source, files=log_files, users_root_of=self._users_root)
         self.carrier = Carrier(self.fleet, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
         self.intake = Intake(config.platform, composer, store, self.carrier, monotonic)
-        self.queue = QueuePass(config.platform, composer, AdmissionInputs(config, self.fleet, self.jobs, store, monotonic),
-                               self.fleet, self.carrier, self.view, self.tasks.views, clock=clock, metrics=metrics)
         # argus doctor's last verdict on each ArgusCluster (written by the operator's DoctorLoop),
-        # shown in its status.
+        # shown in its status; a cluster whose verl snapshot runs another verl takes no new task.
         self.doctor_verdicts: dict[str, ClusterDoctor] = {}
+        inputs = AdmissionInputs(config, self.fleet, self.jobs, store, monotonic, doctor=self.doctor_verdicts,
+                                 verl=composer.tree.version if composer is not None else None)
+        self.queue = QueuePass(config.platform, composer, inputs, self.fleet, self.carrier, self.view, self.tasks.views,
+                               clock=clock, metrics=metrics)
         self.cluster_reports = (ClusterReports(self.fleet, clusters, clock, config.poll_interval, self.doctor_verdicts)
                                 if clusters is not None else None)
         self.settled = SettledTasks(self.settings)

@@ -134,10 +134,14 @@ class TaskView:
                 return record.cluster
         return self.job_cluster
 
-    def as_queued(self, clusters: tuple[str, ...] | None = None) -> QueuedTask:
+    def as_queued(self, clusters: tuple[str, ...] | None = None, verl: str | None = None) -> QueuedTask:
+        """As the queue sees it; ``verl``: the verl version it is composed for at its start (the
+        operator's tree; None: the one its status says it was composed for, if any)."""
         nnodes, per_node = task_shape(self.spec)
+        composed = (self.status.get("verl") or {}).get("version")
         return QueuedTask(self.namespace, self.name, self._int("priority") or 0, self.created, gpus_per_node=per_node, nnodes=nnodes,
-                          user=self.status.get("user") or "", clusters=clusters)
+                          user=self.status.get("user") or "", clusters=clusters,
+                          verl=verl or (composed if isinstance(composed, str) and composed else None))
 
     def _int(self, field: str) -> int | None:
         value = self.spec.get(field)

@@ -27,7 +27,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .config import PlatformConfig
-from .doctor import Check, Row
+from .doctor import Check, Row, snapshot_versions
 from .doctor import Status as CheckStatus
 from .spec import GROUP, Condition, _CamelModel, _StatusModel
 
@@ -109,6 +109,8 @@ DEFAULT_KUBERAY_URL = "http://{service}.{namespace}.svc.cluster.local:{port}"
 KUBERAY_URL_FIELDS = ("service", "namespace", "port", "clusterIP")
 # The RayReachable condition's reason while spec.rayClusterRef names no usable head Service.
 REF_UNRESOLVED = "RayClusterRefUnresolved"
+# The condition saying whether its verl snapshot runs the release Argus composes with, and its reasons.
+VERL_DRIFT, VERL_MATCHES = "VerlDrift", "VerlMatches"
 
 
 class RayClusterRef(_CamelModel):
@@ -175,13 +177,27 @@ class ClusterDoctor(_CamelModel):
     warnings: int = Field(ge=0, description="Checks that warned.")
     message: Annotated[str, Field(max_length=2048)] = Field(description="The failures (else the warnings), each with its node; "
                                                                        "`argus doctor --cluster NAME` shows every check with its fix.")
+    verl_versions: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None, max_length=16, description="The verl versions the probes read in its verl snapshot (verl/version/version), each once; "
+        "absent when no probe read one. Kept from the run before when a run reads none.")
+    expected_verl: Annotated[str, Field(max_length=64)] | None = Field(
+        None, description="The verl version Argus composes and templates with. A snapshot at another version fails the doctor, "
+        "and new tasks wait (reason VerlDrift) until a run finds the two equal.")
+
+    def verl_drift(self) -> tuple[str, ...]:
+        """The versions its snapshot runs other than the one Argus composes with (empty: none known)."""
+        if not self.expected_verl:
+            return ()
+        return tuple(v for v in self.verl_versions or () if v != self.expected_verl)
 
 
 class ArgusClusterStatus(_StatusModel):
     """Written by the operator (its leader), at most once per poll interval and only when it changed."""
 
     conditions: list[Condition] | None = Field(None, description="RayReachable (reason RayReachable, RayUnreachable, RayAuthFailed or "
-                                               f"{REF_UNRESOLVED}) and Deleting.")
+                                               f"{REF_UNRESOLVED}), {VERL_DRIFT} (True: its verl snapshot runs a version other than "
+                                               "the one Argus composes with, and new tasks wait; set once argus doctor has read "
+                                               "the snapshot's version) and Deleting.")
     address: str | None = Field(None, description="The dashboard address the operator uses: spec.address, or the one read from "
                                 "spec.rayClusterRef's head Service.")
     ray_version: str | None = Field(None, description="The Ray version its dashboard reports.")
@@ -296,9 +312,10 @@ def missing_raycluster(ref: RayClusterRef) -> UnresolvedRef:
     return UnresolvedRef(f"spec.rayClusterRef: RayCluster {ref} does not exist (KubeRay's ray.io/v1)")
 
 
-def doctor_summary(rows: Sequence[Row], now: str) -> ClusterDoctor:
+def doctor_summary(rows: Sequence[Row], now: str, expected_verl: str | None = None) -> ClusterDoctor:
     """``argus doctor``'s rows as the ArgusCluster status says them: the verdict, the counts,
-    and the failures (else the warnings) in one message."""
+    the failures (else the warnings) in one message, and the verl versions its snapshot runs
+    next to the one Argus composes with (``expected_verl``)."""
     failures = [r for r in rows if r.status is CheckStatus.fail]
     warnings = [r for r in rows if r.status is CheckStatus.warn]
     verdict = DoctorVerdict.Failed if failures else DoctorVerdict.Warnings if warnings else DoctorVerdict.Passed
@@ -307,7 +324,8 @@ def doctor_summary(rows: Sequence[Row], now: str) -> ClusterDoctor:
         f"every check passed on {len({r.node for r in rows if r.check is Check.probe})} worker node(s)"
     if len(message) > 2000:
         message = message[:1997] + "..."
-    return ClusterDoctor(checked_at=now, verdict=verdict, failed=len(failures), warnings=len(warnings), message=message)
+    return ClusterDoctor(checked_at=now, verdict=verdict, failed=len(failures), warnings=len(warnings), message=message,
+                         verl_versions=list(snapshot_versions(rows)) or None, expected_verl=expected_verl)
 
 
 def preference_order(clusters: list[ClusterConfig]) -> list[ClusterConfig]:
@@ -369,6 +387,7 @@ def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, addre
                    if report.holding else "no task is on it: it goes now")
         conditions = set_condition(conditions, "Deleting", True, "TasksOnCluster" if report.holding else "NoTasks", message,
                                    now=now, generation=generation)
+    conditions = _verl_condition(conditions, report.doctor or previous.doctor, now=now, generation=generation)
     known = report.worker_nodes is not None
     return previous.model_copy(update={
         "conditions": conditions,
@@ -382,3 +401,20 @@ def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, addre
         "queued": report.queued,
         "observed_generation": generation,
     })
+
+
+def _verl_condition(conditions: list[Condition], doctor: ClusterDoctor | None, *, now: str, generation: int | None) -> list[Condition]:
+    """VerlDrift, once argus doctor has read the snapshot's version (until then it says nothing:
+    nothing is known, and nothing is held back)."""
+    from .taskstate import set_condition  # noqa: PLC0415 - as in cluster_status
+
+    if doctor is None or not doctor.expected_verl or not doctor.verl_versions:
+        return conditions
+    drift = doctor.verl_drift()
+    if drift:
+        return set_condition(conditions, VERL_DRIFT, True, VERL_DRIFT,
+                             f"its verl snapshot runs verl {' and '.join(drift)}, but Argus composes with verl {doctor.expected_verl}: "
+                             f"new tasks wait (reason {VERL_DRIFT}) until argus doctor finds verl {doctor.expected_verl} there; "
+                             "running tasks are left alone", now=now, generation=generation)
+    return set_condition(conditions, VERL_DRIFT, False, VERL_MATCHES,
+                         f"its verl snapshot runs verl {doctor.expected_verl}, the release Argus composes with", now=now, generation=generation)

@@ -75,6 +75,7 @@ class Row:
     status: Status
     detail: str
     fix: str = ""
+    found: str | None = None  # the verl-snapshot row: the version the probe read there (None: none read)
 
     def as_json(self) -> dict[str, str]:
         return {"node": self.node, "check": self.check.value, "status": self.status.value, "detail": self.detail, "fix": self.fix}
@@ -342,14 +343,21 @@ def _verl_row(settings: DoctorSettings, label: str, verl: Mapping[str, Any]) -> 
         return Row(label, Check.verl, Status.fail, f"no verl snapshot at {path} (no verl/__init__.py)",
                    f"put verl's source tree at {path} on the shared tree (or point --verl-code-path at it)")
     version, expected = verl.get("version"), settings.expected_verl
+    found = version if isinstance(version, str) and version else None
     if expected is None:
         return Row(label, Check.verl, Status.ok if version else Status.warn,
                    f"{path}: verl {version or '(no verl/version/version)'} (no expected version given: not compared)",
-                   "" if version else "a snapshot of a verl release has verl/version/version")
+                   "" if version else "a snapshot of a verl release has verl/version/version", found=found)
     if version != expected:
         return Row(label, Check.verl, Status.fail, f"{path}: verl {version or 'of unknown version'}, Argus composes with verl {expected}",
-                   f"put verl {expected} at {path}, or run Argus with the verl version of the snapshot")
-    return Row(label, Check.verl, Status.ok, f"{path}: verl {version} (as expected)")
+                   f"put verl {expected} at {path}, or run Argus with the verl version of the snapshot", found=found)
+    return Row(label, Check.verl, Status.ok, f"{path}: verl {version} (as expected)", found=found)
+
+
+def snapshot_versions(rows: Sequence[Row]) -> tuple[str, ...]:
+    """The verl versions the probes read in the cluster's snapshot, each once (sorted); empty
+    when no probe read one (Ray unreachable, no probe started, no verl/version/version)."""
+    return tuple(sorted({r.found for r in rows if r.check is Check.verl and r.found}))
 
 
 def _private_row(settings: DoctorSettings, label: str, private: Mapping[str, Any]) -> Row:

@@ -32,6 +32,10 @@ its priority band (oldest first), whatever its user's usage: fairness never star
   the other nodes do not sit idle while it waits.
 - A task that waits for a *slot* (``max_running``) holds back every task behind it.
 
+**Verl drift.** A cluster whose verl snapshot argus doctor last read at a version other than
+the one the task is composed for takes no new task (``Room.verl_drift``): the tasks that
+could only go there wait (``VerlDrift``) and block nobody; running tasks are left alone.
+
 **Clusters** (``Room``, issue 23). With several Ray clusters the queue is still one: one
 order, one ``max_running`` over all, quotas counted across clusters. Each task goes to the
 first cluster, in preference order, that it may use (``QueuedTask.clusters``: its
@@ -78,6 +82,7 @@ class QueuedTask:
     nnodes: int = 1
     user: str = ""
     clusters: tuple[str, ...] | None = None  # the clusters it may go to (None: any)
+    verl: str | None = None  # the verl version it is composed for (None: the one each cluster's doctor expects)
 
     @property
     def key(self) -> Key:
@@ -240,8 +245,9 @@ def order(queued: Iterable[QueuedTask], settings: QueueSettings, usage: Mapping[
 class Room:
     """One Ray cluster as the queue sees it: its worker nodes (``capacity``; None: Ray could
     not be read, nothing is admitted there), the claims of the tasks admitted to it, how
-    many of them are active, its own cap (None: only the operator's ``max_running``), and
-    whether it takes new tasks (not when drained or being deleted)."""
+    many of them are active, its own cap (None: only the operator's ``max_running``),
+    whether it takes new tasks (not when drained or being deleted), the verl versions argus
+    doctor last read in its snapshot (empty: not known) and the one Argus composes with."""
 
     name: str
     capacity: Capacity | None
@@ -249,6 +255,18 @@ class Room:
     running: int = 0
     max_running: int | None = None
     accepting: bool = True
+    verl: tuple[str, ...] = ()
+    composes: str | None = None
+
+    def verl_drift(self, task: QueuedTask) -> tuple[str, ...]:
+        """The verl versions this cluster runs that ``task`` was not composed for: such a
+        cluster takes no new task (``Reason.VerlDrift``), since verl would refuse the task's
+        configuration at start, after the queue's wait. A cluster whose version is not known
+        (doctor not run yet, or its probes read none) holds nothing back: argus doctor may be
+        off (--doctor-interval 0), and holding every task on a version never read would stop
+        the whole queue on a cluster that may be fine; verl's own start still says it."""
+        wanted = task.verl or self.composes
+        return tuple(v for v in self.verl if v != wanted) if wanted else ()
 
 
 def decide(
@@ -290,9 +308,9 @@ def decide(
         position += 1
         result.positions[task.key] = position
         eligible = [r for r in rooms if task.clusters is None or r.name in task.clusters]
-        usable = [r for r in eligible if r.accepting]
+        usable = [r for r in eligible if r.accepting and not r.verl_drift(task)]
         if not usable:
-            result.waiting[task.key] = (Reason.NoCluster, _no_cluster(task, eligible))
+            result.waiting[task.key] = _no_cluster(task, eligible)
             continue
         readable = [r for r in usable if r.capacity is not None]
         fits = [r for r in readable if _unschedulable(task, r.capacity) is None]  # type: ignore[arg-type]
@@ -360,11 +378,19 @@ def _wait_for_room(task: QueuedTask, fits: list[Room], free: dict[str, list[floa
             "the nodes closest to holding it are kept for it as they drain")
 
 
-def _no_cluster(task: QueuedTask, eligible: list[Room]) -> str:
+def _no_cluster(task: QueuedTask, eligible: list[Room]) -> tuple[Reason, str]:
+    """Why a task no cluster may take now waits: the verl its clusters run (it goes when
+    argus doctor finds the right one there), or their drain or deletion, or none exists."""
+    drifted = [r for r in eligible if r.accepting and r.verl_drift(task)]
+    if drifted:
+        wanted = task.verl or drifted[0].composes
+        runs = "; ".join(f"cluster {r.name} runs verl {' and '.join(r.verl_drift(task))}" for r in drifted)
+        return (Reason.VerlDrift, f"waiting: {runs} (argus doctor read it in the verl snapshot), but the task is composed for "
+                f"verl {wanted}; it goes when argus doctor finds verl {wanted} there")
     if eligible:
-        return ("waiting: " + ", ".join(f"cluster {r.name}" for r in eligible) +
+        return (Reason.NoCluster, "waiting: " + ", ".join(f"cluster {r.name}" for r in eligible) +
                 " takes no new tasks now (drained, or being deleted)")
-    return "waiting: no Ray cluster it may use exists (spec.cluster, and the ArgusClusters' namespaceSelector)"
+    return (Reason.NoCluster, "waiting: no Ray cluster it may use exists (spec.cluster, and the ArgusClusters' namespaceSelector)")
 
 
 def _reserve(free: list[float], capacity: Capacity | None, task: QueuedTask) -> list[int]:

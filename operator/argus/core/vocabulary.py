@@ -71,6 +71,7 @@ class Reason(StrEnum):
     Unschedulable = "Unschedulable"
     QuotaExceeded = "QuotaExceeded"
     NoCluster = "NoCluster"  # no Ray cluster it may use takes tasks (spec.cluster, namespaceSelector, drain)
+    VerlDrift = "VerlDrift"  # the clusters it may use run a verl other than the one it is composed for (argus doctor)
     Retrying = "Retrying"
     # Rejected
     InvalidSpec = "InvalidSpec"
@@ -105,7 +106,8 @@ class Reason(StrEnum):
 # The reasons ``status.reason`` may carry in each phase (docs/lifecycle.md's table; the
 # lifecycle's tests check every status it makes against it).
 REASONS_BY_PHASE: dict[Phase, tuple[Reason, ...]] = {
-    Phase.Queued: (Reason.Validated, Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.NoCluster, Reason.RayUnreachable,
+    Phase.Queued: (Reason.Validated, Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.NoCluster, Reason.VerlDrift,
+                   Reason.RayUnreachable,
                    Reason.RayAuthFailed, Reason.Retrying),
     Phase.Submitted: (Reason.Admitted, Reason.AdoptedExistingJob, Reason.RayJobPending),
     Phase.Running: (Reason.RayJobRunning,),
