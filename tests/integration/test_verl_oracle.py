@@ -30,7 +30,9 @@ from verl_cases import argus_calls, corpus_cases
 from argus.core.verlconfig.startup import startup_problems
 from argus_testbed.verl import REPO, VerlCall, compose_config, standin_snapshot
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# Its module fixture composes every case with verl and with Argus (minutes of CPU): room for
+# a machine that runs other test workers beside it.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 RUNNER = Path(__file__).resolve().parent / "verl_oracle_runner.py"
 

@@ -8,6 +8,7 @@ picks in one test run never collide with each other, and a start that loses the 
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import threading
@@ -52,11 +53,24 @@ def free_ports(n: int) -> list[int]:
     return [free_port() for _ in range(n)]
 
 
+def _worker_slice() -> tuple[int, int]:
+    """This process's share of the range: pytest-xdist workers (PYTEST_XDIST_WORKER gw0, gw1,
+    ...) each pick from their own slice, so two workers never race for one range."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if not worker.startswith("gw") or not worker[2:].isdigit() or count <= 1:
+        return _RANGE_LOW, _RANGE_HIGH
+    width = (_RANGE_HIGH - _RANGE_LOW) // count
+    low = _RANGE_LOW + int(worker[2:]) % count * width
+    return low, low + width
+
+
 def free_port_range(size: int) -> tuple[int, int]:
     """An inclusive range (low, high) of `size` consecutive free ports below the ephemeral range."""
+    range_low, range_high = _worker_slice()
     with _lock:
         for _ in range(200):
-            low = random.randrange(_RANGE_LOW, _RANGE_HIGH - size)
+            low = random.randrange(range_low, range_high - size)
             ports = range(low, low + size)
             if any(p in _handed_out for p in ports):
                 continue
