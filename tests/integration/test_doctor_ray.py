@@ -102,8 +102,7 @@ def test_a_snapshot_of_another_verl_fails_when_a_version_is_expected(ray_cluster
     assert code == 1
     verl = rows(report, ray_cluster.worker_node_ids[0])["verl-snapshot"]
     assert verl["status"] == "fail" and "verl 0.9.1, Argus composes with verl 0.6.1" in verl["detail"] and verl["fix"]
-    code, report, _ = doctor(ray_cluster.dashboard_url, healthy_root)  # no version given: shown, not compared
-    assert code == 0 and "not compared" in rows(report, ray_cluster.worker_node_ids[0])["verl-snapshot"]["detail"]
+    # Without --expect-verl the version is shown, not compared: tests/unit/test_doctor.py.
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 from ray.job_submission import JobSubmissionClient
@@ -105,22 +104,23 @@ def test_rejected_tasks_never_reach_ray(control_plane, ray_cluster, user_namespa
 
 
 def test_queue_runs_in_priority_order_and_skips_unschedulable(control_plane, ray_cluster, user_namespace, run_operator):
+    """The priority read from the real objects decides, on the real cluster's capacity. (The
+    queue's whole order, priority then age then name, is tests/unit/test_core_queue.py's and
+    tests/unit/test_controller.py's.)"""
     ns = user_namespace("alice")
-    # Created before the operator starts, so all three wait in one queue.
+    # Created before the operator starts, so all three wait in one queue. "first" comes first
+    # by age and by name: only its lower priority puts it after "urgent".
     too_big = advanced_task("too-big", ppo_command(nnodes=2, gpus=4), nnodes=2, gpus=4)  # 8 GPUs > the cluster's 4
     apply_text(control_plane, ns, too_big)
-    for name, priority in (("low", 0), ("high", 10), ("mid", 5)):
+    for name, priority in (("first", 0), ("urgent", 10)):
         apply_text(control_plane, ns, advanced_task(name, ppo_command(steps=10), priority=priority))
-        time.sleep(1.1)  # distinct creation seconds
     op = run_operator([ns], max_running=1)
-    wait_phase(control_plane, ns, "low", "Succeeded", timeout=180, op=op)
-    for name in ("high", "mid", "low"):
-        assert get_task(control_plane, ns, name)["status"]["phase"] == "Succeeded"
+    wait_phase(control_plane, ns, "first", "Succeeded", timeout=180, op=op)
+    assert get_task(control_plane, ns, "urgent")["status"]["phase"] == "Succeeded"
     # Ray's own millisecond times: one after the other, in priority order, never overlapping.
     client = JobSubmissionClient(ray_cluster.dashboard_url)
-    jobs = {name: client.get_job_info(get_task(control_plane, ns, name)["status"]["rayJob"]["submissionId"]) for name in ("high", "mid", "low")}
-    assert jobs["high"].end_time <= jobs["mid"].start_time and jobs["mid"].end_time <= jobs["low"].start_time, \
-        {n: (j.start_time, j.end_time) for n, j in jobs.items()}
+    jobs = {name: client.get_job_info(get_task(control_plane, ns, name)["status"]["rayJob"]["submissionId"]) for name in ("urgent", "first")}
+    assert jobs["urgent"].end_time <= jobs["first"].start_time, {n: (j.start_time, j.end_time) for n, j in jobs.items()}
     big = get_task(control_plane, ns, "too-big")["status"]
     assert big["phase"] == "Queued" and big["reason"] == "Unschedulable", big
     assert big["message"].startswith("needs 2 worker node(s) with 4 GPUs each, but the largest worker node has 4 GPUs and there is 1 worker node(s)")

@@ -58,7 +58,7 @@ def test_head_restart_loses_running_jobs_and_queued_tasks_wait(control_plane, ow
 
 def test_running_task_fails_only_after_the_grace_period(control_plane, own_ray, user_namespace, run_operator):
     ns = user_namespace("alice")
-    grace = 8
+    grace = 4  # the recorded times below prove it, so a short grace proves as much as a long one
     op = run_operator([ns], ray_address=own_ray.dashboard_url, extra_args=["--ray-grace", str(grace)])
     apply_text(control_plane, ns, advanced_task("patient", ppo_command(steps=2000)))
     wait_phase(control_plane, ns, "patient", "Running", timeout=60, op=op)

@@ -86,12 +86,11 @@ def test_without_the_token_nothing_is_submitted_and_with_it_the_task_runs(contro
     assert [j.submission_id for j in ray_jobs_for(token_ray.dashboard_url, ns, headers=token_ray.auth_headers)] == \
         [done["status"]["rayJob"]["submissionId"]]
 
-    # argus logs: with the token file (flag or environment), with Ray's own variables, and
-    # without any token: one line, no traceback.
+    # argus logs: with the token file, with Ray's own variables, and without any token: one
+    # line, no traceback. (ARGUS_RAY_TOKEN_FILE is the flag's default: tests/unit/test_ray_token_settings.py.)
     (tmp_path / "cli").mkdir()
     tokens = token_file(tmp_path / "cli", TOKEN)
-    for extra, env in ((["--ray-token-file", str(tokens)], None), ([], {"ARGUS_RAY_TOKEN_FILE": str(tokens)}),
-                       ([], {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tokens)})):
+    for extra, env in ((["--ray-token-file", str(tokens)], None), ([], {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tokens)})):
         logs = argus_logs(control_plane, ns, "guarded", *extra, env=env)
         assert logs.returncode == 0, (extra, env, logs.stderr)
         assert "Total training steps: 3" in logs.stdout and TOKEN not in logs.stdout + logs.stderr

@@ -8,6 +8,8 @@ that drive the real reconciler in milliseconds, without processes:
   finalizers and deletion as Kubernetes does them, Events, namespaces, the served CRDs'
   annotations; it is also the task source (a watch that shows every write at once, or lags
   when told to).
+  ``refused`` makes a port method raise what the API server answers a request its RBAC
+  rules do not allow (``forbidden``).
 - ``FakeClock``: wall and monotonic time that move only when a test says so.
 - ``FakeComposer``: the core's ``Composer`` (argus.core.verlconfig) over an in-memory base
   config: overrides set dotted keys (values read as YAML), a key that is not there is
@@ -269,6 +271,21 @@ class FakeRay:
         return sum(1 for op, _ in self.calls if op == operation)
 
 
+def forbidden(verb: str, resource: str, name: str = "", namespace: str | None = None) -> Exception:
+    """The API server's 403 for a request the operator's roles do not allow, with the body the
+    real one sends (``api_error`` logs its message: the verb, the resource and the identity)."""
+    import json
+
+    from kubernetes.client.exceptions import ApiException
+    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    group = "argus.io" if resource.startswith("argus") else "ray.io" if resource == "rayclusters" else ""
+    message = (f'{resource} "{name}" is forbidden: User "system:serviceaccount:argus-system:argus" '
+               f'cannot {verb} resource "{resource}" in API group "{group}"{where}')
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": "Forbidden", "code": 403})
+    return exc
+
+
 @dataclass
 class Event:
     namespace: str
@@ -316,6 +333,9 @@ class FakeCluster:
         self.services: dict[tuple[str, str], dict[str, Any]] = {}
         self.ref_reads = 0           # RayCluster and Service reads made
         self.ref_error: Exception | None = None  # raised by those reads while set
+        # A ClusterStore method's name -> what it raises while set (``forbidden``: a rule missing
+        # from the operator's roles; tests/integration/test_chart.py removes them for real).
+        self.refused: dict[str, Exception] = {}
 
     # -- test helpers -------------------------------------------------------------------
     def onboard(self, namespace: str, user: str = "alice", labels: dict[str, str] | None = None) -> str:
@@ -456,12 +476,18 @@ class FakeCluster:
                 if "argus.io/user" in labels}
 
     # -- ClusterStore ---------------------------------------------------------------------
+    def _refuse(self, method: str) -> None:
+        if method in self.refused:
+            raise self.refused[method]
+
     async def list_clusters(self) -> list[dict[str, Any]]:
+        self._refuse("list_clusters")
         if self.cluster_list_error is not None:
             raise self.cluster_list_error
         return [copy.deepcopy(o) for o in self.clusters.values()]
 
     async def patch_cluster_status(self, name: str, patch: dict[str, Any]) -> bool:
+        self._refuse("patch_cluster_status")
         obj = self.clusters.get(name)
         if obj is None:
             return False
@@ -470,6 +496,7 @@ class FakeCluster:
         return True
 
     async def set_cluster_finalizers(self, name: str, before: list[str], after: list[str]) -> bool:
+        self._refuse("set_cluster_finalizers")
         obj = self.clusters.get(name)
         if obj is None or list(obj["metadata"].get("finalizers") or []) != before:
             return False
@@ -479,15 +506,18 @@ class FakeCluster:
         return True
 
     async def secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        self._refuse("secret_value")
         if (namespace, name) not in self.secrets:
             from kubernetes.client.exceptions import ApiException
             raise ApiException(status=404, reason=f"secrets \"{name}\" not found")
         return self.secrets[(namespace, name)].get(key) or None
 
     async def ray_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._refuse("ray_cluster")
         return self._ref_read(self.rayclusters, namespace, name)
 
     async def service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._refuse("service")
         return self._ref_read(self.services, namespace, name)
 
     def _ref_read(self, objects: dict[tuple[str, str], dict[str, Any]], namespace: str, name: str) -> dict[str, Any] | None:

@@ -230,12 +230,16 @@ def test_a_namespace_without_user_rejects_its_tasks(world: World) -> None:
     assert "argus onboard" in status["message"]
 
 
-def test_an_unreadable_namespace_is_tried_again_later(world: World) -> None:
-    from kubernetes.client.exceptions import ApiException
-    world.cluster.namespace_error = ApiException(status=403, reason="Forbidden")
+def test_an_unreadable_namespace_is_tried_again_later(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """Without get on namespaces (tests/integration/test_chart.py's trimmed roles): the task
+    gets nothing, the log names the refusal, and it is read again after the retry delay."""
+    from fakes import forbidden
+    world.cluster.namespace_error = forbidden("get", "namespaces", "team")
     key = world.cluster.create("t", spec())
     world.tick()
     assert world.phase(key) is None and world.cluster.writes.status == []
+    assert any(r.levelno == logging.WARNING and r.getMessage().startswith("cannot read namespace team to find the user of its tasks: ")
+               and 'cannot get resource "namespaces"' in r.getMessage() for r in caplog.records)
     world.cluster.namespace_error = None
     world.tick(5)
     assert world.phase(key) is None  # not before the retry delay

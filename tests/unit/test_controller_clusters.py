@@ -7,6 +7,7 @@ finalizer, a token read from its Secret, and an install without ArgusClusters un
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from argus.controller.settings import OperatorConfig
 from argus.core.clusters import ClusterConfig
 from argus.core.config import PlatformConfig
 from argus.core.progress import ProgressSource
-from fakes import FakeClock, FakeCluster, FakeLogFiles, FakeRay
+from fakes import FakeClock, FakeCluster, FakeLogFiles, FakeRay, forbidden
 
 pytestmark = pytest.mark.unit
 
@@ -535,3 +536,78 @@ def test_a_restarted_operator_holds_back_by_the_verdict_the_status_keeps(made: l
     f.tick()
     assert (f.status(key)["phase"], f.status(key)["reason"]) == ("Queued", "VerlDrift")
     assert f.reconciler.doctor_verdicts == {}
+
+
+# --- without one rule of the chart's roles (tests/integration/test_chart.py removes each for real,
+# one case per kind of symptom; the other rules' refusals are here: the same symptom, the same
+# API server message in a warning)
+
+def warned(caplog: pytest.LogCaptureFixture, words: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and words in r.getMessage()]
+
+
+def test_without_list_on_argusclusters_tasks_go_to_ray_address_and_the_log_says_why(made: list[Fleet], caplog: pytest.LogCaptureFixture) -> None:
+    f = fleet_of(made, gpus={"a": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    f.api.refused["list_clusters"] = forbidden("list", "argusclusters")
+    key = f.api.create("t", spec())
+    for _ in range(3):
+        f.tick()
+    assert f.status(key)["phase"] == "Submitted" and "cluster" not in f.status(key)
+    assert f.implicit.count("submit") == 1 and "a" not in f.rays
+    said = warned(caplog, 'cannot list resource "argusclusters"')
+    assert len(said) == 1 and said[0].startswith("cannot read the ArgusClusters: "), said  # said once, not at every read
+
+
+@pytest.mark.parametrize(("method", "verb", "resource"), [
+    ("set_cluster_finalizers", "patch", "argusclusters"),      # the finalizer that holds a cluster while tasks are on it
+    ("patch_cluster_status", "patch", "argusclusters/status"),
+])
+def test_without_patch_on_an_arguscluster_its_tasks_run_and_the_log_says_why(made: list[Fleet], caplog: pytest.LogCaptureFixture,
+                                                                             method: str, verb: str, resource: str) -> None:
+    f = fleet_of(made, gpus={"a": 4})
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    f.api.refused[method] = forbidden(verb, resource, "a")
+    key = f.api.create("t", spec())
+    f.tick()
+    f.tick()
+    f.rays["a"].run(f.sid(key))
+    f.rays["a"].finish(f.sid(key))
+    for _ in range(3):
+        f.tick()
+    assert (f.status(key)["phase"], f.status(key)["cluster"]) == ("Succeeded", "a")
+    said = warned(caplog, f'cannot {verb} resource "{resource}"')
+    assert said and said[0].startswith("cannot update ArgusCluster a: "), said
+    assert not f.api.clusters["a"]["metadata"].get("finalizers")  # never held: the one refusal stops the pass's writes
+    assert ("status" in f.api.clusters["a"]) == (method != "patch_cluster_status")  # written once the finalizer is not wanted
+
+
+def test_without_get_on_secrets_a_clusters_tasks_run_without_its_token_and_the_log_says_why(made: list[Fleet],
+                                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    f = fleet_of(made, gpus={"a": 1})
+    f.api.secrets[("argus-system", "ray-a")] = {"token": "s3cret"}
+    f.api.add_cluster("a", address="http://ray-a:8265", tokenSecret={"name": "ray-a"})
+    f.api.refused["secret_value"] = forbidden("get", "secrets", "ray-a", "argus-system")
+    key = f.api.create("t", spec())
+    for _ in range(3):
+        f.tick()
+    assert f.tokens["a"]() is None and f.status(key)["phase"] == "Submitted"
+    said = warned(caplog, 'cannot get resource "secrets"')
+    assert len(said) == 1 and said[0].startswith("ArgusCluster a: cannot read its token (Secret argus-system/ray-a): "), said
+
+
+@pytest.mark.parametrize(("method", "resource"), [("ray_cluster", "rayclusters"), ("service", "services")])
+def test_without_get_on_a_references_objects_the_cluster_is_unresolved_and_its_tasks_wait(made: list[Fleet], caplog: pytest.LogCaptureFixture,
+                                                                                         method: str, resource: str) -> None:
+    f = fleet_of(made, gpus={"k": 4})
+    kuberay(f)
+    f.api.add_cluster("k", rayClusterRef={"name": "gpu", "namespace": "ray"})
+    f.api.refused[method] = forbidden("get", resource, "gpu", "ray")
+    key = f.api.create("t", spec())
+    for _ in range(3):
+        f.tick()
+    reachable = next(c for c in f.api.clusters["k"]["status"]["conditions"] if c["type"] == "RayReachable")
+    assert (reachable["status"], reachable["reason"]) == ("False", "RayClusterRefUnresolved")
+    assert reachable["message"].startswith("spec.rayClusterRef: cannot read RayCluster ray/gpu: ") and f'cannot get resource "{resource}"' in reachable["message"]
+    assert f.status(key)["phase"] == "Queued" and f.connected == []
+    assert len(warned(caplog, f'cannot get resource "{resource}"')) == 1

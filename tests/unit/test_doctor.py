@@ -138,6 +138,18 @@ def test_without_python3_the_rest_is_not_checked_and_the_path_is_shown() -> None
     assert {rows[c].status for c in (Check.verl, Check.private, Check.homes, Check.hf_home, Check.gpus)} == {Status.skip}
 
 
+def test_without_an_expected_version_the_snapshots_is_shown_not_compared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """argus doctor without --expect-verl (tests/integration/test_doctor_ray.py runs it with one
+    on a real cluster): nothing to compare with, so the version passes, shown."""
+    from argus.cli import build_parser
+    monkeypatch.delenv("ARGUS_EXPECT_VERL", raising=False)
+    assert build_parser().parse_args(["doctor"]).expect_verl is None
+    row = by_check(probe_rows(SETTINGS, WORKER, outcome()))[Check.verl]
+    assert row.status is Status.ok and row.detail == "/private/common/code/verl/verl_repo: verl 0.9.1 (no expected version given: not compared)"
+    compared = by_check(probe_rows(DoctorSettings(CONFIG, expected_verl="0.6.1"), WORKER, outcome()))[Check.verl]
+    assert compared.status is Status.fail and "verl 0.9.1, Argus composes with verl 0.6.1" in compared.detail
+
+
 def test_what_is_shown_but_not_failed() -> None:
     rows = by_check(probe_rows(SETTINGS, WORKER, outcome(report(verl={"version": None}, homes={"count": 0, "checked": 0},
                                                                  hf={"writable": False}, gpus={"nvidia_smi": None}))))

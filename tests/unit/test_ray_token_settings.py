@@ -31,6 +31,18 @@ def test_the_operator_takes_the_token_file_from_the_flag_or_the_environment(tmp_
     assert config([]).ray_token_file == str(token)
 
 
+def test_argus_logs_takes_the_token_file_from_the_flag_or_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(tests/integration/test_ray_token.py reads a token cluster's log with the flag and with
+    Ray's own variables.)"""
+    from argus.cli import build_parser
+    token = tmp_path / "token"
+    monkeypatch.delenv("ARGUS_RAY_TOKEN_FILE", raising=False)
+    assert build_parser().parse_args(["logs", "t"]).ray_token_file is None
+    assert build_parser().parse_args(["logs", "t", "--ray-token-file", str(token)]).ray_token_file == str(token)
+    monkeypatch.setenv("ARGUS_RAY_TOKEN_FILE", str(token))
+    assert build_parser().parse_args(["logs", "t"]).ray_token_file == str(token)
+
+
 @pytest.mark.parametrize("content,problem", [(None, "cannot read the Ray token file"), ("", "is empty"), ("a b", "more than one word")])
 def test_an_unusable_token_file_stops_the_operator_at_start(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                             content: str | None, problem: str) -> None:

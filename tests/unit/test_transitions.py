@@ -81,91 +81,112 @@ def ago(seconds: int) -> str:
     return format_time(T0 - dt.timedelta(seconds=seconds))
 
 
-@st.composite
-def lifecycle_settings(draw: st.DrawFn) -> lc.LifecycleSettings:
-    return lc.LifecycleSettings(
-        ray_grace_seconds=draw(st.sampled_from([0.0, 60.0, 300.0])),
-        delete_grace_seconds=draw(st.sampled_from([0.0, 120.0])),
-        dashboard_url=draw(st.none() | st.just("http://ray:8265")),
-        ray_job_retention_seconds=draw(st.none() | st.sampled_from([0.0, 60.0, 3600.0])),
-        default_ttl_seconds=draw(st.none() | st.sampled_from([0, 60, 3600])),
-        gitops_tracking_label=draw(st.sampled_from([DEFAULT_TRACKING_LABEL, ""])),
-    )
+# The strategies are built once, here: hypothesis validates each strategy object the first
+# time it draws from it, which cost more than the lifecycle's step when they were built
+# anew inside every generated case. Only the submission id depends on the case (its attempt).
+BOOL = st.booleans()
+MAYBE_BOOL = st.none() | BOOL
+ATTEMPT = st.integers(1, 5)
+BACKOFF_LIMIT = st.integers(0, 4)
+AGO = st.none() | SECONDS.map(ago)
+REASON_IN = {phase: st.sampled_from(REASONS_BY_PHASE[phase]) for phase in Phase}
+RAY_JOB_STATE = st.sampled_from([None, "PENDING", "RUNNING", "FAILED"])
+DRIVER = st.sampled_from([None, "node-1", "head"])
+REACHABLE = st.sampled_from([None, "True", "False"])
+UNREACHABLE = st.sampled_from(["RayUnreachable", "RayAuthFailed"])
+KEPT_BY = st.none() | st.just("Argo CD application a")
+PROGRESS = st.none() | st.builds(TaskProgress, step=st.none() | st.integers(0, 500))
+MARKS = st.sampled_from(["none", "annotation", "label", "helm"])
+GENERATION = st.none() | st.integers(1, 3)
+DEADLINE = st.none() | st.sampled_from([1, 60, 300, 3600])
+RESTART_POLICY = st.sampled_from([p.value for p in RestartPolicy])
+TTL = st.none() | st.sampled_from([0, 60, 3600])
+LIFECYCLE_SETTINGS = st.builds(
+    lc.LifecycleSettings,
+    ray_grace_seconds=st.sampled_from([0.0, 60.0, 300.0]),
+    delete_grace_seconds=st.sampled_from([0.0, 120.0]),
+    dashboard_url=st.none() | st.just("http://ray:8265"),
+    ray_job_retention_seconds=st.none() | st.sampled_from([0.0, 60.0, 3600.0]),
+    default_ttl_seconds=st.none() | st.sampled_from([0, 60, 3600]),
+    gitops_tracking_label=st.sampled_from([DEFAULT_TRACKING_LABEL, ""]),
+)
 
 
 @st.composite
 def tasks(draw: st.DrawFn, phase: Phase | None, deleting: bool) -> lc.TaskState:
-    attempt = draw(st.integers(1, 5))
+    attempt = draw(ATTEMPT)
     sid = submission_id_for(NS, NAME, UID, attempt)
-    reason = draw(st.sampled_from(REASONS_BY_PHASE[phase])) if phase else None
-    ray_job = draw(st.none() | st.builds(RayJobStatus, submission_id=st.just(sid), status=st.sampled_from([None, "PENDING", "RUNNING", "FAILED"]),
-                                         driver_node_id=st.sampled_from([None, "node-1", "head"])))
-    reachable = draw(st.sampled_from([None, "True", "False"]))
+    reason = draw(REASON_IN[phase]) if phase else None
+    ray_job = RayJobStatus(submission_id=sid, status=draw(RAY_JOB_STATE), driver_node_id=draw(DRIVER)) if draw(BOOL) else None
+    reachable = draw(REACHABLE)
     conditions = None if reachable is None else [Condition(
-        type="RayReachable", status=reachable, reason="RayReachable" if reachable == "True" else draw(st.sampled_from(["RayUnreachable", "RayAuthFailed"])),
+        type="RayReachable", status=reachable, reason="RayReachable" if reachable == "True" else draw(UNREACHABLE),
         message="x", last_transition_time=ago(draw(SECONDS)))]
-    attempts = draw(st.none() | st.just([AttemptRecord(attempt=n, submission_id=submission_id_for(NS, NAME, UID, n)) for n in range(1, attempt + 1)]))
+    attempts = [AttemptRecord(attempt=n, submission_id=submission_id_for(NS, NAME, UID, n)) for n in range(1, attempt + 1)] \
+        if draw(BOOL) else None
     status = ArgusTaskStatus(
         phase=phase, reason=reason, message="m", attempt=attempt, attempts=attempts, ray_job=ray_job, conditions=conditions,
-        admitted_at=draw(st.none() | SECONDS.map(ago)), ray_unreachable_since=draw(st.none() | SECONDS.map(ago)),
-        finished_at=draw(st.none() | SECONDS.map(ago)) if phase is not None and phase.terminal else None,
-        ray_jobs_removed=draw(st.none() | st.booleans()), kept_by=draw(st.none() | st.just("Argo CD application a")),
-        progress=draw(st.none() | st.builds(TaskProgress, step=st.none() | st.integers(0, 500))),
+        admitted_at=draw(AGO), ray_unreachable_since=draw(AGO),
+        finished_at=draw(AGO) if phase is not None and phase.terminal else None,
+        ray_jobs_removed=draw(MAYBE_BOOL), kept_by=draw(KEPT_BY), progress=draw(PROGRESS),
     )
-    marks = draw(st.sampled_from(["none", "annotation", "label", "helm"]))
+    marks = draw(MARKS)
     labels = {DEFAULT_TRACKING_LABEL: "app"} if marks in ("label", "helm") else {}
     annotations = {TRACKING_ID: f"app:argus.io/ArgusTask:{NS}/{NAME}"} if marks == "annotation" else \
         {HELM_RELEASE: "r"} if marks == "helm" else {}
     return lc.TaskState(
-        namespace=NS, name=NAME, uid=UID, status=status, generation=draw(st.none() | st.integers(1, 3)),
-        cancel=draw(st.booleans()), active_deadline_seconds=draw(st.none() | st.sampled_from([1, 60, 300, 3600])),
+        namespace=NS, name=NAME, uid=UID, status=status, generation=draw(GENERATION),
+        cancel=draw(BOOL), active_deadline_seconds=draw(DEADLINE),
         deleting_since=(T0 - dt.timedelta(seconds=draw(SECONDS))) if deleting else None,
-        holds_finalizer=draw(st.booleans()), restart_policy=draw(st.sampled_from([p.value for p in RestartPolicy])),
-        backoff_limit=draw(st.integers(0, 4)), ttl_seconds_after_finished=draw(st.none() | st.sampled_from([0, 60, 3600])),
+        holds_finalizer=draw(BOOL), restart_policy=draw(RESTART_POLICY),
+        backoff_limit=draw(BACKOFF_LIMIT), ttl_seconds_after_finished=draw(TTL),
         labels=labels, annotations=annotations,
     )
 
 
 ERRORS = st.sampled_from(["connection refused", "HTTP 401: the Ray cluster requires a token", "timed out", ""])
 RAY_STATUSES = st.sampled_from(["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED", "running", "NEW_STATE"])
+RAY_REASON = st.sampled_from([Reason.RayUnreachable, Reason.RayAuthFailed])
+SUBMIT_OUTCOMES = st.sampled_from(["submitted", "adopted", "unreachable", "auth_failed", "refused"])
+# Every observation kind but the two that carry the task's submission id (``observations``).
+OBSERVED: dict[str, st.SearchStrategy[lc.Observation]] = {
+    "Validated": st.builds(lc.Validated, user=st.just("alice"), command=st.just("c"),
+                           warnings=st.lists(st.sampled_from(["w1", "w2"]), max_size=2).map(tuple),
+                           verl=st.none() | st.just(("0.9.1", "release"))),
+    "Refused": st.builds(lc.Refused, reason=st.sampled_from(REASONS_BY_PHASE[Phase.Rejected]), message=st.sampled_from(["a\nb", "", "x"]),
+                         user=st.none() | st.just("alice")),
+    "Waiting": st.builds(lc.Waiting, reason=st.sampled_from(tr._WAITING), message=st.just("waiting"),
+                         ray_error=st.none() | ERRORS, ray_reason=RAY_REASON),
+    "JobObserved": st.builds(lc.JobObserved, status=RAY_STATUSES, message=st.sampled_from(["", "exit 1"]),
+                             driver_node_id=st.none() | st.sampled_from(["node-1", "head"]),
+                             start_time_ms=st.none() | st.just(1_796_000_000_000), end_time_ms=st.none() | st.just(1_796_000_100_000),
+                             driver_on_worker=st.none() | BOOL),
+    "JobUnknown": st.just(lc.JobUnknown()),
+    "RayUnreachable": st.builds(lc.RayUnreachable, error=ERRORS, reason=RAY_REASON),
+    "Reconcile": st.just(lc.Reconcile()),
+    "ProgressObserved": st.builds(lc.ProgressObserved, progress=st.builds(TaskProgress, step=st.none() | st.integers(0, 500))),
+    "RayJobsRemoved": st.just(lc.RayJobsRemoved()),
+}
 
 
-def observations(kind: str, task: lc.TaskState) -> st.SearchStrategy[lc.Observation]:
+@st.composite
+def observations(draw: st.DrawFn, kind: str, task: lc.TaskState) -> lc.Observation:
     """Every observation kind, with its fields generated (an Admitted plan is always the
     current attempt's: ``step`` refuses another with a ValueError, tested elsewhere)."""
+    assert set(OBSERVED) | {"Admitted", "SubmitResult"} == set(OBSERVATIONS), "a new observation kind: give it a strategy here"
     sid = task.submission_id
-    plan = SubmissionPlan(submission_id=sid, user="alice", command="c", entrypoint="e", entrypoint_resources={}, runtime_env={},
-                          metadata={}, job_dir="/j", gpus=1)
-    reason = st.sampled_from([Reason.RayUnreachable, Reason.RayAuthFailed])
-    strategies: dict[str, st.SearchStrategy[lc.Observation]] = {
-        "Validated": st.builds(lc.Validated, user=st.just("alice"), command=st.just("c"),
-                               warnings=st.lists(st.sampled_from(["w1", "w2"]), max_size=2).map(tuple),
-                               verl=st.none() | st.just(("0.9.1", "release"))),
-        "Refused": st.builds(lc.Refused, reason=st.sampled_from(REASONS_BY_PHASE[Phase.Rejected]), message=st.sampled_from(["a\nb", "", "x"]),
-                             user=st.none() | st.just("alice")),
-        "Waiting": st.builds(lc.Waiting, reason=st.sampled_from(tr._WAITING), message=st.just("waiting"),
-                             ray_error=st.none() | ERRORS, ray_reason=reason),
-        "Admitted": st.just(lc.Admitted(plan)),
-        "SubmitResult": st.builds(lc.SubmitResult, outcome=st.sampled_from(["submitted", "adopted", "unreachable", "auth_failed", "refused"]),
-                                  submission_id=st.just(sid), detail=ERRORS),
-        "JobObserved": st.builds(lc.JobObserved, status=RAY_STATUSES, message=st.sampled_from(["", "exit 1"]),
-                                 driver_node_id=st.none() | st.sampled_from(["node-1", "head"]),
-                                 start_time_ms=st.none() | st.just(1_796_000_000_000), end_time_ms=st.none() | st.just(1_796_000_100_000),
-                                 driver_on_worker=st.none() | st.booleans()),
-        "JobUnknown": st.just(lc.JobUnknown()),
-        "RayUnreachable": st.builds(lc.RayUnreachable, error=ERRORS, reason=reason),
-        "Reconcile": st.just(lc.Reconcile()),
-        "ProgressObserved": st.builds(lc.ProgressObserved, progress=st.builds(TaskProgress, step=st.none() | st.integers(0, 500))),
-        "RayJobsRemoved": st.just(lc.RayJobsRemoved()),
-    }
-    assert set(strategies) == set(OBSERVATIONS), "a new observation kind: give it a strategy here"
-    return strategies[kind]
+    if kind == "Admitted":
+        return lc.Admitted(SubmissionPlan(submission_id=sid, user="alice", command="c", entrypoint="e", entrypoint_resources={},
+                                          runtime_env={}, metadata={}, job_dir="/j", gpus=1))
+    if kind == "SubmitResult":
+        return lc.SubmitResult(outcome=draw(SUBMIT_OUTCOMES), submission_id=sid, detail=draw(ERRORS))
+    return draw(OBSERVED[kind])
 
 
 @st.composite
 def cases(draw: st.DrawFn, phase: Phase | None, deleting: bool, kind: str) -> tuple[lc.TaskState, lc.Observation, lc.LifecycleSettings]:
     task = draw(tasks(phase, deleting))
-    return task, draw(observations(kind, task)), draw(lifecycle_settings())
+    return task, draw(observations(kind, task)), draw(LIFECYCLE_SETTINGS)
 
 
 def move_of(task: lc.TaskState, seen: lc.Observation, decision: lc.Decision) -> tr.Move:

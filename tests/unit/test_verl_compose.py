@@ -6,6 +6,7 @@ through ``validate_task`` (the path ``argus validate``, the operator and the web
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,16 @@ VERSIONS = [r.version for r in pinned_releases()]
 JOB = "/private/users/alice/jobs/alice-t-12345678"
 
 
+@functools.cache
+def shared(version: str) -> HydraComposer:
+    """One composer per release for the whole module, as the operator keeps one per tree (its
+    caches are what makes a validation cheap; a test that needs a cold one makes its own)."""
+    return HydraComposer(ConfigTree(version, verl_tree(version), "release"))
+
+
 @pytest.fixture(scope="module", params=VERSIONS)
 def composer(request: pytest.FixtureRequest) -> HydraComposer:
-    return HydraComposer(ConfigTree(request.param, verl_tree(request.param), "release"))
+    return shared(request.param)
 
 
 def compose(c: HydraComposer, *overrides: str, module: str = "verl.trainer.main_ppo", env: dict[str, str] | None = None) -> Any:
@@ -54,15 +62,13 @@ def test_find_tree_prefers_the_clusters_snapshot(tmp_path: Path) -> None:
     ("0.6.1", "verl.trainer.fsdp_sft_trainer", "sft_trainer"),
 ])
 def test_the_module_decides_the_primary_config(version: str, module: str, primary: str) -> None:
-    c = HydraComposer(ConfigTree(version, verl_tree(version), "release"))
-    result = compose(c, module=module)
+    result = compose(HydraComposer(ConfigTree(version, verl_tree(version), "release")), module=module)
     assert result.error is None and result.primary == primary
     assert result.hydra["job"]["name"] == module.rsplit(".", 1)[-1]  # Hydra's task name for python -m
 
 
 def test_a_module_the_version_does_not_have_is_refused() -> None:
-    c = HydraComposer(ConfigTree("0.9.1", verl_tree("0.9.1"), "release"))
-    assert compose(c, module="verl.trainer.fsdp_sft_trainer").error == (
+    assert compose(shared("0.9.1"), module="verl.trainer.fsdp_sft_trainer").error == (
         f"verl 0.9.1 has no module verl.trainer.fsdp_sft_trainer with a Hydra entry point (@hydra.main) in {verl_tree('0.9.1')}")
 
 
@@ -211,8 +217,9 @@ def task(command: str, **spec: Any) -> dict[str, Any]:
 
 
 def verdict(command: str, version: str = "0.9.1", config: PlatformConfig | None = None) -> Any:
-    c = HydraComposer(ConfigTree(version, verl_tree(version), "release"))
-    return validate_task(task(command), "alice", config or PlatformConfig(), c)
+    # A user's own config folder (config.root): a composer of its own, as its files change between the test's steps.
+    composer = shared(version) if config is None else HydraComposer(ConfigTree(version, verl_tree(version), "release"))
+    return validate_task(task(command), "alice", config or PlatformConfig(), composer)
 
 
 def refused(command: str, *needles: str, version: str = "0.9.1", config: PlatformConfig | None = None) -> list[str]:
@@ -300,8 +307,7 @@ def test_legacy_reward_keys_reach_the_key_main_ppo_reads_on_0_9() -> None:
     assert "'++reward.custom_reward_function.path=${custom_reward_function.path}'" in text
     assert any("main_ppo reads reward.custom_reward_function.*" in w for w in v.warning_lines())
     # What verl then reads: the user's file and function.
-    c = HydraComposer(ConfigTree("0.9.1", verl_tree("0.9.1"), "release"))
-    seen = compose(c, "custom_reward_function.path=/p/r.py", "custom_reward_function.name=f",
+    seen = compose(shared("0.9.1"), "custom_reward_function.path=/p/r.py", "custom_reward_function.name=f",
                    "++reward.custom_reward_function.path=${custom_reward_function.path}",
                    "++reward.custom_reward_function.name=${custom_reward_function.name}")
     assert seen.config["reward"]["custom_reward_function"] == {"path": "/p/r.py", "name": "f"}
@@ -332,8 +338,7 @@ def test_a_torchrun_sft_launch_takes_its_counts_from_torchrun() -> None:
     command = ("torchrun --standalone --nnodes=1 --nproc_per_node=1 -m verl.trainer.fsdp_sft_trainer "
                "data.train_files=$HOME/datasets/sft/train.parquet data.val_files=$HOME/datasets/sft/test.parquet "
                "model.partial_pretrain=Qwen/Qwen2.5-0.5B-Instruct trainer.default_local_dir=$HOME/ckpt")
-    c = HydraComposer(ConfigTree("0.6.1", verl_tree("0.6.1"), "release"))
-    v = validate_task(task(command, workload="sft"), "alice", PlatformConfig(), c)
+    v = validate_task(task(command, workload="sft"), "alice", PlatformConfig(), shared("0.6.1"))
     assert v.valid, v.error_lines()
 
 
