@@ -67,6 +67,15 @@ def test_the_module_decides_the_primary_config(version: str, module: str, primar
     assert result.hydra["job"]["name"] == module.rsplit(".", 1)[-1]  # Hydra's task name for python -m
 
 
+def test_one_composer_names_each_modules_job_after_it() -> None:
+    """Two modules with one primary config: a long-lived composer (the operator's) must not
+    hand the second the first one's cached composition, job name included."""
+    composer = HydraComposer(ConfigTree("0.9.1", verl_tree("0.9.1"), "release"))
+    for module in ("verl.trainer.sft_trainer", "verl.trainer.sft_trainer_ray", "verl.trainer.sft_trainer"):
+        result = compose(composer, module=module)
+        assert result.error is None and result.hydra["job"]["name"] == module.rsplit(".", 1)[-1]
+
+
 def test_a_module_the_version_does_not_have_is_refused() -> None:
     assert compose(shared("0.9.1"), module="verl.trainer.fsdp_sft_trainer").error == (
         f"verl 0.9.1 has no module verl.trainer.fsdp_sft_trainer with a Hydra entry point (@hydra.main) in {verl_tree('0.9.1')}")

@@ -223,7 +223,9 @@ class HydraComposer:
         stamp = self._stamps.stamp((search_dir, config_dir, *searchpath_dirs(parsed)))
         groups = self._groups(loader, config_name, parsed, (search_dir, config_dir, stamp))
         group_lines = tuple(o.input_line for o in parsed if o.key_or_group == "hydra.searchpath" or _is_group(groups, o))
-        key = (search_dir, config_dir, config_name, group_lines, stamp)
+        # The module too: Hydra names the job after it (hydra.job.name), so sft_trainer_ray
+        # and sft_trainer share a primary config but not a composition.
+        key = (search_dir, config_dir, config_name, group_lines, stamp, request.module)
         base = self._base(key, loader, config_name, list(group_lines), request.module)
         verl = self._verl_defaults(request, entry, parsed, base, (search_dir, config_dir, config_name))
         if self._fast_path and verl is base and not group_lines and config_dir is None \
