@@ -36,7 +36,8 @@ from argus_testbed import RayCluster, realverl
 from argus_testbed.harness import EXAMPLES, OperatorProcess, apply_text, get_task, make_private_tree, wait_for, wait_phase
 from argus_testbed.private_tree import login_home
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.real_verl]
+# Each test trains for minutes (RUN_TIMEOUT a run): room for other test workers beside it.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.real_verl, pytest.mark.timeout(2400)]
 
 REAL_EXAMPLES = EXAMPLES / "real-verl"
 RUN_TIMEOUT = 900  # seconds; a GRPO run takes 2-5 minutes here, more on a loaded machine

@@ -40,6 +40,8 @@ the same ports, with new node ids. `restart_head()` is both.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -51,7 +53,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +67,19 @@ OLD_RAY_SCRIPT = Path("hack") / "build-ray-env.sh"
 # What Ray prints when one of its fixed start-up deadlines passed (not a setting of ours).
 _RAY_START_DEADLINES = ("it contains the error message from the dashboard",
                         "The node registration may not be complete yet before the timeout",
-                        "while waiting for node to startup")
+                        "while waiting for node to startup", "timed out during startup",
+                        "Timed out waiting for file")
+
+
+@contextlib.contextmanager
+def _machine_lock(name: str) -> Iterator[None]:
+    """An exclusive lock shared by every process on this machine (a file in the temp dir)."""
+    with open(Path(tempfile.gettempdir()) / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def older_ray_python(version: str | None = None, timeout: float | None = 900) -> Path:
@@ -297,9 +311,17 @@ class RayCluster:
         ]
 
     def start_head(self, timeout: float = 120) -> None:
-        """Start (again) the head and the worker on the cluster's ports; wait until ready."""
+        """Start (again) the head and the worker on the cluster's ports; wait until ready.
+        One Ray cluster starts at a time on this machine (other test workers wait): a start
+        is a burst of Python imports, and Ray holds its nodes to fixed deadlines (30 s for a
+        raylet to register, 20 s for the dashboard) that several bursts at once on 2 cores
+        miss."""
         if self.running:
             raise RuntimeError("the Ray cluster is already running")
+        with _machine_lock("argus-testbed-ray-start"):
+            self._start_head(timeout)
+
+    def _start_head(self, timeout: float) -> None:
         t0 = time.monotonic()
         deadline = t0 + timeout
         env = self._env()
