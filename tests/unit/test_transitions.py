@@ -98,7 +98,7 @@ def tasks(draw: st.DrawFn, phase: Phase | None, deleting: bool) -> lc.TaskState:
     attempt = draw(st.integers(1, 5))
     sid = submission_id_for(NS, NAME, UID, attempt)
     reason = draw(st.sampled_from(REASONS_BY_PHASE[phase])) if phase else None
-    ray_job = draw(st.none() | st.builds(RayJobStatus, submission_id=st.just(sid), status=st.sampled_from([None, "PENDING", "RUNNING", "FAILED"]),
+    ray_job = draw(st.none() | st.builds(RayJobStatus, submission_id=st.just(sid), status=st.sampled_from([None, "PENDING", "RUNNING", "FAILED", "STOPPED"]),
                                          driver_node_id=st.sampled_from([None, "node-1", "head"])))
     reachable = draw(st.sampled_from([None, "True", "False"]))
     conditions = None if reachable is None else [Condition(
@@ -118,7 +118,7 @@ def tasks(draw: st.DrawFn, phase: Phase | None, deleting: bool) -> lc.TaskState:
         {HELM_RELEASE: "r"} if marks == "helm" else {}
     return lc.TaskState(
         namespace=NS, name=NAME, uid=UID, status=status, generation=draw(st.none() | st.integers(1, 3)),
-        cancel=draw(st.booleans()), active_deadline_seconds=draw(st.none() | st.sampled_from([1, 60, 300, 3600])),
+        cancel=draw(st.booleans()), suspend=draw(st.booleans()), active_deadline_seconds=draw(st.none() | st.sampled_from([1, 60, 300, 3600])),
         deleting_since=(T0 - dt.timedelta(seconds=draw(SECONDS))) if deleting else None,
         holds_finalizer=draw(st.booleans()), restart_policy=draw(st.sampled_from([p.value for p in RestartPolicy])),
         backoff_limit=draw(st.integers(0, 4)), ttl_seconds_after_finished=draw(st.none() | st.sampled_from([0, 60, 3600])),
