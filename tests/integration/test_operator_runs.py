@@ -150,11 +150,20 @@ def test_suspend_stops_the_job_and_resume_starts_attempt_two_from_the_checkpoint
     resumed = status["progress"]["resumedFromStep"]
     assert resumed > 0 and resumed % save_freq == 0
     assert "Resuming from" in (Path(status["jobDir"]["jobPath"]) / "attempt-2.log").read_text()
+    described = argus_cli(control_plane, "describe", "pausable", "-n", ns, "--tail", "0")
+    assert described.returncode == 0 and "Phase:       Running (RayJobRunning)" in described.stdout, described.stderr
+    assert any(line.split()[:2] == ["1", first] and "Suspended" in line.split() for line in described.stdout.splitlines()), described.stdout
 
     out = argus_cli(control_plane, "cancel", "pausable", "-n", ns)
     assert out.returncode == 0, out.stderr
     status = wait_phase(control_plane, ns, "pausable", ("Stopped", "Failed", "Succeeded"), timeout=60, op=op)["status"]
     assert (status["phase"], status["reason"]) == ("Stopped", "Cancelled")
+    # A new task from the old one, with a changed hyper-parameter (the spec itself is immutable).
+    out = argus_cli(control_plane, "rerun", "pausable", "-n", ns, "--set", "trainer.save_freq=20")
+    assert out.returncode == 0 and out.stdout.startswith(f"argustask {ns}/pausable-rerun-1 created from pausable"), out.stderr
+    rerun = wait_phase(control_plane, ns, "pausable-rerun-1", ("Submitted", "Running"), timeout=60, op=op)
+    assert "trainer.save_freq=20" in rerun["status"]["command"] and rerun["metadata"]["annotations"]["argus.io/rerun-of"] == "pausable"
+    assert argus_cli(control_plane, "cancel", "pausable-rerun-1", "-n", ns).returncode == 0
     missing = argus_cli(control_plane, "cancel", "nope", "-n", ns)
     assert (missing.returncode, missing.stderr) == (1, f"argus cancel: no ArgusTask 'nope' in namespace '{ns}'\n")
 
