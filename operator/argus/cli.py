@@ -305,13 +305,15 @@ def build_parser(prog: str = "argus") -> argparse.ArgumentParser:
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
     p.set_defaults(func=cmd_completion)
 
-    # The cluster commands (logs, onboard) import the kubernetes and Ray clients only when
+    # The cluster commands (logs, cancel, suspend, resume, onboard) import the kubernetes and Ray clients only when
     # they run, so the offline commands above load nothing but the core.
     from .clusterctl import register_cluster_commands  # noqa: PLC0415
     from .logsctl import register_logs_command  # noqa: PLC0415
     from .onboardctl import register_onboard_command  # noqa: PLC0415
+    from .taskctl import register_task_commands  # noqa: PLC0415
     register_cluster_commands(sub)
     register_logs_command(sub)
+    register_task_commands(sub)
     register_onboard_command(sub)
     return parser
 

@@ -115,6 +115,59 @@ def test_a_head_restart_starts_attempt_two_which_resumes_from_the_checkpoint(con
     assert [j.submission_id for j in ray_jobs_for(own_ray.dashboard_url, ns)] == [second["submissionId"]]
 
 
+def argus_cli(control_plane, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "argus.cli", *args, "--kubeconfig", str(control_plane.kubeconfig)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_suspend_stops_the_job_and_resume_starts_attempt_two_from_the_checkpoint(control_plane, ray_cluster, user_namespace, run_operator):
+    """argus suspend / resume (spec.suspend) on the real API server and Ray: the running job
+    is stopped and the task is Suspended; resumed, attempt 2 starts in the same job folder and
+    resumes from the newest checkpoint; argus cancel then ends it."""
+    ns = user_namespace("alice")
+    op = run_operator([ns], extra_args=FAST_PROGRESS)
+    save_freq = 10
+    apply_text(control_plane, ns, task_with("pausable", ppo_command(steps=2000, extra=f"trainer.save_freq={save_freq}")))
+    wait_for(lambda: ((get_task(control_plane, ns, "pausable").get("status") or {}).get("progress") or {}).get("step", 0) > save_freq,
+             120, "the run to pass a checkpoint", on_timeout=op.log_tail)
+    first = get_task(control_plane, ns, "pausable")["status"]["rayJob"]["submissionId"]
+    out = argus_cli(control_plane, "suspend", "pausable", "-n", ns)
+    assert out.returncode == 0 and out.stdout.startswith(f"argustask {ns}/pausable suspended"), out.stderr
+    status = wait_phase(control_plane, ns, "pausable", "Suspended", timeout=60, op=op)["status"]
+    assert status["reason"] == "Suspended" and "finishedAt" not in status
+    from ray.job_submission import JobSubmissionClient
+    assert JobSubmissionClient(ray_cluster.dashboard_url).get_job_info(first).status.value == "STOPPED"
+    assert [(a["attempt"], a["outcome"]) for a in status["attempts"]] == [(1, "Suspended")]
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert (conditions["Suspended"], conditions["Admitted"], conditions["Finished"]) == ("True", "False", "False")
+
+    out = argus_cli(control_plane, "resume", "pausable", "-n", ns)
+    assert out.returncode == 0 and "resumed" in out.stdout, out.stderr
+    status = wait_for(lambda: (s := get_task(control_plane, ns, "pausable")["status"]).get("phase") == "Running" and s.get("attempt") == 2
+                      and (s.get("progress") or {}).get("resumedFromStep") is not None and s, 120,
+                      "attempt 2 to run and resume from the checkpoint", on_timeout=op.log_tail)
+    assert status["rayJob"]["submissionId"] == first + "-a2"
+    resumed = status["progress"]["resumedFromStep"]
+    assert resumed > 0 and resumed % save_freq == 0
+    assert "Resuming from" in (Path(status["jobDir"]["jobPath"]) / "attempt-2.log").read_text()
+    described = argus_cli(control_plane, "describe", "pausable", "-n", ns, "--tail", "0")
+    assert described.returncode == 0 and "Phase:       Running (RayJobRunning)" in described.stdout, described.stderr
+    assert any(line.split()[:2] == ["1", first] and "Suspended" in line.split() for line in described.stdout.splitlines()), described.stdout
+
+    out = argus_cli(control_plane, "cancel", "pausable", "-n", ns)
+    assert out.returncode == 0, out.stderr
+    status = wait_phase(control_plane, ns, "pausable", ("Stopped", "Failed", "Succeeded"), timeout=60, op=op)["status"]
+    assert (status["phase"], status["reason"]) == ("Stopped", "Cancelled")
+    # A new task from the old one, with a changed hyper-parameter (the spec itself is immutable).
+    out = argus_cli(control_plane, "rerun", "pausable", "-n", ns, "--set", "trainer.save_freq=20")
+    assert out.returncode == 0 and out.stdout.startswith(f"argustask {ns}/pausable-rerun-1 created from pausable"), out.stderr
+    rerun = wait_phase(control_plane, ns, "pausable-rerun-1", ("Submitted", "Running"), timeout=60, op=op)
+    assert "trainer.save_freq=20" in rerun["status"]["command"] and rerun["metadata"]["annotations"]["argus.io/rerun-of"] == "pausable"
+    assert argus_cli(control_plane, "cancel", "pausable-rerun-1", "-n", ns).returncode == 0
+    missing = argus_cli(control_plane, "cancel", "nope", "-n", ns)
+    assert (missing.returncode, missing.stderr) == (1, f"argus cancel: no ArgusTask 'nope' in namespace '{ns}'\n")
+
+
 def test_restarts_end_at_the_backoff_limit(control_plane, ray_cluster, user_namespace, run_operator):
     ns = user_namespace("alice")
     op = run_operator([ns])

@@ -216,8 +216,8 @@ def test_spec_changes_are_refused_in_our_words(control_plane, user_namespace, we
     answer = hook.review(control_plane, {"operation": "UPDATE", "namespace": ns, "name": "fixed", "object": new, "oldObject": old})
     assert answer["allowed"] is False and answer["status"]["code"] == 422
     assert answer["status"]["message"].splitlines() == [
-        "spec.command is immutable: an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true, and spec.ttlSecondsAfterFinished may change); create a new task with a new name instead",
-        "spec.priority is immutable: an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true, and spec.ttlSecondsAfterFinished may change); create a new task with a new name instead",
+        "spec.command is immutable: an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true, and spec.suspend and spec.ttlSecondsAfterFinished may change); create a new task with a new name instead",
+        "spec.priority is immutable: an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true, and spec.suspend and spec.ttlSecondsAfterFinished may change); create a new task with a new name instead",
     ]
     back = json.loads(json.dumps(old))
     back["spec"]["cancel"] = False

@@ -63,21 +63,22 @@ def test_health_test_yaml_case(kind: str, case: dict[str, Any]) -> None:
 def test_every_testdata_file_is_a_case(kind: str) -> None:
     files = {f"testdata/{p.name}" for p in (CHECKS[kind] / "testdata").glob("*.yaml")}
     assert files == {c["inputPath"] for c in CASES_OF[kind]}
-    # Never Suspended: in Argo CD that means "paused, waiting to resume".
-    assert {c["healthStatus"]["status"] for c in CASES_OF[kind]} == {"Healthy", "Degraded", "Progressing"}
+    # Suspended ("paused, waiting to resume" in Argo CD) only for a suspended ArgusTask.
+    expected = {"Healthy", "Degraded", "Progressing"} | ({"Suspended"} if kind == "ArgusTask" else set())
+    assert {c["healthStatus"]["status"] for c in CASES_OF[kind]} == expected
 
 
 def test_every_task_phase_is_covered() -> None:
     phases = {(yaml.safe_load((HEALTH / c["inputPath"]).read_text()).get("status") or {}).get("phase") for c in CASES}
     assert set(PHASES) | {None} <= phases
     statuses = {c["healthStatus"]["status"] for c in CASES}
-    # Never Suspended: in Argo CD that means "paused, waiting to resume", and a task never resumes.
-    assert statuses == {"Healthy", "Degraded", "Progressing"}
+    # Suspended means "paused, waiting to resume" in Argo CD: only a Suspended task (spec.suspend).
+    assert statuses == {"Healthy", "Degraded", "Progressing", "Suspended"}
 
 
 @pytest.mark.parametrize("phase,expected", [("Succeeded", "Healthy"), ("Failed", "Degraded"), ("Rejected", "Degraded"),
                                             ("Queued", "Progressing"), ("Submitted", "Progressing"), ("Running", "Progressing"),
-                                            ("Stopped", "Degraded"), ("Exploded", "Unknown")])
+                                            ("Stopped", "Degraded"), ("Suspended", "Suspended"), ("Exploded", "Unknown")])
 def test_phase_mapping(phase: str, expected: str) -> None:
     obj = {"metadata": {"generation": 3}, "status": {"phase": phase, "observedGeneration": 3, "message": "m"}}
     assert health(obj)["status"] == expected

@@ -9,11 +9,11 @@ from argus.core.rules import change_problems, kind_problems
 
 pytestmark = pytest.mark.unit
 
-HINT = ("an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true, and spec.ttlSecondsAfterFinished may change); "
+HINT = ("an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true, and spec.suspend and spec.ttlSecondsAfterFinished may change); "
         "create a new task with a new name instead")
 
 
-def test_only_cancel_may_change_and_only_to_true() -> None:
+def test_only_cancel_suspend_and_the_ttl_may_change_and_cancel_only_to_true() -> None:
     old = {"kind": "advanced", "command": "a", "nnodes": 1, "cancel": False}
     assert change_problems(old, dict(old)) == []
     assert change_problems(old, {**old, "cancel": True}) == []
@@ -26,6 +26,9 @@ def test_only_cancel_may_change_and_only_to_true() -> None:
     # The time to live after the end may be set, moved or removed later (as on a Job).
     assert change_problems(old, {**old, "ttlSecondsAfterFinished": 600}) == []
     assert change_problems({**old, "ttlSecondsAfterFinished": 600}, old) == []
+    # spec.suspend pauses and resumes: both ways.
+    assert change_problems(old, {**old, "suspend": True}) == []
+    assert change_problems({**old, "suspend": True}, {**old, "suspend": False}) == []
 
 
 @pytest.mark.parametrize("spec,expected", [

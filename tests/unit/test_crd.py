@@ -143,7 +143,7 @@ def test_status_fields(status_schema: dict[str, Any]) -> None:
     props = status_schema["properties"]
     assert {"phase", "reason", "message", "user", "warnings", "command", "rayJob", "conditions",
             "observedGeneration", "kopf"} <= set(props)
-    assert props["phase"]["enum"] == ["Queued", "Submitted", "Running", "Succeeded", "Failed", "Stopped", "Rejected"]
+    assert props["phase"]["enum"] == ["Queued", "Submitted", "Running", "Suspended", "Succeeded", "Failed", "Stopped", "Rejected"]
     assert set(props["rayJob"]["properties"]) == {"submissionId", "status", "driverNodeId", "startTime", "endTime", "dashboardUrl"}
     condition = props["conditions"]["items"]
     assert set(condition["properties"]) == {"type", "status", "observedGeneration", "lastTransitionTime", "reason", "message"}
@@ -197,12 +197,12 @@ def test_unchanged_spec_passes_every_rule(spec_schema: dict[str, Any], spec: dic
     assert _failing(rules, spec, dict(spec)) == []
 
 
-def test_every_field_but_cancel_and_the_ttl_is_immutable(spec_schema: dict[str, Any]) -> None:
+def test_every_field_but_cancel_suspend_and_the_ttl_is_immutable(spec_schema: dict[str, Any]) -> None:
     rules = spec_schema["x-kubernetes-validations"]
     changed_values = {"kind": "basic", "workload": "sft", "command": "python3 -m verl.trainer.other", "cancel": True,
                       "overrides": ["trainer.total_epochs=2"]}
-    mutable = {"cancel", "ttlSecondsAfterFinished"}  # cancel one-way; the time to live may be set or moved, as on a Job
-    assert not [r for r in rules if "oldSelf.ttlSecondsAfterFinished" in r["rule"]]
+    mutable = {"cancel", "suspend", "ttlSecondsAfterFinished"}  # cancel one-way; suspend both ways; the TTL may move, as on a Job
+    assert not [r for r in rules if "oldSelf.ttlSecondsAfterFinished" in r["rule"] or "oldSelf.suspend" in r["rule"]]
     for field, prop in spec_schema["properties"].items():
         if field in mutable:
             continue

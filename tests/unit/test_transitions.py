@@ -90,7 +90,7 @@ ATTEMPT = st.integers(1, 5)
 BACKOFF_LIMIT = st.integers(0, 4)
 AGO = st.none() | SECONDS.map(ago)
 REASON_IN = {phase: st.sampled_from(REASONS_BY_PHASE[phase]) for phase in Phase}
-RAY_JOB_STATE = st.sampled_from([None, "PENDING", "RUNNING", "FAILED"])
+RAY_JOB_STATE = st.sampled_from([None, "PENDING", "RUNNING", "FAILED", "STOPPED"])
 DRIVER = st.sampled_from([None, "node-1", "head"])
 REACHABLE = st.sampled_from([None, "True", "False"])
 UNREACHABLE = st.sampled_from(["RayUnreachable", "RayAuthFailed"])
@@ -136,7 +136,7 @@ def tasks(draw: st.DrawFn, phase: Phase | None, deleting: bool) -> lc.TaskState:
         {HELM_RELEASE: "r"} if marks == "helm" else {}
     return lc.TaskState(
         namespace=NS, name=NAME, uid=UID, status=status, generation=draw(GENERATION),
-        cancel=draw(BOOL), active_deadline_seconds=draw(DEADLINE),
+        cancel=draw(BOOL), suspend=draw(BOOL), active_deadline_seconds=draw(DEADLINE),
         deleting_since=(T0 - dt.timedelta(seconds=draw(SECONDS))) if deleting else None,
         holds_finalizer=draw(BOOL), restart_policy=draw(RESTART_POLICY),
         backoff_limit=draw(BACKOFF_LIMIT), ttl_seconds_after_finished=draw(TTL),

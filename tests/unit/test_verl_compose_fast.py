@@ -250,6 +250,7 @@ def test_generated_overrides_compose_the_same_on_the_fast_path(version: str) -> 
     @example(overrides=["~actor_rollout_ref.rollout.name", "+trainer.logger=[a]"], env={})
     @example(overrides=["actor_rollout_ref.model.path=x", "+critic.model={path: 1}"], env={})
     @example(overrides=["trainer=null", "+trainer.a=1"], env={})
+    @example(overrides=["~actor_rollout_ref", "+actor_rollout_ref.actor._target_=0"], env={})  # made again: last
     @example(overrides=["++trainer.nnodes.x=1"], env={})
     @example(overrides=["++trainer.project_name.x=1", "trainer.project_name.y=2"], env={})
     @example(overrides=["+zz.a.b=1", "+zz.a.c=[1,{a: 2}]"], env={})

@@ -33,9 +33,9 @@ HEALTH = REPO / "deploy" / "argocd" / "resource_customizations" / "argus.io" / "
 def test_the_values_written_to_the_api_are_pinned() -> None:
     """What the status, conditions and Events carry: changing one breaks users' scripts,
     alerts and the Argo CD check, so it is spelled out here, not computed."""
-    assert [p.value for p in Phase] == ["Queued", "Submitted", "Running", "Succeeded", "Failed", "Stopped", "Rejected"]
+    assert [p.value for p in Phase] == ["Queued", "Submitted", "Running", "Suspended", "Succeeded", "Failed", "Stopped", "Rejected"]
     assert sorted(r.value for r in Reason) == sorted([
-        "Validated", "Queued", "Unschedulable", "QuotaExceeded", "NoCluster", "VerlDrift", "Retrying", "InvalidSpec", "NamespaceNotOnboarded", "InvalidUser",
+        "Validated", "Queued", "Unschedulable", "QuotaExceeded", "NoCluster", "VerlDrift", "Retrying", "Resumed", "Suspended", "InvalidSpec", "NamespaceNotOnboarded", "InvalidUser",
         "Admitted", "AdoptedExistingJob", "RayJobPending", "RayJobRunning", "RayJobSucceeded", "RayJobFailed", "RayJobLost",
         "RayJobStopped", "RaySubmitFailed", "DeadlineExceeded", "BackoffLimitExceeded", "Cancelled", "RayUnreachable",
         "RayAuthFailed", "RayReachable", "WeakCheck", "PlacementViolation", "FinalizerReleased", "KeptForGitOps"])
@@ -108,7 +108,8 @@ def test_the_argocd_health_script_groups_phases_as_the_vocabulary() -> None:
     by_status: dict[str, set[str]] = {}
     for condition, status in branches.items():
         by_status.setdefault(status, set()).update(_lua_phases(condition))
-    assert by_status["Progressing"] == {p.value for p in Phase if not p.terminal}
+    assert by_status["Progressing"] | by_status["Suspended"] == {p.value for p in Phase if not p.terminal}
+    assert by_status["Suspended"] == {Phase.Suspended.value}
     assert by_status["Healthy"] | by_status["Degraded"] == {p.value for p in END_PHASES}
     assert set().union(*by_status.values()) == {p.value for p in Phase}
 

@@ -259,6 +259,15 @@ class FastBase:
             done.add(q)
             out.put(q, resolver.value(_at(tree.root, q), q))
             pending += self._readers(q)
+        # A key deleted and made again (~a then +a.b=1) goes last, as in the raw tree: the
+        # resolved containers take the raw tree's key order wherever an override changed one.
+        for parent in {parts[:-1] for parts in changed}:
+            raw = tree.get(parent)
+            if type(raw) is dict and type(out.get(parent)) is dict and list(out.get(parent)) != list(raw):
+                container = out.container(parent)
+                ordered = {k: container[k] for k in raw if k in container}
+                container.clear()
+                container.update(ordered)
         return out.root
 
     def _readers(self, parts: tuple[Any, ...]) -> list[tuple[Any, ...]]:

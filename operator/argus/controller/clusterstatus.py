@@ -58,7 +58,7 @@ class ClusterReports:
         for v in views():
             if v.holds_finalizer and v.phase not in _ENDED:
                 on.setdefault(v.job_cluster, []).append(v)
-            elif v.phase == "Queued" and not v.cancel and not v.deleting:
+            elif v.phase == "Queued" and not v.cancel and not v.suspend and not v.deleting:
                 names = clusters_for(v)
                 if names is None:
                     anywhere += 1

@@ -198,8 +198,8 @@ class Reconciler:
         await each(self._final_progress(key) for key in self.logs.finished())
         await self.removals.check()
         # 4. The queue.
-        queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel]
-        queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.deleting]
+        queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel and not d.view.suspend]
+        queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting]
         active = [v for v in views if v.active]
         if queued:
             await self.queue.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)

@@ -107,6 +107,10 @@ class TaskView:
         return self.spec.get("cancel") is True
 
     @property
+    def suspend(self) -> bool:
+        return self.spec.get("suspend") is True
+
+    @property
     def holds_finalizer(self) -> bool:
         return FINALIZER in self.finalizers
 
@@ -153,7 +157,7 @@ class TaskView:
         backoff = self._int("backoffLimit")
         return TaskState(
             namespace=self.namespace, name=self.name, uid=self.uid, generation=self.generation,
-            status=parse_status(self.status), cancel=self.cancel,
+            status=parse_status(self.status), cancel=self.cancel, suspend=self.suspend,
             active_deadline_seconds=self._int("activeDeadlineSeconds"),
             deleting_since=parse_time(self.deletion_timestamp) if self.deletion_timestamp else None,
             holds_finalizer=self.holds_finalizer,

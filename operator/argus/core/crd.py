@@ -197,7 +197,7 @@ def argustask_crd() -> dict[str, Any]:
 
 def _crd_spec() -> dict[str, Any]:
     spec = _model_schema(ArgusTaskSpec)
-    spec["description"] = "What to train. Immutable after creation, except spec.cancel (false -> true)."
+    spec["description"] = "What to train. Immutable after creation, except spec.cancel (false -> true), spec.suspend and spec.ttlSecondsAfterFinished."
     spec["x-kubernetes-validations"] = [r.cel() for r in KIND_RULES] + change_rules_cel(spec["properties"], spec.get("required", []))
     status = _status_schema(ArgusTaskStatus)
     status["properties"]["warnings"]["x-kubernetes-list-type"] = "atomic"

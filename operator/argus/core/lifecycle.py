@@ -39,6 +39,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Literal
 
+from . import suspension
 from .gitops import tracked_by
 from .observations import (
     RAY_ACTIVE,
@@ -121,12 +122,13 @@ def settled(task: TaskState) -> bool:
     to read. Most of a big cluster's tasks are settled; the controller's tick passes them by
     until they change (controller/settled.py), so its cost follows the tasks that live."""
     phase = task.phase
-    return phase is not None and phase.terminal and not task.deleting and not needs_ray(task)
+    paused = phase is Phase.Suspended and not suspension.needs_look(task)  # only a resume or a cancel moves it
+    return phase is not None and (phase.terminal or paused) and not task.deleting and not needs_ray(task)
 
 
 def stopping(task: TaskState, now: dt.datetime) -> bool:
-    """The task's job is to be stopped (cancel, deadline or delete): read it often."""
-    return task.deleting or task.cancel or task.deadline_passed(now)
+    """The task's job is to be stopped (cancel, suspend, deadline or delete): read it often."""
+    return task.deleting or task.cancel or task.suspend or task.deadline_passed(now)
 
 
 def step(task: TaskState, seen: Observation, now: dt.datetime, settings: LifecycleSettings, *,
@@ -197,7 +199,7 @@ def _validated(task: TaskState, seen: Validated, now: dt.datetime, settings: Lif
                                             "verl": VerlConfigSource(version=seen.verl[0], source=seen.verl[1]) if seen.verl else None})
     queued = Decision(enter(task, status, Phase.Queued, Reason.Validated, "validated; waiting in the queue", format_time(now)),
                       tuple(PostEvent("Warning", Reason.WeakCheck, w) for w in seen.warnings))
-    if task.cancel:
+    if task.cancel or task.suspend:
         return _merge(queued, step(_with(task, queued.status), Reconcile(), now, settings))
     return queued
 
@@ -219,6 +221,10 @@ def _reconcile(task: TaskState, now: dt.datetime, settings: LifecycleSettings) -
     status, phase = task.status, task.phase
     if phase is Phase.Queued and task.cancel and not task.holds_finalizer:
         return Decision(enter(task, status, Phase.Stopped, Reason.Cancelled, "cancelled while queued; it never reached Ray", format_time(now)))
+    if phase is Phase.Queued and suspension.suspend_asked(task) and not task.holds_finalizer:
+        return suspension.left_the_queue(task, status, format_time(now))
+    if phase is Phase.Suspended:
+        return suspension.reconcile_suspended(task, format_time(now))
     if phase is not None and phase.terminal:
         due = timer_due(task, settings)
         if due is not None and now >= due[0]:
@@ -231,7 +237,7 @@ def _reconcile(task: TaskState, now: dt.datetime, settings: LifecycleSettings) -
 def _waiting(task: TaskState, seen: Waiting, now: dt.datetime) -> Decision:
     """The queue left the task waiting: its place and why (Ray unreadable, when that is why)."""
     status = task.status
-    if task.phase is not Phase.Queued or task.cancel:
+    if task.phase is not Phase.Queued or task.cancel or task.suspend:
         return Decision(status)
     reason, message = seen.reason, seen.message
     if seen.ray_error is not None:  # the queue could not read Ray's capacity: that is why it waits
@@ -247,7 +253,7 @@ def _waiting(task: TaskState, seen: Waiting, now: dt.datetime) -> Decision:
 
 
 def _admitted(task: TaskState, seen: Admitted) -> Decision:
-    if task.phase is not Phase.Queued or task.cancel:
+    if task.phase is not Phase.Queued or task.cancel or task.suspend:
         return Decision(task.status)
     if seen.plan.submission_id != task.submission_id:  # each attempt has its own id: Ray never reuses one
         raise ValueError(f"plan for {seen.plan.submission_id} admitted for attempt {task.attempt} ({task.submission_id})")
@@ -306,8 +312,12 @@ def _job_unknown(task: TaskState, now: dt.datetime) -> Decision:
         if task.cancel:
             return Decision(enter(task, status, Phase.Stopped, Reason.Cancelled,
                                   f"cancelled while queued; it never reached Ray (Ray has no job {sid})", stamp))
+        if suspension.suspend_asked(task):
+            return suspension.left_the_queue(task, status, stamp)
         return Decision(status)  # not submitted after all: the queue submits it in its turn
     status = ray_reachable(task, status, True, "", stamp)
+    if phase in ACTIVE_PHASES and suspension.suspend_asked(task):  # stopped and gone: suspended all the same
+        return Decision(suspension.job_stopped(task, status, stamp))
     if phase in ACTIVE_PHASES:
         what = f"Ray no longer knows job {sid}: the Ray head restarted (it keeps no job history) or the job was removed"
         return attempt_ended(task, status, Reason.RayJobLost, what, stamp, retry=task.restart_policy != RestartPolicy.Never.value,
@@ -351,7 +361,7 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         status = enter(task, status, Phase.Submitted, Reason.AdoptedExistingJob, adopted, stamp, admitted_at=status.admitted_at or stamp)
         actions.append(PostEvent("Normal", Reason.AdoptedExistingJob, adopted))
     cancelled, late = task.cancel, task.deadline_passed(now)
-    if (cancelled or late) and job.active:
+    if (cancelled or late or task.suspend) and job.active:
         actions.append(StopJob(sid))  # the next read sees it stopped
     previous = task.status.ray_job
     ray_job = RayJobStatus(
@@ -363,9 +373,11 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
     if job.driver_on_worker is False and job.driver_node_id != (previous.driver_node_id if previous else None):
         actions.append(PostEvent("Warning", Reason.PlacementViolation,
                                  f"the driver runs on node {job.driver_node_id}, which lacks the '{settings.worker_resource}' resource (the head?)"))
-    if (cancelled or late) and job.active:
+    if (cancelled or late or task.suspend) and job.active:
         return Decision(status, tuple(actions))
     new_phase, reason = phase_for_ray(job.status, cancelled=cancelled, deadline_exceeded=late)
+    if reason == Reason.RayJobStopped and suspension.suspend_asked(task):
+        return Decision(suspension.job_stopped(task, status, stamp), tuple(actions))
     message = job.message or reason
     if reason == Reason.DeadlineExceeded:
         message = f"stopped after activeDeadlineSeconds={task.active_deadline_seconds} from admission"
@@ -411,11 +423,11 @@ def _deleting(task: TaskState, seen: Observation, now: dt.datetime, settings: Li
 
 def needs_look(task: TaskState, now: dt.datetime, settings: LifecycleSettings) -> bool:
     """Whether ``step`` must see the task with ``Reconcile`` now, with nothing new from Ray:
-    a queued task cancelled before it could reach Ray (no finalizer: nothing to ask Ray), or
-    an ended one whose timer (``timer_due``) has run out."""
+    a queued task cancelled before it could reach Ray (no finalizer: nothing to ask Ray), a
+    suspension to make or undo (``core.suspension.needs_look``), or an ended one whose timer (``timer_due``) has run out."""
     if task.deleting:
         return False
-    if task.phase is Phase.Queued and task.cancel and not task.holds_finalizer:
+    if (task.phase is Phase.Queued and task.cancel and not task.holds_finalizer) or suspension.needs_look(task):
         return True
     timer = timer_due(task, settings)
     return timer is not None and timer[0] <= now

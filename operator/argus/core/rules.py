@@ -18,7 +18,8 @@ from typing import Any
 from .problems import Problem
 from .spec import BASIC_FIELDS, REQUIRED_BASIC_FIELDS
 
-IMMUTABLE_HINT = "an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true, and spec.ttlSecondsAfterFinished may change); create a new task with a new name instead"
+IMMUTABLE_HINT = ("an ArgusTask cannot be changed after creation (only spec.cancel may go from false to true, and spec.suspend and "
+                  "spec.ttlSecondsAfterFinished may change); create a new task with a new name instead")
 CANCEL_BACK = "spec.cancel cannot go back from true to false: a cancelled task stays cancelled"
 DEFAULT_KIND = "basic"
 
@@ -67,7 +68,8 @@ KIND_RULES: tuple[KindRule, ...] = (
 
 # Spec fields a user may change after creation. Everything else is fixed: a running task's
 # command, resources or priority changing under it would make the status lie.
-MUTABLE_FIELDS = frozenset({"cancel", "ttlSecondsAfterFinished"})  # cleanup may be set or moved later, as for a Job
+# cleanup may be set or moved later, as for a Job; suspend pauses and resumes (both ways)
+MUTABLE_FIELDS = frozenset({"cancel", "suspend", "ttlSecondsAfterFinished"})
 ONE_WAY_FIELDS = {"cancel": CANCEL_BACK}  # may go false -> true only
 
 

@@ -74,7 +74,8 @@ REQUIRED_BASIC_FIELDS = ("modelId", "trainFile", "valFile")
 
 
 class ArgusTaskSpec(_CamelModel):
-    """What to train. Immutable after creation except ``cancel`` (false -> true)."""
+    """What to train. Immutable after creation except ``cancel`` (false -> true), ``suspend``
+    and ``ttlSecondsAfterFinished``."""
 
     kind: TaskKind = Field(
         TaskKind.basic,
@@ -112,7 +113,12 @@ class ArgusTaskSpec(_CamelModel):
         "after the template's own (the last value of a key wins), e.g. ['actor_rollout_ref.actor.ppo_epochs=2']. "
         "$HOME expands as in paths; they are checked like the words of an advanced command.",
     )
-    cancel: bool = Field(False, description="Set to true to stop the task (the only change allowed after creation, and only from false to true).")
+    cancel: bool = Field(False, description="Set to true to stop the task for good (it may change after creation only from false to true).")
+    suspend: bool = Field(
+        False, description="Set to true to pause the task: its Ray job is stopped, its GPUs go back to the queue and it shows "
+        "Suspended (a queued task just leaves the queue). Set back to false to resume: it is queued again and a new attempt "
+        "resumes from the newest checkpoint in its job folder (verl's trainer.resume_mode=auto). May change both ways. Default false.",
+    )
     active_deadline_seconds: int | None = Field(None, ge=1, le=31536000, description="Stop the task and mark it Failed (DeadlineExceeded) this many seconds after it was admitted.")
     priority: int = Field(0, ge=-1000000, le=1000000, description="Queue priority: higher runs first; ties go by creation time. Default 0.")
     restart_policy: RestartPolicy = Field(
@@ -155,7 +161,7 @@ class ConditionStatus(str, Enum):
 class Condition(_StatusModel):
     """The metav1.Condition shape."""
 
-    type: Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")] = Field(description="Condition type: Admitted, Running, Complete, Failed, Finished (any end), RayReachable.")
+    type: Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")] = Field(description="Condition type: Admitted, Running, Complete, Failed, Finished (any end), Suspended, RayReachable.")
     status: ConditionStatus = Field(description="True, False or Unknown.")
     observed_generation: int | None = Field(None, ge=0, description="The .metadata.generation the condition was set for.")
     last_transition_time: str = Field(json_schema_extra={"format": "date-time"}, description="When the condition last changed status.")
@@ -215,7 +221,7 @@ class ArgusTaskStatus(_StatusModel):
     verl: VerlConfigSource | None = Field(None, description="The verl config tree the configuration was composed and checked with; a warning says so when it is not the cluster's own.")
     admitted_at: str | None = Field(None, description="When the queue admitted the task (RFC 3339); the active deadline counts from here.")
     ray_job: RayJobStatus | None = Field(None, description="The Ray job that runs the task.")
-    conditions: list[Condition] | None = Field(None, description="Admitted, Running, Complete, Failed, Finished (true at every end) and RayReachable conditions.")
+    conditions: list[Condition] | None = Field(None, description="Admitted, Running, Complete, Failed, Finished (true at every end), Suspended (once suspended) and RayReachable conditions.")
     observed_generation: int | None = Field(None, description="The .metadata.generation the operator last acted on.")
     ray_unreachable_since: str | None = Field(None, description="When the operator first failed to reach Ray for this task (grace period start); empty when reachable.")
     attempt: int | None = Field(None, ge=1, description="The current (or last) attempt: 1, or more after restarts (spec.restartPolicy).")

@@ -42,6 +42,7 @@ class TaskState:
     status: ArgusTaskStatus
     generation: int | None = None
     cancel: bool = False
+    suspend: bool = False  # spec.suspend: its job stopped, its GPUs back to the queue (core.suspension)
     active_deadline_seconds: int | None = None
     deleting_since: dt.datetime | None = None
     holds_finalizer: bool = False
@@ -121,10 +122,13 @@ def set_condition(conditions: list[Condition] | None, type_: str, status: bool, 
 
 def conditions_for_phase(conditions: list[Condition] | None, phase: Phase, reason: str, message: str, *,
                          now: str, generation: int | None) -> list[Condition]:
-    """Admitted / Running / Complete / Failed / Finished as the phase implies. Finished is true
+    """Admitted / Running / Complete / Failed / Finished as the phase implies (and Suspended,
+    once a task was ever suspended: true while it is). Finished is true
     at every end (Succeeded, Failed, Rejected, Stopped; as Kueue's Workload has it), so
     ``kubectl wait --for=condition=Finished`` waits for any end."""
-    admitted = phase not in (Phase.Queued, Phase.Rejected)
+    admitted = phase not in (Phase.Queued, Phase.Rejected, Phase.Suspended)
+    if phase is Phase.Suspended or any(c.type == "Suspended" for c in conditions or ()):  # only once it was ever suspended
+        conditions = set_condition(conditions, "Suspended", phase is Phase.Suspended, reason, message, now=now, generation=generation)
     c = set_condition(conditions, "Admitted", admitted, Reason.Admitted if admitted else reason,
                       "admitted by the queue" if admitted else message, now=now, generation=generation)
     c = set_condition(c, "Running", phase is Phase.Running, reason, message, now=now, generation=generation)
@@ -209,7 +213,8 @@ def attempt_ended(task: TaskState, status: ArgusTaskStatus, outcome: str, what: 
     status = status.model_copy(update={"attempts": attempts})
     if not retry:
         return Decision(enter(task, status, Phase.Failed, outcome, final, stamp))
-    restarts = task.attempt - 1
+    # Attempts ended by spec.suspend are no restarts: a resumed task keeps its whole backoffLimit.
+    restarts = task.attempt - 1 - sum(1 for r in status.attempts or () if r.attempt < task.attempt and r.outcome == Reason.Suspended)
     if restarts >= task.backoff_limit:
         message = f"attempt {task.attempt}: {what}; no restart left (spec.backoffLimit {task.backoff_limit})"
         return Decision(enter(task, status, Phase.Failed, Reason.BackoffLimitExceeded, message, stamp))

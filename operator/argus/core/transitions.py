@@ -89,17 +89,19 @@ def _job_observed(source: Phase) -> list[Rule]:
              "Ray says STOPPED (Cancelled when spec.cancel asked for it)"),
         Rule(src, "JobObserved", Phase.Queued, (Reason.Retrying,), read,
              "Ray says FAILED, spec.restartPolicy is OnFailure and spec.backoffLimit allows another attempt"),
+        Rule(src, "JobObserved", Phase.Suspended, (Reason.Suspended,), read,
+             "Ray says STOPPED and spec.suspend asked for it: its GPUs go back to the queue"),
     ]
     if source is Phase.Queued:
         rules.insert(0, Rule(src, "JobObserved", Phase.Submitted, (Reason.AdoptedExistingJob,), read + ("StopJob",),
                              "Ray already has the job (submitted before an operator restart): adopted, never a second one; "
-                             "StopJob if it is cancelled or past its deadline"))
+                             "StopJob if it is cancelled, suspended or past its deadline"))
     elif source is Phase.Submitted:
         rules.insert(0, Rule(src, "JobObserved", SAME, (), read + ("StopJob",),
-                             "still pending; StopJob if it is cancelled or past its deadline"))
+                             "still pending; StopJob if it is cancelled, suspended or past its deadline"))
     else:
         rules.insert(0, Rule(src, "JobObserved", SAME, (), read + ("StopJob",),
-                             "still running; StopJob if it is cancelled or past its deadline"))
+                             "still running; StopJob if it is cancelled, suspended or past its deadline"))
         rules.insert(1, Rule(src, "JobObserved", Phase.Submitted, (Reason.RayJobPending,), read, "Ray says PENDING again"))
     return rules
 
@@ -110,6 +112,8 @@ RULES: tuple[Rule, ...] = (
          "the spec is valid (a WeakCheck Warning per weak-check warning)"),
     Rule(NEW, "Validated", Phase.Stopped, (Reason.Cancelled,), (event(Reason.WeakCheck),),
          "valid, but spec.cancel is set: it never reached Ray"),
+    Rule(NEW, "Validated", Phase.Suspended, (Reason.Suspended,), (event(Reason.WeakCheck),),
+         "valid, but spec.suspend is set: it waits outside the queue until resumed"),
     Rule((None, Phase.Queued), "Refused", Phase.Rejected, _REJECTED, ("StopJob",),
          "the spec is invalid, or the namespace has no valid user; StopJob if it holds the finalizer (it may have reached Ray)"),
     # the queue
@@ -117,6 +121,12 @@ RULES: tuple[Rule, ...] = (
     Rule((Phase.Queued,), "Admitted", SAME, (), ("Submit",), "the queue admits it: add the finalizer, submit to Ray"),
     Rule((Phase.Queued,), "Reconcile", Phase.Stopped, (Reason.Cancelled,), (),
          "spec.cancel, and no finalizer: it never reached Ray"),
+    Rule((Phase.Queued,), "Reconcile", Phase.Suspended, (Reason.Suspended,), (),
+         "spec.suspend, and no finalizer: it leaves the queue"),
+    # a suspended task (spec.suspend; core.suspension)
+    Rule((Phase.Suspended,), "Reconcile", Phase.Queued, (Reason.Resumed,), (),
+         "spec.suspend is false again: queued, a new attempt that resumes from the newest checkpoint (when the last one reached Ray)"),
+    Rule((Phase.Suspended,), "Reconcile", Phase.Stopped, (Reason.Cancelled,), (), "spec.cancel while suspended: no job runs"),
     # the submission
     Rule((Phase.Queued,), "SubmitResult", Phase.Submitted, (Reason.Admitted, Reason.AdoptedExistingJob), (),
          "Ray accepted the job, or already had its submission id (adopted)"),
@@ -125,10 +135,14 @@ RULES: tuple[Rule, ...] = (
     Rule((Phase.Queued,), "SubmitResult", Phase.Failed, (Reason.RaySubmitFailed,), (), "Ray refused the job"),
     # Ray's answers
     *(rule for source in (Phase.Queued, *ACTIVE_PHASES) for rule in _job_observed(source)),
-    Rule((None, *END_PHASES), "JobObserved", SAME, (), ("StopJob",),
-         "closed while Ray could not be asked (or before a restart): stop the job if it still runs"),
+    Rule((None, Phase.Suspended, *END_PHASES), "JobObserved", SAME, (), ("StopJob",),
+         "closed while Ray could not be asked (or before a restart), or suspended: stop the job if it still runs"),
     Rule((Phase.Queued,), "JobUnknown", Phase.Stopped, (Reason.Cancelled,), (),
          "spec.cancel, and Ray has no job: it never reached Ray"),
+    Rule((Phase.Queued,), "JobUnknown", Phase.Suspended, (Reason.Suspended,), (),
+         "spec.suspend, and Ray has no job for this attempt: it leaves the queue"),
+    Rule(ACTIVE, "JobUnknown", Phase.Suspended, (Reason.Suspended,), (),
+         "spec.suspend, and Ray no longer has the job: suspended all the same"),
     Rule(ACTIVE, "JobUnknown", Phase.Failed, (Reason.RayJobLost, Reason.BackoffLimitExceeded), (),
          "Ray forgot the job (its head restarted), and spec.restartPolicy is Never or no restart is left"),
     Rule(ACTIVE, "JobUnknown", Phase.Queued, (Reason.Retrying,), (),
@@ -219,10 +233,12 @@ PHASE_MEANINGS: dict[Phase | None, str] = {
                   "is full. `NoCluster`: no Ray cluster it may use takes tasks (its `spec.cluster`, the ArgusClusters' `namespaceSelector`, "
                   "a drained or deleted cluster). `VerlDrift`: argus doctor found the verl snapshot of every cluster it may use at a version other "
                   "than the one it is composed for; it goes when a doctor run finds that version there. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
-                  "the next waits.",
+                  "the next waits. `Resumed`: it was suspended, and `spec.suspend` is false again.",
     Phase.Submitted: "Ray has the job (PENDING). A task admitted at once goes from nothing to `Submitted` in one write. "
                      "`RayJobPending`: Ray reports the job pending again after it ran.",
     Phase.Running: "Ray runs the driver (on a worker node).",
+    Phase.Suspended: "`spec.suspend` (`argus suspend`): its job was stopped and its GPUs went back to the queue, or it left the "
+                     "queue; not an end. `argus resume` queues it again, and a new attempt resumes from the newest checkpoint.",
     Phase.Succeeded: "",
     Phase.Failed: "",
     Phase.Stopped: "`spec.cancel`, or someone stopped the job in Ray.",

@@ -22,6 +22,7 @@ class Phase(str, Enum):
     Queued = "Queued"
     Submitted = "Submitted"
     Running = "Running"
+    Suspended = "Suspended"
     Succeeded = "Succeeded"
     Failed = "Failed"
     Stopped = "Stopped"
@@ -73,6 +74,9 @@ class Reason(StrEnum):
     NoCluster = "NoCluster"  # no Ray cluster it may use takes tasks (spec.cluster, namespaceSelector, drain)
     VerlDrift = "VerlDrift"  # the clusters it may use run a verl other than the one it is composed for (argus doctor)
     Retrying = "Retrying"
+    Resumed = "Resumed"  # spec.suspend went back to false: a new attempt waits
+    # Suspended (spec.suspend: its job stopped, its GPUs back to the queue; not an end)
+    Suspended = "Suspended"
     # Rejected
     InvalidSpec = "InvalidSpec"
     NamespaceNotOnboarded = "NamespaceNotOnboarded"
@@ -108,9 +112,10 @@ class Reason(StrEnum):
 REASONS_BY_PHASE: dict[Phase, tuple[Reason, ...]] = {
     Phase.Queued: (Reason.Validated, Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.NoCluster, Reason.VerlDrift,
                    Reason.RayUnreachable,
-                   Reason.RayAuthFailed, Reason.Retrying),
+                   Reason.RayAuthFailed, Reason.Retrying, Reason.Resumed),
     Phase.Submitted: (Reason.Admitted, Reason.AdoptedExistingJob, Reason.RayJobPending),
     Phase.Running: (Reason.RayJobRunning,),
+    Phase.Suspended: (Reason.Suspended,),
     Phase.Succeeded: (Reason.RayJobSucceeded,),
     Phase.Failed: (Reason.RayJobFailed, Reason.RayJobLost, Reason.RayUnreachable, Reason.DeadlineExceeded, Reason.RaySubmitFailed,
                    Reason.BackoffLimitExceeded),

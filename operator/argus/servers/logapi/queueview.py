@@ -42,8 +42,8 @@ ErrorDoc = Callable[[int, str, str], web.Response]
 
 
 def waiting(views: list[TaskView]) -> list[TaskView]:
-    """The tasks that hold a place: Queued, not cancelled, not being deleted."""
-    return [v for v in views if v.phase == Phase.Queued.value and not v.cancel and not v.deleting]
+    """The tasks that hold a place: Queued, not cancelled or suspended, not being deleted."""
+    return [v for v in views if v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting]
 
 
 def pending_items(views: list[TaskView], settings: QueueSettings, now: Any, namespace: str | None) -> list[dict[str, Any]]:

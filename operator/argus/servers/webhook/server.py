@@ -6,8 +6,8 @@ Served from the operator process by kopf (``--webhook``; docs/webhook.md):
   CREATE runs ``validate_task`` for the user of the namespace label ``argus.io/user``,
   exactly as the controller does for a new task; errors deny the request with every
   problem listed, weak-check warnings become admission warnings (kubectl prints
-  ``Warning: ...``). UPDATE refuses any spec change except ``spec.cancel`` false -> true,
-  in the CRD's CEL wording, and re-validates nothing (metadata, finalizers, cancel).
+  ``Warning: ...``). UPDATE refuses any spec change but the mutable fields (``spec.cancel`` false -> true,
+  ``spec.suspend``, ``spec.ttlSecondsAfterFinished``) in the CRD's CEL wording, and re-validates nothing (metadata, finalizers, cancel).
   No side effects, so ``kubectl apply --dry-run=server`` gets the same answer.
 - ``ArgusWebhookServer``: kopf's HTTPS server, with its self-signed certificate made by
   ``tls`` (``cryptography``) instead of kopf's oscrypto-based helper, or certificate files

@@ -2,8 +2,9 @@
 --   Succeeded                    -> Healthy
 --   Failed, Rejected             -> Degraded (with the operator's status.message)
 --   Stopped (cancelled)          -> Degraded, as Argo CD's own Workflow check treats a stopped
---                                   run: it ended without its result (Suspended would mean
---                                   "waiting to resume", and a task never resumes)
+--                                   run: it ended without its result (a cancelled task never resumes)
+--   Suspended (spec.suspend)     -> Suspended: waiting to be resumed (argus resume), as Argo CD
+--                                   shows a suspended Job or Rollout
 --   Queued, Submitted, Running   -> Progressing, except:
 --     Ray refuses the operator's token (RayReachable=False, RayAuthFailed) -> Degraded: only a
 --       person fixes the token, and until then nothing is submitted or followed
@@ -65,6 +66,9 @@ elseif phase == "Failed" or phase == "Rejected" then
 elseif phase == "Stopped" then
   hs.status = "Degraded"
   hs.message = "Stopped: " .. detail(status, "the task was stopped")
+elseif phase == "Suspended" then
+  hs.status = "Suspended"
+  hs.message = "Suspended: " .. detail(status, "spec.suspend is set")
 elseif phase == "Queued" or phase == "Submitted" or phase == "Running" then
   hs.status = "Progressing"
   hs.message = phase .. ": " .. detail(status, "in progress")
