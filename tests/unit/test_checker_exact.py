@@ -429,3 +429,34 @@ def test_a_target_in_a_config_of_ones_own_built_on_verls_is_still_refused(tmp_pa
     config = _own_config(tmp_path, "defaults:\n  - ppo_megatron_trainer\n  - _self_\ncritic:\n  _target_: os.system\n")
     v = verdict(OWN_DIR, config=config)
     assert any("(critic._target_)" in e and "os.system" in e for e in v.error_lines()), v.error_lines()
+
+
+# --- keys with no reviewed role (issue 34, item 1: argus/verlroles) -----------------------
+
+
+@pytest.mark.parametrize("version", ["0.9.1", "0.6.1"])
+@pytest.mark.parametrize("override", [
+    "+actor_rollout_ref.model.override_config.attention_dropout=0.0",
+    "+actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4",
+    "+data.apply_chat_template_kwargs.enable_thinking=False",
+    "+critic.model.override_config.attention_dropout=0.0",
+])
+def test_keys_added_under_a_free_form_block_validate(override: str, version: str) -> None:
+    valid(f"{PPO} {override}", version)
+
+
+@pytest.mark.parametrize("override", ["+trainer.my_hook=$HOME/x", "+actor_rollout_ref.actor.secret_module=evil", "+foo.bar=1"])
+def test_a_key_verl_does_not_declare_is_refused_in_one_line(override: str) -> None:
+    key = override.split("=", 1)[0].lstrip("+")
+    lines = refused(f"{PPO} {override}", f"({key})", "is not a key of verl 0.9.1's configuration")
+    assert len([line for line in lines if f"({key})" in line]) == 1, lines
+
+
+def test_a_key_with_an_unknown_role_is_refused_unless_verls_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from argus.core.verlconfig import roles
+
+    patched = dict(roles.table("0.9.1") or {})
+    patched["trainer.project_name"] = roles.UNKNOWN
+    monkeypatch.setattr("argus.core.verlconfig.check.table", lambda version: patched)
+    refused(f"{PPO} trainer.project_name=p", "(trainer.project_name)", "has no reviewed role")
+    valid(PPO)

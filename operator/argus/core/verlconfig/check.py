@@ -55,6 +55,7 @@ from .keys import (
     WRITE,
     role_of,
 )
+from .roles import BLOCK, UNKNOWN, free_form, table
 from .tree import MISSING, get, key_of, role_at, shown, walk, walk_changed
 
 _LEAVES = (str, int, float, bool, type(None), list)
@@ -73,8 +74,11 @@ class _Check:
         self.findings = findings
         self.version = f"verl {tree.version}"
         self.nodes = walk(composed.config)  # every node of the composed config, walked once for all the checks
+        self.changed = walk_changed(composed.config, composed.base)
+        self.refused: set[tuple[Any, ...]] = set()  # the keys refused already: one line a key
 
     def error(self, parts: tuple[Any, ...], value: object, rule: str, where: str = "") -> None:
+        self.refused.add(parts)
         self.findings.error(f"{self.field} ({where}{shown(parts)})", value, rule)
 
     # --- strings -------------------------------------------------------------------
@@ -117,7 +121,7 @@ class _Check:
 
     def strings(self) -> None:
         base = self.c.base
-        for parts, value in walk_changed(self.c.config, base):
+        for parts, value in self.changed:
             if parts and isinstance(parts[-1], str) and parts[-1].endswith(SHELL_BLOCK_SUFFIX):
                 self.shell_block(parts, value)
                 continue
@@ -142,6 +146,8 @@ class _Check:
                 self.role_path(parts, value, role)
             if len(self.findings.errors) == before:
                 self.policy.check_string(f"{self.field} ({shown(parts)})", value, self.findings)
+            if len(self.findings.errors) > before:
+                self.refused.add(parts)
 
     def shell_block(self, parts: tuple[Any, ...], node: Any) -> None:
         """A block whose keys and values verl pastes into a shell command (Nsight's options):
@@ -408,6 +414,32 @@ class _Check:
         return added
 
 
+def _undeclared(c: _Check) -> None:
+    """Keys with no reviewed role (roles.py): a key the release's table calls ``unknown``,
+    or one verl's config does not declare (added with '+') outside a free-form block, is
+    refused when it differs from verl's own default. A tree of a version with no table
+    (a cluster snapshot of another release) is not held to it."""
+    roles = table(c.tree.version)
+    if roles is None:
+        return
+    base = c.c.base
+    for parts, value in c.changed:
+        if not parts or any(type(p) is not str for p in parts) or parts in c.refused:
+            continue
+        key = ".".join(parts)
+        role = roles.get(key)
+        if role is None:
+            if isinstance(value, Mapping) or get(base, parts) is not MISSING:
+                continue  # a block (its leaves decide), or a key of a tree the table does not describe
+            if any(roles.get(".".join(parts[:i])) == BLOCK or free_form(".".join(parts[:i])) for i in range(1, len(parts))):
+                continue
+            c.error(parts, value, f"is not a key of {c.version}'s configuration (added with '+'), nor under one of "
+                "its free-form blocks: Argus cannot tell what verl does with it; set only the keys verl declares")
+        elif role == UNKNOWN and get(base, parts) != value:
+            c.error(parts, value, f"has no reviewed role in {c.version}'s table of keys (argus/verlroles): only "
+                "verl's own default is allowed")
+
+
 def check_composed(
     field_: str,
     composed: Composed,
@@ -432,6 +464,7 @@ def check_composed(
         return []
     c = _Check(field_, composed, policy, tree, findings)
     c.strings()  # and the blocks verl pastes into a shell (shell_block)
+    _undeclared(c)
     c.instantiation(composed.config, composed.base, INSTANTIATE_KEYS, "")
     c.ray_init()
     c.hydra(job_dir)

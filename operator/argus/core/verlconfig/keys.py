@@ -67,7 +67,7 @@ ROLES: dict[str, tuple[str, ...]] = {
         "actor_rollout_ref.model.path", "actor_rollout_ref.model.tokenizer_path", "actor_rollout_ref.model.hf_config_path",
         "critic.model.path", "critic.model.tokenizer_path", "critic.model.hf_config_path", "model.partial_pretrain",
         "model.path", "model.tokenizer_path", "reward_model.model.path", "reward_model.model.input_tokenizer",
-        "reward.reward_model.model_path", "distillation.teacher_models.*.model_path", "*.lora_adapter_path",
+        "reward.reward_model.model_path", "data.tokenizer", "distillation.teacher_models.*.model_path", "*.lora_adapter_path",
         "*.*.lora_adapter_path", "*.*.lora.adapter_path", "*.lora.adapter_path", "model.hf_config_path",
     ),
     WRITE: (
@@ -78,6 +78,7 @@ ROLES: dict[str, tuple[str, ...]] = {
         "*.*.prometheus.file", "*.*.*.prometheus.file", "*.*.*.*.prometheus.file",
         "profiler.save_path", "trainer.default_hdfs_dir", "*.*.router_replay.record_file", "*.*.*.router_replay.record_file",
         "*.*.skip_dump_dir",
+        "data.output_path",  # main_generation (verl 0.6) writes the generated responses there
     ),
     READ: (
         "data.path",  # main_eval's generated responses: often an output of the user's own
@@ -88,11 +89,43 @@ ROLES: dict[str, tuple[str, ...]] = {
         "*.*.router_replay.replay_file", "*.*.*.router_replay.replay_file", "*.megatron.dist_checkpointing_path", "*.*.megatron.dist_checkpointing_path",
     ),
     URL: ("sandbox_fusion.url", "*.sandbox_fusion.url"),
-    CLASS: ("trainer.checkpoint_callback_class", "*.*.checkpoint_engine.custom_backend_module"),
+    CLASS: ("trainer.checkpoint_callback_class", "*.*.checkpoint_engine.custom_backend_module",
+            # verl imports it (importlib.import_module) to register the user's model classes
+            "actor_rollout_ref.model.external_lib", "critic.model.external_lib", "reward_model.model.external_lib",
+            "model.external_lib"),
 }
 
 # Keys whose names look like a path's but hold none (a model's module names), reviewed.
 PLAIN: tuple[str, ...] = ("*target_modules", "*exclude_modules", "*recompute_modules")
+
+# Mappings verl reads with .get or hands on as keyword arguments, free-form: keys may be
+# added under them with '+' (their values get the general path rules; ray_init its own,
+# check.ray_init). Reviewed from verl's example scripts (+actor_rollout_ref.model.
+# override_config.*, +ray_kwargs.ray_init.*, megatron's override_transformer_config.*) and
+# its config dataclasses (dict fields).
+FREE_FORM: tuple[str, ...] = (
+    "ray_kwargs.ray_init", "*.override_config", "*.override_transformer_config", "*.override_ddp_config",
+    "*.override_mcore_model_config", "*.override_optimizer_config", "*.engine_kwargs", "*.mbridge_config",
+    "*.qat", "*.mtp", "*.kw_args", "*.sampler_kwargs", "trainer.v1.sync", "data.apply_chat_template_kwargs",
+    "data.mm_processor_kwargs", "actor_rollout_ref.rollout.profiler.tool_config", "reward_model.profiler.tool_config",
+    # not in verl's tree, read with .get: the reward function's keyword arguments
+    "*custom_reward_function.reward_kwargs", "reward_model.reward_kwargs", "reward.reward_kwargs",
+)
+
+# String and null keys whose role the generator cannot tell from a type, reviewed: names
+# of a class inside a code file whose path is checked, templates, enum-like choices verl's
+# tree leaves null. (A dotted pattern names the whole key; a bare one its last segment.)
+REVIEWED_PLAIN: tuple[str, ...] = (
+    "custom_chat_template", "chat_template", "ignore_patterns", "name", "class_name", "reward_loop_class_name",
+    "reward_loop_source", "reward_manager", "served_model_name", "stages", "steps", "tool", "backend", "quantization",
+    "dtype", "warmup_style", "load_format", "ib_device", "activation_observer", "cudagraph_capture_sizes",
+    "recompute_granularity", "recompute_method", "recompute_num_layers", "expert_tensor_parallel_size",
+    "data_loader_seed", "enable", "max_length", "micro_batch_size", "micro_batch_size_per_gpu", "max_ckpt_to_keep",
+    "max_actor_ckpt_to_keep", "max_critic_ckpt_to_keep", "gen_batch_size", "val_batch_size", "prompt_dict_keys",
+    "response_dict_keys", "rollout_is", "rollout_rs", "rollout_rs_threshold", "key", "num_cpus",
+    "actor_rollout_ref.ref.model",  # null: the reference shares the actor's model
+    "ray_kwargs.ray_init.runtime_env.py_executable",
+)
 
 # What a key's last segment looks like when it may name a path, a command or code.
 PATH_LIKE = re.compile(r"(^|_)(path|paths|dir|file|files|cmd|command|url|uri|hook|module|modules|class|cls|script)$")
