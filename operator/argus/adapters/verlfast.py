@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from .verlinterp import Program, Ref, Resolver, Unsupported, compile_interpolation, references
-from .verlresolve import HYDRA_READ
+from .verlresolve import HYDRA_READ, copy_plain
 
 _KEY = re.compile(r"[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*")
 _SCALARS = (str, int, float, bool, type(None))
@@ -383,7 +383,7 @@ class _Tree:
         elif value is None and type(current) in (dict, list):
             raise Unsupported("null on a container")
         else:
-            parent[last] = _fresh(value)
+            parent[last] = copy_plain(value)
         self.changed.append(parts)
 
     def _parent(self, parts: tuple[str, ...], add: bool, force_add: bool) -> dict[str, Any]:
@@ -412,7 +412,7 @@ class _Tree:
         if type(current) is list:
             if type(value) is not list:
                 raise Unsupported("a dict merged into a list")
-            return _fresh(value)
+            return copy_plain(value)
         if type(value) is not dict:
             raise Unsupported("a list merged into a dict")
         out = dict(current)
@@ -421,7 +421,7 @@ class _Tree:
             if k not in out:
                 if not force:
                     raise Unsupported("a new key merged in struct mode")
-                out[k] = _fresh(v)
+                out[k] = copy_plain(v)
                 continue
             d = out[k]
             if type(d) in (dict, list) and type(v) in (dict, list):
@@ -429,7 +429,7 @@ class _Tree:
             elif v is None and type(d) in (dict, list):
                 raise Unsupported("null on a container")
             else:
-                out[k] = _fresh(v)
+                out[k] = copy_plain(v)
         return out
 
     def _delete(self, parts: tuple[str, ...], value: Any) -> None:
@@ -452,10 +452,3 @@ def _parts(key: str) -> tuple[str, ...]:
         raise Unsupported("not a plain key")
     return tuple(key.split("."))
 
-
-def _fresh(value: Any) -> Any:
-    if type(value) is dict:
-        return {k: _fresh(v) for k, v in value.items()}
-    if type(value) is list:
-        return [_fresh(v) for v in value]
-    return value

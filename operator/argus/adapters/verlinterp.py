@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .verlresolve import copy_plain
+
 _KEY = re.compile(r"(\.*)([A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)")
 _RESOLVER = re.compile(r"(oc\.select|oc\.env|hydra|now):(.*)", re.S)
 _NO_DEFAULT = object()
@@ -219,7 +221,7 @@ class Resolver:
                 raise Unsupported("a missing key")
             if isinstance(ref.default, Ref):
                 return self._ref(ref.default, path)
-            return None if ref.default is _NO_DEFAULT else _fresh(ref.default)
+            return None if ref.default is _NO_DEFAULT else copy_plain(ref.default)
         return self.resolved(found, parts)
 
     def _lookup(self, parts: tuple[Any, ...]) -> Any:
@@ -232,10 +234,3 @@ class Resolver:
             node = node[p]
         return node
 
-
-def _fresh(value: Any) -> Any:
-    if type(value) is dict:
-        return {k: _fresh(v) for k, v in value.items()}
-    if type(value) is list:
-        return [_fresh(v) for v in value]
-    return value

@@ -77,12 +77,12 @@ def hydra_settings(cfg: Any, job_dir: str) -> dict[str, Any]:
     return out
 
 
-def _copy(node: Any) -> Any:
+def copy_plain(node: Any) -> Any:
     """A copy of plain containers (faster than copy.deepcopy, which the check's budget needs)."""
     if type(node) is dict:
-        return {k: _copy(v) for k, v in node.items()}
+        return {k: copy_plain(v) for k, v in node.items()}
     if type(node) is list:
-        return [_copy(v) for v in node]
+        return [copy_plain(v) for v in node]
     return node
 
 
@@ -139,7 +139,7 @@ def _incremental(cfg: Any, base: BaseComposition, applied: list[Any]) -> tuple[d
         if o.is_delete() or not _plain_value(o.value()) or any(p.isdigit() for p in key.split(".")):
             return None
         keys.append(key)
-    config, raw = _copy(base.base), _copy(base.raw)
+    config, raw = copy_plain(base.base), copy_plain(base.raw)
     changed: set[str] = set()
     values = {o.key_or_group: o.value() for o in applied}
     for key in keys:
