@@ -119,6 +119,22 @@ def ray_missing() -> str | None:
     return None
 
 
+# The log API (an aggregated API the operator serves): argus logs and argus describe read it.
+LOG_API = "/apis/logs.argus.io/v1alpha1"
+
+
+def log_request(client: Any, namespace: str, task: str, params: list[tuple[str, str]], accept: str) -> tuple[Any, str, str, Any]:
+    """(api client, method, url, headers) of GET .../namespaces/NS/argustasks/NAME/log with
+    the caller's kubeconfig (any authentication kubectl supports)."""
+    import urllib.parse
+
+    path = f"{LOG_API}/namespaces/{urllib.parse.quote(namespace)}/argustasks/{urllib.parse.quote(task)}/log"
+    api = client.ApiClient()
+    method, url, headers, _, _ = api.param_serialize("GET", path, query_params=params, header_params={"Accept": accept},
+                                                     auth_settings=["BearerToken"])
+    return api, method, url, headers
+
+
 def get_task(name: str, namespace: str, kubeconfig: str | None, context: str | None) -> dict[str, Any]:
     client = load_kube(kubeconfig, context)
     from kubernetes.client.exceptions import ApiException

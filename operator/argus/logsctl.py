@@ -19,6 +19,7 @@ from .clusterctl import (
     current_namespace,
     get_task,
     load_kube,
+    log_request,
     ray_missing,
     token_file_problem,
     unreachable,
@@ -105,7 +106,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-LOG_API = "/apis/logs.argus.io/v1alpha1"
 # What the API server answers for a path under a group nobody serves: Go's plain-text 404, or
 # a metav1.Status with this message; the log API's own 404s name the task or the file.
 NOT_SERVED_MESSAGES = ("404 page not found", "the server could not find the requested resource")
@@ -147,7 +147,6 @@ def _logs_via_api(args: argparse.Namespace, namespace: str) -> int:
     """GET .../namespaces/NS/argustasks/NAME/log through the API server, with the caller's
     kubeconfig (any authentication kubectl supports); the body is streamed as it comes."""
     import codecs
-    import urllib.parse
 
     prog = getattr(args, "prog", "argus")
     try:
@@ -156,11 +155,8 @@ def _logs_via_api(args: argparse.Namespace, namespace: str) -> int:
         print(f"{prog} logs: {exc}", file=sys.stderr)
         return EXIT_FAIL
     query = LogQuery(follow=args.follow, tail_lines=args.tail, attempt=args.attempt, since_seconds=args.since)
-    path = f"{LOG_API}/namespaces/{urllib.parse.quote(namespace)}/argustasks/{urllib.parse.quote(args.task)}/log"
-    api = client.ApiClient()
-    method, url, headers, _, _ = api.param_serialize(
-        "GET", path, query_params=list(query.params().items()),
-        header_params={"Accept": "text/plain, application/json"}, auth_settings=["BearerToken"])
+    api, method, url, headers = log_request(client, namespace, args.task, list(query.params().items()),
+                                            "text/plain, application/json")
     try:
         resp = api.call_api(method, url, header_params=headers, _request_timeout=None if args.follow else 120)
     except Exception as exc:  # noqa: BLE001 - urllib3's connection errors, said in one line

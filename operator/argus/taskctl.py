@@ -15,11 +15,9 @@ import argparse
 import sys
 from typing import Any
 
-from .clusterctl import EXIT_FAIL, EXIT_OK, ClusterError, current_namespace, get_task, load_kube
+from .clusterctl import EXIT_FAIL, EXIT_OK, ClusterError, current_namespace, get_task, load_kube, log_request
 from .core.spec import GROUP, PLURAL, VERSION
 from .core.vocabulary import is_ended, task_shape
-
-LOG_API = "/apis/logs.argus.io/v1alpha1"
 
 
 def _patch(args: argparse.Namespace, namespace: str, spec: dict[str, Any]) -> None:
@@ -106,13 +104,8 @@ def describe_lines(task: dict[str, Any]) -> list[str]:
 def _log_tail(args: argparse.Namespace, namespace: str) -> str | None:
     """The last ``--tail`` lines of the current attempt's log through the log API, or None
     when it does not answer (not served, not submitted yet, unreachable)."""
-    import urllib.parse
-
     client = load_kube(args.kubeconfig, args.context)
-    path = f"{LOG_API}/namespaces/{urllib.parse.quote(namespace)}/argustasks/{urllib.parse.quote(args.task)}/log"
-    api = client.ApiClient()
-    method, url, headers, _, _ = api.param_serialize("GET", path, query_params=[("tailLines", str(args.tail))],
-                                                     header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"])
+    api, method, url, headers = log_request(client, namespace, args.task, [("tailLines", str(args.tail))], "text/plain")
     try:
         resp = api.call_api(method, url, header_params=headers, _request_timeout=30)
         body: bytes = resp.response.data
