@@ -19,18 +19,19 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from argus.core.plan import validate_task
 
 TABLE = Path(__file__).resolve().parent.parent / "tests" / "unit" / "test_command_language.py"
 
 
-def load_table() -> tuple[dict[str, str], object]:
+def load_table() -> tuple[dict[str, str], Any, Any]:
     spec = importlib.util.spec_from_file_location("hostile_table", TABLE)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.PATHOLOGICAL, module.CONFIG
+    return module.PATHOLOGICAL, module.CONFIG, module.hostile_task
 
 
 def main() -> int:
@@ -38,12 +39,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--limit-ms", type=float, default=500.0)
     args = parser.parse_args()
-    table, config = load_table()
+    table, config, hostile_task = load_table()
     worst = 0.0
     print(f"{'case':<22} {'median ms':>10} {'best ms':>10}")
     for name, text in table.items():
-        doc = {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": "t"},
-               "spec": {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": text}}
+        doc = hostile_task(text)
         runs = []
         for _ in range(args.runs):
             start = time.perf_counter()

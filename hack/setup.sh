@@ -62,7 +62,6 @@ if [[ $mode != --no-slow ]]; then
     versions=$(awk '!/^#/ && NF {print $1}' operator/argus/verl-releases.txt)
   fi
   stage "in the background, side by side: the real verl runtime(s) $versions$([[ $mode == all ]] && echo ' and an older Ray for the version-range test') (built once from PyPI, then cached)"
-  pids=()
   for version in $versions; do
     (t=$SECONDS; bash hack/build-verl-oracle.sh "$version" >/dev/null; took "verl $version runtime" "$t") &
     pids+=($!)

@@ -281,9 +281,7 @@ _noise = st.lists(st.sampled_from([
 @example("python3 -m verl.trainer.x <<EOF\n")
 @example("python3 -m verl.trainer.x '" + "a" * 50)
 def test_random_shell_noise_gets_a_verdict(text: str) -> None:
-    doc = {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": "t"},
-           "spec": {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": text}}
-    verdict = validate_task(doc, "alice", CONFIG)  # never raises
+    verdict = validate_task(hostile_task(text), "alice", CONFIG)  # never raises
     assert verdict.valid is (verdict.plan is not None)
     for line in verdict.error_lines() + verdict.warning_lines():
         assert "\n" not in line and re.match(r"^spec\.command(?: \([^)]*\))?: .+: .+$", line), line
@@ -483,14 +481,18 @@ PATHOLOGICAL = {
 }
 
 
+def hostile_task(text: str) -> dict[str, Any]:
+    """An advanced task whose command is ``text`` (bench/bench_hostile.py builds the same)."""
+    return {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": "t"},
+            "spec": {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": text}}
+
+
 @pytest.mark.parametrize("text", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
 @pytest.mark.timeout(60)  # a hang guard, not a speed claim: bench/bench_hostile.py measures each case
 def test_hostile_sizes_get_a_quick_verdict(text: str) -> None:
     """A verdict of a few bounded lines for each. Their speed (each well under 0.2 s; quadratic
     steps took 10 to 60 s before) is measured by bench/bench_hostile.py, not here."""
-    doc = {"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": "t"},
-           "spec": {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1, "command": text}}
-    verdict = validate_task(doc, "alice", CONFIG)
+    verdict = validate_task(hostile_task(text), "alice", CONFIG)
     assert len(verdict.errors) <= 51
     for line in verdict.error_lines():
         assert "\n" not in line and len(line) < 1000

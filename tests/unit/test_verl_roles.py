@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from argus.adapters.verlcompose import pinned_releases
 from argus.core.verlconfig.roles import BLOCK, UNKNOWN, classify, table
 
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
-VERSIONS = [line.split()[0] for line in (REPO / "operator" / "argus" / "verl-releases.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#")]
+VERSIONS = [r.version for r in pinned_releases()]
 
 
 def _generator() -> Any:
