@@ -261,7 +261,9 @@ class FastBase:
             pending += self._readers(q)
         # A key deleted and made again (~a then +a.b=1) goes last, as in the raw tree: the
         # resolved containers take the raw tree's key order wherever an override changed one.
-        for parent in {parts[:-1] for parts in changed}:
+        # Only a deletion can make the orders differ (a key set in place keeps its place, a
+        # new one goes last in both).
+        for parent in {parts[:-1] for parts in changed} if tree.deleted else ():
             raw = tree.get(parent)
             if type(raw) is dict and type(out.get(parent)) is dict and list(out.get(parent)) != list(raw):
                 container = out.container(parent)
@@ -310,6 +312,7 @@ class _Tree:
         self.root = dict(root)
         self._own: set[int] = {id(self.root)}
         self.changed: list[tuple[Any, ...]] = []
+        self.deleted = False  # whether an override deleted a key (~)
 
     def get(self, parts: tuple[Any, ...]) -> Any:
         node: Any = self.root
@@ -444,6 +447,7 @@ class _Tree:
         if current is _GONE or current is None or (type(current) is str and ("${" in current or current == "???")):
             raise Unsupported("~ of a missing key, a null, MISSING or an interpolation")  # Hydra refuses the first three
         del self.container(parts[:-1])[parts[-1]]
+        self.deleted = True
         self.changed.append(parts)
 
 
