@@ -30,6 +30,8 @@ from typing import Any
 
 from argus.controller.view import TaskView
 from argus.core.doctor import ProbeJob
+from argus.core.jobscript import exit_marker_for
+from argus.core.lifecycle import RAY_ACTIVE
 from argus.core.patch import apply_merge_patch
 from argus.core.plan import SubmissionPlan
 from argus.core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
@@ -75,9 +77,17 @@ class FakeLogFiles:
         self.reads: list[tuple[str, int]] = []
         self.most: int | None = None  # set: no read returns more bytes than this (short reads)
         self.unmounted: set[str | None] = set()  # users folders not mounted here
+        self.looks = 0  # calls of present (the exit markers' looks)
 
     def mounted(self, users_root: str | None) -> bool:
         return users_root not in self.unmounted
+
+    async def present(self, files: list[tuple[str, str | None]]) -> set[str]:
+        """A job's exit marker is there once the job has ended (as the entrypoint writes it)."""
+        self.looks += 1
+        markers = {exit_marker_for(j.plan.log_file) for j in self.ray.jobs.values()
+                   if j.plan is not None and j.status not in RAY_ACTIVE}
+        return {path for path, _ in files if path in markers}
 
     async def read(self, path: str, offset: int, limit: int, users_root: str | None = None) -> bytes:
         self.reads.append((path, offset))

@@ -72,7 +72,10 @@ def test_entrypoint_is_bash_lc_of_the_expanded_command() -> None:
     assert script == (
         "set -o pipefail\n"
         "mkdir -p /private/users/alice/jobs/team-a-t1-0b8f0a36 && cd /private/users/alice/jobs/team-a-t1-0b8f0a36 || exit 1\n"
-        "{\n" + plan.command + "\n} 2>&1 | tee -a /private/users/alice/jobs/team-a-t1-0b8f0a36/attempt-1.log"
+        "{\n" + plan.command + "\n} 2>&1 | tee -a /private/users/alice/jobs/team-a-t1-0b8f0a36/attempt-1.log\n"
+        "argus_status=$?\n"
+        '{ echo "$argus_status" > /private/users/alice/jobs/team-a-t1-0b8f0a36/attempt-1.exit; } 2>/dev/null\n'
+        'exit "$argus_status"'
     )
     assert "$HOME" not in plan.command and "/private/datasets/gsm8k/train.parquet" in plan.command
 
@@ -95,7 +98,7 @@ def test_entrypoint_quoting_round_trips(tail: str) -> None:
     plan = resolve_plan(spec, command, "alice", CONFIG, namespace="ns", name="n", uid=UID)
     words = shlex.split(plan.entrypoint)
     assert words[:2] == ["bash", "-lc"] and len(words) == 3
-    assert words[2].endswith("\n{\n" + command + "\n} 2>&1 | tee -a /private/users/alice/jobs/ns-n-0b8f0a36/attempt-1.log")
+    assert "\n{\n" + command + "\n} 2>&1 | tee -a /private/users/alice/jobs/ns-n-0b8f0a36/attempt-1.log\nargus_status=$?\n" in words[2]
 
 
 # --- resources, runtime env, job directory, metadata --------------------------------------

@@ -100,3 +100,21 @@ def test_progress_from_files_needs_the_tree_mounted(tree: Path, tmp_path_factory
         settings("--progress-source", "file", root=empty)
     with pytest.raises(SystemExit):
         settings("--progress-source", "files", root=tree)
+
+
+def test_exit_markers_are_seen_only_as_files_inside_the_users_folders(tree: Path) -> None:
+    """The exit markers' look (``present``): the same refusals as a read. A link where a
+    marker should be, or a folder, does not count as the job's end."""
+    files = LocalLogFiles(str(tree / "users"))
+    job = tree / "users/alice/jobs/team-t-1234abcd"
+    (job / "attempt-1.exit").write_text("0\n")
+    (job / "attempt-2.exit").symlink_to(job / "attempt-1.exit")
+    (job / "attempt-3.exit").mkdir()
+    outside = tree / "attempt-9.exit"
+    outside.write_text("0\n")
+    asked = [(str(job / f"attempt-{n}.exit"), None) for n in (1, 2, 3, 4)] + [(str(outside), None), ("relative.exit", None)]
+    assert asyncio.run(files.present(asked)) == {str(job / "attempt-1.exit")}
+    other = tree / "other-users"
+    (other / "bob").mkdir(parents=True)
+    (other / "bob" / "attempt-1.exit").write_text("1\n")
+    assert asyncio.run(files.present([(str(other / "bob" / "attempt-1.exit"), str(other))])) == {str(other / "bob" / "attempt-1.exit")}

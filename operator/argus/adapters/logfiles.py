@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
+import stat
 from collections.abc import Iterable
 
 TEXT_CHUNK = 1 << 20
@@ -37,7 +38,22 @@ class LocalLogFiles:
     async def read(self, path: str, offset: int, limit: int, users_root: str | None = None) -> bytes:
         return await asyncio.to_thread(self._read, path, offset, limit, self._root(users_root))
 
-    def _read(self, path: str, offset: int, limit: int, users_root: str) -> bytes:
+    async def present(self, files: list[tuple[str, str | None]]) -> set[str]:
+        return await asyncio.to_thread(self._present, files)
+
+    def _present(self, files: list[tuple[str, str | None]]) -> set[str]:
+        found = set()
+        for path, users_root in files:
+            try:
+                self._check(path, self._root(users_root))
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    found.add(path)
+            except OSError:
+                continue
+        return found
+
+    @staticmethod
+    def _check(path: str, users_root: str) -> None:
         if not posixpath.isabs(path) or posixpath.normpath(path) != path or not path.startswith(users_root + "/"):
             raise PermissionError(f"{path}: not a normalized path under {users_root}/")
         # The root itself may be reached through links (a mount under a linked folder);
@@ -45,6 +61,9 @@ class LocalLogFiles:
         real, expected = os.path.realpath(path), os.path.realpath(users_root) + path[len(users_root):]
         if real != expected:
             raise PermissionError(f"{path}: reached through a symbolic link ({real})")
+
+    def _read(self, path: str, offset: int, limit: int, users_root: str) -> bytes:
+        self._check(path, users_root)
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
             return os.pread(fd, limit, offset)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
 from ..core.plan import driver_gpus
-from ..core.polling import FASTEST_POLL_SECONDS, poll_delay
+from ..core.polling import ENDING_READ_SECONDS, ENDING_READS_FOR, FASTEST_POLL_SECONDS, poll_delay
 from ..core.queue import Capacity, WorkerNode
 from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core.times import parse_time
@@ -119,6 +119,9 @@ class JobSync:
         self._read_at: dict[Key, float] = {}       # monotonic time of each followed task's last read
         self._submitted_at: dict[Key, float] = {}  # monotonic time this process submitted it
         self._known_drivers: dict[Key, str] = {}
+        # Each task whose log said its job ended (``hurry``): since when (monotonic), and
+        # whether it has been read since.
+        self._ending: dict[Key, tuple[float, bool]] = {}
         self.job_ids: dict[Key, str] = {}  # Ray's own job id of each followed task's driver
         # Where Ray placed each task's GPU-holding driver (a torchrun launch): submission id,
         # node id, GPUs. The queue's claim for it stays on that node (admission.claims).
@@ -128,6 +131,7 @@ class JobSync:
         self._read_at.pop(key, None)
         self._submitted_at.pop(key, None)
         self._known_drivers.pop(key, None)
+        self._ending.pop(key, None)
         self.job_ids.pop(key, None)
         self.gpu_drivers.pop(key, None)
 
@@ -135,9 +139,16 @@ class JobSync:
         """Another replica leads: read every job afresh if this one leads again."""
         self._read_at.clear()
         self._submitted_at.clear()
+        self._ending.clear()
 
     def followed(self) -> list[Key]:
         return list(self._read_at)
+
+    def hurry(self, key: Key) -> None:
+        """The task's log says its job ended (``logfollow``): read it now, and then often until
+        Ray says so too (ENDING_READS_FOR seconds at most)."""
+        if key in self._read_at:
+            self._ending[key] = (self.monotonic(), False)
 
     def submitted(self, key: Key) -> None:
         self._submitted_at[key] = self._read_at[key] = self.monotonic()
@@ -154,6 +165,9 @@ class JobSync:
         last = self._read_at.get(view.key)
         if last is None:
             return 0.0
+        since, read = self._ending.get(view.key, (None, False))
+        if since is not None and self.monotonic() - since < ENDING_READS_FOR:
+            return last + ENDING_READ_SECONDS - self.monotonic() if read else 0.0
         if lifecycle.stopping(view.state, now):
             return last + FASTEST_POLL_SECONDS - self.monotonic()  # stopping: read (and stop) again soon
         return last + poll_delay(self._age(view, now), self.poll_interval, active) - self.monotonic()
@@ -163,6 +177,8 @@ class JobSync:
         read means for the lifecycle."""
         key = (task.namespace, task.name)
         self._read_at[key] = self.monotonic()
+        if key in self._ending:
+            self._ending[key] = (self._ending[key][0], True)
         try:
             job = await self.clusters.ray(cluster).job(task.submission_id)
         except RayJobUnknown:

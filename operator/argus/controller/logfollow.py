@@ -7,6 +7,14 @@ the progress when a status write for it is due (``progress_due``), at most once 
 ``interval`` seconds per task (the first one ``interval`` after it starts running), and
 always with the job's last read.
 
+A log also tells when its job ends, and the follower says so at once (``on_end``): Ray closes
+its log stream after the job's end (1-2 s after it in Ray 2.60, which looks at the log file
+and the job's status once a second), and by file the job's exit marker (``core.jobscript``)
+appears as the command ends; the exit markers of all the jobs followed by file are looked at
+together every EXIT_POLL_SECONDS, which costs Ray nothing. The reconciler then reads the job
+from Ray at once (``jobsync.JobSync.hurry``): the end shows, and the freed GPUs are given out,
+without waiting for the job's next periodic read.
+
 A stream that breaks (Ray unreachable, a head restart) is opened again while the task runs;
 Ray's log stream starts from the beginning of the log, so the reader starts afresh too, as it
 does after an operator restart. A file is read on from where the last read stopped.
@@ -21,6 +29,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..core.jobscript import exit_marker_for
 from ..core.progress import ProgressReader, ProgressSource
 from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import TaskProgress
@@ -39,11 +48,15 @@ FINISHING_SECONDS = 10.0
 WHOLE_LOG_LIMIT = 8 * 1024 * 1024
 # A log file is read this often while its job runs, and this much at a time at most.
 FILE_POLL_SECONDS = 1.0
+# The exit markers of the jobs followed by file are looked for this often (one thread hop and
+# one lstat per job): Ray's job supervisor looks at its process every 0.1 s.
+EXIT_POLL_SECONDS = 0.05
 FILE_CHUNK = 1024 * 1024
 
 
 @dataclass
 class _Follower:
+    key: Key
     submission_id: str
     reader: ProgressReader
     log_file: str | None = None  # the attempt's log in the job folder, as the jobs (and a mounted tree) see it
@@ -54,6 +67,14 @@ class _Follower:
     written_at: float | None = None  # monotonic time of the last progress write
     finishing_since: float | None = None  # monotonic time the task stopped running
     chunks: int = field(default=0)
+    ended: bool = False  # its log said the job ended (on_end was called)
+
+    def end(self, on_end: Callable[[Key], None] | None) -> None:
+        """The log says the job ended: say it, once."""
+        if not self.ended:
+            self.ended = True
+            if on_end is not None:
+                on_end(self.key)
     consumed: int = 0  # characters of the log read so far (the stream starts at the log's beginning); bytes of a file
     decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
 
@@ -62,7 +83,7 @@ class LogFollowers:
     def __init__(self, ray_of: Callable[[str], RayJobs], metrics: tuple[str, ...], interval: float,
                  now: Callable[[], dt.datetime], monotonic: Callable[[], float], *,
                  source: ProgressSource = ProgressSource.stream, files: LogFiles | None = None,
-                 users_root_of: Callable[[str], str] | None = None):
+                 users_root_of: Callable[[str], str] | None = None, on_end: Callable[[Key], None] | None = None):
         if source == ProgressSource.file and files is None:
             raise ValueError("progress from log files needs the files")
         self.ray_of = ray_of  # a cluster's name -> its Ray
@@ -79,6 +100,8 @@ class LogFollowers:
         self.now = now
         self.monotonic = monotonic
         self._followers: dict[Key, _Follower] = {}
+        self.on_end = on_end  # told the task whose job's log says the job ended
+        self._markers: asyncio.Task[None] | None = None  # looks for the exit markers of the jobs followed by file
 
     def __len__(self) -> int:
         return len(self._followers)
@@ -103,13 +126,16 @@ class LogFollowers:
                 # The first progress is written ``interval`` after the following starts, not
                 # at once: a run shorter than that gets its progress with its end, in the
                 # same status patch (one write fewer per task; issue 26).
-                follower = _Follower(sid, ProgressReader(self.metrics), log_file=log_file, cluster=cluster, written_at=now)
+                follower = _Follower(key, sid, ProgressReader(self.metrics), log_file=log_file, cluster=cluster, written_at=now)
                 if self.source == ProgressSource.file:
                     follower.users_root = self.users_root_of(cluster) if self.users_root_of is not None else None
                     follower.by_file = self._mounted(cluster, follower.users_root)
                 read = self._read_file if follower.by_file else self._read
                 follower.task = asyncio.create_task(read(follower), name=f"argus log {key[0]}/{key[1]}")
                 self._followers[key] = follower
+        if (self._markers is None or self._markers.done()) and any(f.by_file for f in self._followers.values()):
+            assert self.files is not None
+            self._markers = asyncio.create_task(watch_exit_markers(self.files, self._followers, self.on_end), name="argus exit markers")
 
     def _mounted(self, cluster: str, users_root: str | None) -> bool:
         assert self.files is not None
@@ -166,6 +192,9 @@ class LogFollowers:
     def close(self) -> None:
         for key in list(self._followers):
             self._stop(key)
+        if self._markers is not None:
+            self._markers.cancel()
+
 
     async def _read(self, follower: _Follower) -> None:
         while True:
@@ -174,6 +203,7 @@ class LogFollowers:
                     follower.chunks += 1
                     follower.consumed += len(chunk)
                     follower.reader.feed(chunk, self.now())
+                follower.end(self.on_end)
                 return  # the job ended: Ray closed the stream
             except asyncio.CancelledError:
                 raise
@@ -249,3 +279,20 @@ class LogFollowers:
             return None
         follower.written_at = now
         return progress
+
+
+async def watch_exit_markers(files: LogFiles, followers: dict[Key, _Follower], on_end: Callable[[Key], None] | None) -> None:
+    """Look for the exit markers of the jobs followed by file, all in one look, every
+    EXIT_POLL_SECONDS while any job is followed by file."""
+    while any(f.by_file for f in followers.values()):
+        waiting = {exit_marker_for(f.log_file): f for f in followers.values()
+                   if f.by_file and f.log_file and not f.ended and f.finishing_since is None}
+        if waiting:
+            try:
+                found = await files.present([(marker, f.users_root) for marker, f in waiting.items()])
+            except OSError as exc:
+                log.debug("looking for exit markers failed (%s)", exc)
+                found = set()
+            for marker in found:
+                waiting[marker].end(on_end)
+        await asyncio.sleep(EXIT_POLL_SECONDS)

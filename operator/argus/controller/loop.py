@@ -83,7 +83,8 @@ class Reconciler:
                                           default_ttl_seconds=config.default_ttl_seconds,
                                           gitops_tracking_label=config.gitops_tracking_label)
         self.logs = LogFollowers(self.fleet.ray, config.progress_metrics, config.progress_interval, clock.now, monotonic,
-                                 source=config.progress_source, files=log_files, users_root_of=self._users_root)
+                                 source=config.progress_source, files=log_files, users_root_of=self._users_root,
+                                 on_end=self._job_ended)
         self.carrier = Carrier(self.fleet, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
         self.intake = Intake(config.platform, composer, store, self.carrier, monotonic)
         # argus doctor's last verdict on each ArgusCluster (written by the operator's DoctorLoop),
@@ -104,6 +105,12 @@ class Reconciler:
         ArgusCluster's root, or --root): where --progress-source file reads its logs."""
         found = self.fleet.get(cluster)
         return (found.config.platform(self.config.platform) if found is not None else self.config.platform).users_root()
+
+    def _job_ended(self, key: Key) -> None:
+        """A followed job's log says it ended: read it from Ray in the next tick, at once
+        (the end, its status write and the freed slot's next admission in that one tick)."""
+        self.jobs.hurry(key)
+        self.wake.set()
 
     # -- the loop ---------------------------------------------------------------------
     async def run(self) -> None:

@@ -39,6 +39,9 @@ class LogFiles(Protocol):
     # At most `limit` bytes from `offset`, of a file under `users_root` (None: the operator's --root's users folder).
     async def read(self, path: str, offset: int, limit: int, users_root: str | None = None) -> bytes: ...
     def mounted(self, users_root: str | None) -> bool: ...  # whether that users folder is here to read
+    # Which of these files (path, its users folder) exist, as files reached without a link (one
+    # look for all the jobs followed: the exit markers, core.jobscript).
+    async def present(self, files: list[tuple[str, str | None]]) -> set[str]: ...
 
 
 class TaskStore(Protocol):

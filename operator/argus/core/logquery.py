@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .jobscript import attempt_log_name
+
 PARAMETERS = ("follow", "tailLines", "attempt", "sinceSeconds")
 MAX_TAIL_LINES = 1_000_000
 MAX_SINCE_SECONDS = 10 * 365 * 24 * 3600
@@ -117,7 +119,7 @@ def attempt_log(status: Mapping[str, object], wanted: int | None) -> AttemptLog:
     job_dir = status.get("jobDir") or {}
     user_path = job_path = None
     if isinstance(job_dir, Mapping) and job_dir.get("jobPath"):
-        name = f"attempt-{attempt}.log"
+        name = attempt_log_name(attempt)
         job_path = f"{job_dir['jobPath']}/{name}"
         user_path = f"{job_dir.get('userPath') or job_dir['jobPath']}/{name}"
     return AttemptLog(attempt, sid, user_path, job_path, attempt == current)

@@ -23,6 +23,7 @@ from .command.checks import TORCHRUN_ONE_NODE, missing_counts_rule
 from .command.environment import job_outputs
 from .config import PlatformConfig
 from .expand import REMOVED_COMMON, expand, uses_common, without_common
+from .jobscript import attempt_log_name, job_script
 from .policy import Findings, PathPolicy, check_text
 from .problems import Problem
 from .rules import kind_problems
@@ -197,7 +198,7 @@ def runtime_env_vars(config: PlatformConfig, user: str, job_dir: str, attempt: i
         "PYTHONPATH": f"{code_path or config.verl_code()}:{posixpath.join(config.home(user), 'code')}",
         "ARGUS_USER": user,
         "ARGUS_JOB_DIR": job_dir,
-        "ARGUS_LOG_FILE": posixpath.join(job_dir, f"attempt-{attempt}.log"),
+        "ARGUS_LOG_FILE": posixpath.join(job_dir, attempt_log_name(attempt)),
         "ARGUS_ATTEMPT": str(attempt),
     }
     # The shared model cache, so that a model is downloaded once for everyone, unless the
@@ -467,13 +468,8 @@ def resolve_plan(
     how it launches and what environment it sets itself)."""
     home = config.home(user)
     job_dir = job_dir_for(config, user, namespace, name, uid)
-    log_file = posixpath.join(job_dir, f"attempt-{attempt}.log")
-    # The job starts in its own folder (if that fails, nothing of the user's command runs),
-    # and everything the driver prints, stdout and stderr in order, also goes to the attempt's
-    # log file there: it outlives Ray's job history and a head restart. pipefail: the
-    # command's exit code, not tee's, is the job's.
-    script = (f"set -o pipefail\nmkdir -p {shlex.quote(job_dir)} && cd {shlex.quote(job_dir)} || exit 1\n"
-              f"{{\n{command}\n}} 2>&1 | tee -a {shlex.quote(log_file)}")
+    log_file = posixpath.join(job_dir, attempt_log_name(attempt))
+    script = job_script(command, job_dir, attempt)
     metadata = {"argus.io/user": user, "argus.io/workload": str(spec.workload), "argus.io/gpus": str(spec.nnodes * spec.n_gpus_per_node)}
     for key, value in (("namespace", namespace), ("name", name), ("uid", uid)):
         if value:

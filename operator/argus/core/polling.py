@@ -10,6 +10,11 @@ from __future__ import annotations
 FASTEST_POLL_SECONDS = 0.2
 POLL_AGE_DIVISOR = 16
 YOUNG_READS_PER_SECOND = 20.0
+# A job whose log says it ended (its stream closed, its exit marker appeared) is read at once,
+# and then every ENDING_READ_SECONDS until Ray says it ended too (the exit marker appears a few
+# milliseconds before Ray's job supervisor notices), for ENDING_READS_FOR seconds at most.
+ENDING_READ_SECONDS = 0.05
+ENDING_READS_FOR = 2.0
 
 
 def poll_delay(age_seconds: float | None, poll_interval: float, active: int = 1) -> float:

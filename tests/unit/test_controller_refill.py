@@ -1,0 +1,109 @@
+"""The refill path (``controller.logfollow`` -> ``jobsync.JobSync.hurry`` -> ``loop``): a job
+whose log says it ended (its exit marker by file, its stream's end from Ray) is read at once,
+not at its next periodic read, and in that one tick its end is written (one status patch) and
+the freed slot's next task is admitted and submitted. Over the in-memory fakes; the gap is
+measured against real Ray by bench/run.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from argus.core.progress import ProgressSource
+from argus.core.spec import Phase
+from test_controller import World, spec, status_patches
+
+pytestmark = pytest.mark.unit
+
+
+def old_running_job(world: World) -> tuple[tuple[str, str], tuple[str, str], str]:
+    """Two tasks, one slot: the first runs long enough to be read only every poll interval,
+    the second waits."""
+    first = world.cluster.create("first", spec())
+    second = world.cluster.create("second", spec())
+    world.tick()
+    sid = world.sid(first)
+    world.ray.run(sid)
+    for _ in range(40):  # two minutes of running: read every poll interval (2 s) now
+        world.tick(3.0)
+    assert world.phase(first) == Phase.Running.value and world.phase(second) == Phase.Queued.value
+    world.tick(0.5)  # just read: its next periodic read is 2 s away
+    return first, second, sid
+
+
+def due_in(world: World, key: tuple[str, str]) -> float:
+    view = world.reconciler.view(key)
+    assert view is not None
+    return world.reconciler.jobs.due_in(view, world.clock.now(), 1)
+
+
+def let_background_run(world: World, seconds: float = 0.2) -> None:
+    """Real time for the followers (the fake clock stands still)."""
+    world.loop.run_until_complete(asyncio.sleep(seconds))
+
+
+@pytest.mark.parametrize("source", [ProgressSource.file, ProgressSource.stream])
+def test_a_job_whose_log_says_it_ended_is_read_and_refilled_in_one_tick(source: ProgressSource) -> None:
+    world = World(max_running=1, progress_source=source)
+    first, second, sid = old_running_job(world)
+    assert due_in(world, first) > 1.0
+    world.ray.finish(sid)
+    reads_before = sum(1 for op, s in world.ray.calls if op == "status" and s == sid)
+    let_background_run(world)  # the exit marker is seen / Ray closes the stream
+    assert due_in(world, first) <= 0  # due now, not in ~2 s
+    assert world.reconciler.next_wait() == pytest.approx(0.05)  # the loop's shortest wait
+    assert world.reconciler.wake.is_set()
+    world.tick()  # the fake clock does not move: this is the very next tick
+    assert world.phase(first) == Phase.Succeeded.value
+    assert world.phase(second) == Phase.Submitted.value  # the freed slot refilled in that same tick
+    assert sum(1 for op, s in world.ray.calls if op == "status" and s == sid) == reads_before + 1  # one read
+    ends = [p for p in status_patches(world, first) if p.get("phase")]
+    assert [p["phase"] for p in ends][-1] == Phase.Succeeded.value
+    assert sum(1 for p in ends if p["phase"] == Phase.Succeeded.value) == 1  # one write of the end
+
+
+def test_an_exit_marker_seen_before_ray_says_the_job_ended_is_read_again_soon() -> None:
+    """The marker appears a few milliseconds before Ray's job supervisor notices the exit:
+    the first read may still say RUNNING; the next comes ENDING_READ_SECONDS later, not at
+    the next poll interval."""
+    world = World(max_running=1, progress_source=ProgressSource.file)
+    first, second, sid = old_running_job(world)
+    world.reconciler.jobs.hurry(first)  # as the marker watcher does, before Ray's status moved
+    world.tick()
+    assert world.phase(first) == Phase.Running.value
+    assert 0 < due_in(world, first) <= 0.05 + 1e-9
+    world.ray.finish(sid)
+    world.tick(0.05)
+    assert world.phase(first) == Phase.Succeeded.value and world.phase(second) == Phase.Submitted.value
+
+
+def test_the_hurry_runs_out_so_a_wrong_signal_costs_a_few_reads() -> None:
+    world = World(max_running=1, progress_source=ProgressSource.file)
+    first, _, sid = old_running_job(world)
+    world.reconciler.jobs.hurry(first)
+    reads = 0
+    for _ in range(100):
+        before = sum(1 for op, s in world.ray.calls if op == "status" and s == sid)
+        world.tick(0.05)
+        reads += sum(1 for op, s in world.ray.calls if op == "status" and s == sid) - before
+    assert world.phase(first) == Phase.Running.value
+    assert 30 <= reads <= 45  # ENDING_READS_FOR / ENDING_READ_SECONDS, then every poll interval
+    assert due_in(world, first) > 1.0
+
+
+def test_exit_markers_of_all_jobs_are_looked_at_together() -> None:
+    world = World(max_running=3, progress_source=ProgressSource.file)
+    keys = [world.cluster.create(f"t{i}", spec()) for i in range(3)]
+    world.tick()
+    for key in keys:
+        world.ray.run(world.sid(key))
+    world.tick(0.2)
+    world.files.looks = 0
+    let_background_run(world, 0.26)
+    assert 2 <= world.files.looks <= 8  # every 0.05 s, one look for the three jobs
+    world.ray.finish(world.sid(keys[1]))
+    let_background_run(world)
+    world.tick()
+    assert [world.phase(k) for k in keys] == ["Running", "Succeeded", "Running"]
+    world.reconciler.logs.close()
