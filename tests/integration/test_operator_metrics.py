@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 import urllib.request
+from pathlib import Path
 
 import pytest
 
+from argus.core.jobscript import exit_marker_for
 from argus_testbed.harness import advanced_task, apply_text, ppo_command, wait_for, wait_phase
 from argus_testbed.ports import free_port
 
@@ -54,6 +56,9 @@ def test_metrics_endpoint_counts_a_succeeded_task(control_plane, ray_cluster, us
     assert sample(text, "argus_queue_length") == 0
     assert sample(text, "argus_submit_latency_seconds_count") >= 1
     assert sample(text, "argus_ray_api_calls_total", '{cluster="",operation="submit"}') == 1
+    # The job's script wrote the command's exit status beside its log (what the operator
+    # looks for to see the job's end without a Ray call).
+    assert Path(exit_marker_for(status["logFile"]["jobPath"])).read_text() == "0\n"
     assert sample(text, "argus_ray_api_calls_total", '{cluster="",operation="status"}') >= 1
     assert sample(text, "argus_ray_api_calls_total", '{cluster="",operation="nodes"}') >= 1
     assert sample(text, "argus_reconcile_errors_total") == 0
@@ -79,3 +84,6 @@ def test_progress_from_the_log_file_opens_no_ray_log_stream(control_plane, ray_c
     text = scrape(port)
     assert sample(text, "argus_ray_api_calls_total", '{cluster="",operation="logs"}') == 0, text
     assert sample(text, "argus_ray_api_calls_total", '{cluster="",operation="submit"}') == 1
+    # The job's script wrote the command's exit status beside its log (what the operator
+    # looks for to see the job's end without a Ray call).
+    assert Path(exit_marker_for(status["logFile"]["jobPath"])).read_text() == "0\n"
