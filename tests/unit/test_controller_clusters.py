@@ -611,3 +611,41 @@ def test_without_get_on_a_references_objects_the_cluster_is_unresolved_and_its_t
     assert reachable["message"].startswith("spec.rayClusterRef: cannot read RayCluster ray/gpu: ") and f'cannot get resource "{resource}"' in reachable["message"]
     assert f.status(key)["phase"] == "Queued" and f.connected == []
     assert len(warned(caplog, f'cannot get resource "{resource}"')) == 1
+
+
+def test_a_drifted_implicit_cluster_holds_new_tasks_back_too(made: list[Fleet]) -> None:
+    # No ArgusCluster: the cluster of --ray-address. The doctor's verdict on it counts as an
+    # ArgusCluster's does (it has no status to show it, and a restart forgets it until the
+    # first doctor run, which comes at once).
+    f = fleet_of(made, gpus={})
+    f.reconciler.doctor_verdicts[""] = verl_verdict("0.6.1")
+    key = f.api.create("t", spec())
+    f.tick()
+    f.tick()
+    status = f.status(key)
+    assert (status["phase"], status["reason"]) == ("Queued", "VerlDrift")
+    assert "the Ray cluster of --ray-address runs verl 0.6.1" in status["message"], status["message"]
+    assert not any(op == "submit" for op, _ in f.implicit.calls)
+    f.reconciler.doctor_verdicts[""] = verl_verdict("0.9.1")
+    f.tick()
+    f.tick()
+    assert f.status(key)["phase"] == "Submitted"
+
+
+def test_the_doctor_keeps_its_verdict_on_the_implicit_cluster() -> None:
+    import asyncio as aio
+
+    from argus.controller.doctor import DoctorLoop
+    from argus.core.doctor import Check, DoctorSettings, Row, Status
+
+    class Stub:
+        settings = DoctorSettings(PlatformConfig(), expected_verl="0.9.1")
+
+        async def run(self) -> list[Row]:
+            return [Row("w1", Check.verl, Status.fail, "verl 0.6.1", found="0.6.1")]
+
+    verdicts: dict[str, Any] = {}
+    loop = DoctorLoop(Stub(), 60, leads=lambda: True, observe=lambda rows, name: None, post_event=None, monotonic=lambda: 0.0,
+                      verdicts=verdicts, now=lambda: "2026-12-06T08:00:00Z")
+    aio.run(loop.run_once())
+    assert verdicts[""].verl_versions == ["0.6.1"] and verdicts[""].expected_verl == "0.9.1"

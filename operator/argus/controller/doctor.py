@@ -188,7 +188,10 @@ class DoctorLoop:
         self.observe(rows, cluster)
         where = f"ArgusCluster {cluster}: " if cluster else ""
         verdict = doctor_summary(rows, self.now() if self.now is not None else "", expected_verl)
-        if cluster and self.now is not None:
+        # Every cluster's verdict is kept for the queue (the implicit cluster's too: a drifted
+        # --ray-address holds new tasks back as an ArgusCluster does); only an ArgusCluster's
+        # status shows it, and so keeps it across a restart.
+        if self.now is not None:
             before = self.verdicts.get(cluster)
             if verdict.verl_versions is None and before is not None and before.verl_versions:
                 # No probe read the snapshot this time (Ray unreachable, no probe started): the

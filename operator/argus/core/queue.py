@@ -384,7 +384,8 @@ def _no_cluster(task: QueuedTask, eligible: list[Room]) -> tuple[Reason, str]:
     drifted = [r for r in eligible if r.accepting and r.verl_drift(task)]
     if drifted:
         wanted = task.verl or drifted[0].composes
-        runs = "; ".join(f"cluster {r.name} runs verl {' and '.join(r.verl_drift(task))}" for r in drifted)
+        runs = "; ".join(f"{'cluster ' + r.name if r.name else 'the Ray cluster of --ray-address'} runs verl "
+                         f"{' and '.join(r.verl_drift(task))}" for r in drifted)
         return (Reason.VerlDrift, f"waiting: {runs} (argus doctor read it in the verl snapshot), but the task is composed for "
                 f"verl {wanted}; it goes when argus doctor finds verl {wanted} there")
     if eligible:
