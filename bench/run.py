@@ -530,6 +530,35 @@ def scale_section() -> list[str]:
     return lines
 
 
+def headline(res: dict[str, Any]) -> dict[str, str]:
+    """One run's headline figures, by name: each source's refill gaps and makespan ratio, and
+    the end -> terminal latency."""
+    out: dict[str, str] = {}
+    for source, ms in (res.get("makespan_by_source") or {}).items():
+        op_gap, raw_gap = (mean_of_medians(ms["batches"], side, "gaps") for side in ("operator", "raw"))
+        out[f"Slot refill gap, median, progress from {source}: operator / raw"] = f"{fmt_s(op_gap)} / {fmt_s(raw_gap)}"
+        out[f"Makespan ratio, progress from {source}"] = f"{ms['ratio']:.3f}"
+        loads = [b["load"][0] for b in ms["batches"]] + [ms["batches"][-1]["load"][1]]
+        out[f"Load average during the makespan, progress from {source}"] = f"{min(loads)}-{max(loads)}"
+    lat = res.get("latency")
+    if lat:
+        b = lat["ray_end_to_status_terminal"]
+        out[f"Ray end -> terminal phase, p50 / p99 (progress from {lat.get('source', 'stream')})"] = f"{fmt_s(b['p50'])} / {fmt_s(b['p99'])}"
+    return out
+
+
+def before_after_section(res: dict[str, Any]) -> list[str]:
+    """The headline figures of a run before a change (``--before``) beside this run's."""
+    before = res.get("before")
+    if not before:
+        return []
+    was, now = headline(before["results"]), headline(res)
+    lines = ["## Before and after", "", f"Before: {before['label']}. After: this run. The same sizes and machine; the load averages",
+             "say how much else ran.", "", "| Figure | Before | After |", "|---|---|---|"]
+    lines += [f"| {name} | {was.get(name, '-')} | {now.get(name, '-')} |" for name in dict.fromkeys([*was, *now])]
+    return lines + [""]
+
+
 def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: dict[str, Any], res: dict[str, Any], table: str, wall: float) -> None:
     m = machine
     sizes = {k: getattr(args, k) for k in ISSUE}
@@ -586,11 +615,13 @@ def write_doc(path: Path, args: argparse.Namespace, argv: list[str], machine: di
         lines += ["", "*Ray job duration*: Ray's `end_time - start_time` of each job (Ray's own work per job, slower when the machine is busier).",
                   "*Slot refill gap*: for each job, its Ray `start_time` minus the latest `end_time` of a job before it: how long a",
                   "slot freed by an ending job stayed empty. The raw loop notices an end within its poll period; the operator within",
-                  "its next read of that job (a young job is read every age/16 s, from 0.2 s), then admits and submits in the same tick."]
+                  "its next read of that job (a young job is read every age/16 s, from 0.2 s), or at once when the job's log says it",
+                  "ended (with `--progress-source file`, its exit marker, looked for every 50 ms), then admits and submits in the same tick."]
         target = "1.05, CPUs pinned" if res.get("pinning") else "1.15"
         lines += ["", f"Ratio operator / raw: **{ms['ratio']:.3f}** (target <= {target}). Duplicate Ray jobs on the operator side: {ms['duplicates']}.", ""]
         lines += makespan_reading(ms["batches"], args.max_running, bool(res.get("pinning")))
     lines += sources_section(res)
+    lines += before_after_section(res)
     lat = res.get("latency")
     if lat:
         def row(label: str, s: dict[str, float]) -> str:
@@ -669,6 +700,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results as JSON here")
     parser.add_argument("--work", type=Path, default=None, help="work directory (default: a new temp dir, removed unless --keep)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs of every process)")
+    parser.add_argument("--before", type=Path, default=None, help="the --json of a run before a change: its headline figures are "
+                        "shown beside this run's (section Before and after)")
+    parser.add_argument("--before-label", default="the run of --before", help="what the --before run was (e.g. its commit)")
     argv = sys.argv[1:]
     args = parser.parse_args()
     for k, v in DEFAULTS.items():
@@ -684,6 +718,8 @@ def main() -> int:
     log(f"machine: {machine}")
     res: dict[str, Any] = {"machine": machine, "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                            "pinning": {"ray": sorted(split[0]), "rest": sorted(split[1])} if split else None}
+    if args.before is not None:
+        res["before"] = {"label": args.before_label, "results": json.loads(args.before.read_text())}
     if "validation" not in args.skip:
         res["validation"] = bench_validation(args.validation_runs)
         log(f"validation: {json.dumps(res['validation'])}")
