@@ -21,6 +21,12 @@ REPO = repo_root()
 EXAMPLES = REPO / "examples"
 
 
+# The operator's own servers listen on loopback here (in a pod they listen on every address
+# of the pod, their defaults): everything the tests start talks on loopback only.
+LOOPBACK_SERVERS = {"ARGUS_METRICS_HOST": "127.0.0.1", "ARGUS_HEALTH_HOST": "127.0.0.1", "ARGUS_LOGS_API_HOST": "127.0.0.1",
+                    "ARGUS_WEBHOOK_LISTEN_HOST": "127.0.0.1"}
+
+
 class OperatorProcess:
     """``python -m argus`` as a subprocess, logging to a file."""
 
@@ -49,7 +55,7 @@ class OperatorProcess:
                 "--poll-interval", str(poll_interval), "--doctor-interval", str(doctor_interval), *extra_args]
         for ns in namespaces:
             argv += ["--namespace", ns]
-        env = {**os.environ, **(extra_env or {})}
+        env = {**LOOPBACK_SERVERS, **os.environ, **(extra_env or {})}
         op = cls(workdir / f"{name}.log", argv, env)
         op.launch()
         return op
