@@ -4,8 +4,10 @@ Every example, every basic template (a grid of nnodes, nGpusPerNode and workload
 corpus in verl_corpus/startup.yaml are composed with verl's real config tree and checked by
 verl's own code (tests/integration/verl_oracle_runner.py, in the environment
 hack/build-verl-oracle.sh builds for each supported release: verl with torch, never the
-product's .venv), and side by side by Argus (Hydra's compose in .venv, then
-argus.core.verlconfig.startup). Every disagreement fails, with both verdicts.
+product's .venv), and side by side by Argus as the operator does it (its composer,
+adapters.verlcompose.HydraComposer, with the fast path proven equal to Hydra's compose in
+tests/unit/test_verl_compose_fast.py, then argus.core.verlconfig.startup). Every
+disagreement fails, with both verdicts.
 
 The verl stand-in's own start-up checks (hack/verl-standin, composed by Hydra with the same
 tree) are held to verl's too: they never refuse what verl accepts, and refuse the mistakes
@@ -27,8 +29,10 @@ import pytest
 from omegaconf import OmegaConf
 from verl_cases import argus_calls, corpus_cases
 
+from argus.adapters.verlcompose import HydraComposer
+from argus.core.verlconfig import ComposeRequest, ConfigTree
 from argus.core.verlconfig.startup import startup_problems
-from argus_testbed.verl import REPO, VerlCall, compose_config, standin_snapshot
+from argus_testbed.verl import REPO, VerlCall, release_dir, standin_snapshot
 
 # Its module fixture composes every case with verl and with Argus (minutes of CPU): room for
 # a machine that runs other test workers beside it.
@@ -66,15 +70,19 @@ def standin_checks(version: str) -> Any:
     return module
 
 
-def argus_and_standin_verdicts(version: str, call: VerlCall, standin: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Argus's verdict (Hydra's compose in .venv, resolved, then startup_problems) and the
-    stand-in's (its startup_checks on the same composed config), from one composition."""
-    try:
-        config = compose_config(version, call)
-    except Exception as exc:  # noqa: BLE001 - Hydra's refusal is the verdict of both
-        refused = {"ok": False, "stage": "compose", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+JOB_DIR = "/private/users/alice/jobs/oracle-t-12345678"
+
+
+def argus_and_standin_verdicts(composer: HydraComposer, call: VerlCall, standin: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Argus's verdict (the operator's composer, then startup_problems) and the stand-in's
+    (its startup_checks on the same composed config), from one composition."""
+    composed = composer.compose(ComposeRequest(call.entry, tuple(call.overrides), {}, JOB_DIR, config_name=call.config_name))
+    if composed.error is not None:  # Hydra's or OmegaConf's refusal is the verdict of both
+        refused = {"ok": False, "stage": "compose", "error": composed.error.splitlines()[0]}
         return refused, refused
-    found = startup_problems(OmegaConf.to_container(config, resolve=True), version=version, entry=call.entry)
+    version = composer.tree.version
+    found = startup_problems(composed.config, version=version, entry=call.entry)
+    config = OmegaConf.create(dict(composed.config))  # a DictConfig, as Hydra hands the stand-in
     argus = {"ok": not found, "stage": "startup_problems", "error": " | ".join(f"{p.key}: {p.message}" for p in found)}
     try:
         standin.startup_checks(standin.Config(config), call.entry.rsplit(".", 1)[-1])
@@ -96,8 +104,9 @@ def verdicts() -> dict[str, dict[str, Any]]:
     for version, cases in by_version.items():
         verl = run_oracle(version, {i: c["call"] for i, c in cases.items()})
         standin = standin_checks(version)
+        composer = HydraComposer(ConfigTree(version, str(release_dir(version)), "release"))
         for i, c in cases.items():
-            argus, by_standin = argus_and_standin_verdicts(version, c["call"], standin)
+            argus, by_standin = argus_and_standin_verdicts(composer, c["call"], standin)
             out[f"{version} {i}"] = {**c, "verl": verl[i], "argus": argus, "standin": by_standin}
     return out
 
