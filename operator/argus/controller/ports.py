@@ -1,12 +1,12 @@
 """The small protocols the controller depends on. The operator passes the real adapters
 (``adapters.ray.RayJobsClient``, ``adapters.kube.KubeTaskStore``, ``adapters.taskcache.TaskCache``,
-``adapters.logfiles.LocalLogFiles``);
+``adapters.logfiles.LocalLogFiles``, ``adapters.sharedtree.LocalSharedTree``);
 the unit tests pass in-memory fakes of the same shape (tests/unit/fakes.py)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 from ..core.doctor import ProbeJob
@@ -39,6 +39,17 @@ class LogFiles(Protocol):
     # At most `limit` bytes from `offset`, of a file under `users_root` (None: the operator's --root's users folder).
     async def read(self, path: str, offset: int, limit: int, users_root: str | None = None) -> bytes: ...
     def mounted(self, users_root: str | None) -> bool: ...  # whether that users folder is here to read
+
+
+class SharedTree(Protocol):
+    """The clusters' shared trees, where the operator mounts them at the roots their jobs see
+    (``adapters.sharedtree.LocalSharedTree``): whether a file a task reads exists
+    (``core.inputs``)."""
+
+    def mounted(self, root: str) -> bool: ...  # whether the tree at `root` is here to read
+    # For each path under `root`: True or False, or None when it cannot tell (unreadable, or
+    # reached through a link out of the tree). One look per path.
+    async def exists(self, root: str, paths: Sequence[str]) -> dict[str, bool | None]: ...
 
 
 class TaskStore(Protocol):
