@@ -156,3 +156,10 @@ def test_inputs_are_computed_once_per_task_from_its_spec_after_a_restart() -> No
                     status={"phase": "Queued", "user": "alice"})
     first = checks.inputs_of(view)
     assert {i.path for i in first} == {TRAIN, VAL, REWARD} and checks.inputs_of(view) is first
+
+
+def test_its_missing_files_say_more_than_an_unreachable_ray(world: World) -> None:
+    world.ray.reachable = False
+    key = world.cluster.create("t", spec(), NS)
+    world.settle()
+    assert (world.cluster.status(key)["phase"], world.cluster.status(key)["reason"]) == ("Queued", "InputMissing")

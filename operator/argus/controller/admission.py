@@ -96,7 +96,7 @@ class AdmissionInputs:
         ray_errors: dict[Key, tuple[str, Reason]] = {}
         if errors:
             for task in tasks:
-                if task.key not in decision.waiting:
+                if task.key not in decision.waiting or task.key in held:  # its own missing files say more than Ray
                     continue
                 waits_for = decision.unreadable.get(task.key)
                 if waits_for is None:  # a task whose every cluster is unreadable waits for them, whatever else it waits for
