@@ -20,9 +20,11 @@ from typing import Any, NoReturn
 import yaml
 
 from . import __version__
+from .core.config import PlatformConfig
 from .core.convert import ConversionError, convert_taskspec
 from .core.crd import arguscluster_crd, argustask_crd
-from .core.plan import validate_task
+from .core.inputs import missing, warning_lines
+from .core.plan import Verdict, validate_task
 from .core.user import InvalidUserId, check_user_id
 from .platform import UsageError, add_platform_flags, platform_config, verl_composer
 
@@ -92,6 +94,16 @@ def manifest_files(paths: Sequence[str], recursive: bool) -> list[str]:
     return files
 
 
+def _absent_inputs(v: Verdict, config: PlatformConfig) -> list[str]:
+    """Warnings for the files the task reads that are not in the shared tree, when it is
+    mounted here at --root (as the operator checks them before a task leaves the queue)."""
+    from .adapters.sharedtree import LocalSharedTree  # noqa: PLC0415
+    tree = LocalSharedTree()
+    if not v.inputs or not tree.mounted(config.root):
+        return []
+    return warning_lines(missing(v.inputs, tree.look(config.root, [i.path for i in v.inputs]).get))
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     config, user = platform_config(args), _user(args)
     files = manifest_files(args.filename, args.recursive)
@@ -111,7 +123,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for i, doc in enumerate(docs):
             v = validate_task(doc, user, config, composer)
             label = v.name or f"document {i + 1}"
-            results.append({"file": path, "name": v.name, "valid": v.valid, "errors": v.error_lines(), "warnings": v.warning_lines(),
+            results.append({"file": path, "name": v.name, "valid": v.valid, "errors": v.error_lines(),
+                            "warnings": v.warning_lines() + _absent_inputs(v, config),
                             "expandedCommand": v.expanded_command, "verl": v.verl, "label": f"{path}: {label}" if several else label})
     if args.output == "json":
         print(json.dumps([{k: v for k, v in r.items() if k != "label"} for r in results], indent=2))

@@ -284,9 +284,10 @@ def test_a_deleted_tasks_log_is_gone_and_a_forgotten_job_is_read_from_its_file(s
 
 def test_each_attempt_has_its_log_and_since_seconds_counts_from_the_end(setup: dict[str, Any], control_plane: ControlPlane) -> None:
     cp, ns_a, op = control_plane, setup["ns_a"], setup["op"]
-    # A reward file that does not exist: Argus checks where it is, not that it is there; the
-    # trainer exits 1 at start. (A key Hydra refuses no longer gets that far: Argus composes.)
-    failing = ppo_command(steps=3, extra="custom_reward_function.path=$HOME/code/no_such_reward.py custom_reward_function.name=compute_score")
+    # A reward function its file does not hold: the trainer exits 1 at start. (A key Hydra
+    # refuses no longer gets that far: Argus composes; a file that does not exist waits in the
+    # queue: InputMissing.)
+    failing = ppo_command(steps=3, extra="custom_reward_function.path=$HOME/code/reward.py custom_reward_function.name=no_such_function")
     body = json.loads(advanced_task("flaky", failing))
     body["spec"].update(restartPolicy="OnFailure", backoffLimit=1)
     apply_text(cp, ns_a, json.dumps(body))

@@ -171,9 +171,10 @@ def test_suspend_stops_the_job_and_resume_starts_attempt_two_from_the_checkpoint
 def test_restarts_end_at_the_backoff_limit(control_plane, ray_cluster, user_namespace, run_operator):
     ns = user_namespace("alice")
     op = run_operator([ns])
-    # A reward file that does not exist: Argus checks where it is, not that it is there; the
-    # trainer exits 1 at start. (A key Hydra refuses no longer gets that far: Argus composes.)
-    failing = ppo_command(steps=3, extra="custom_reward_function.path=$HOME/code/no_such_reward.py custom_reward_function.name=compute_score")
+    # A reward function its file does not hold: the trainer exits 1 at start. (A key Hydra
+    # refuses no longer gets that far: Argus composes; a file that does not exist waits in the
+    # queue: InputMissing.)
+    failing = ppo_command(steps=3, extra="custom_reward_function.path=$HOME/code/reward.py custom_reward_function.name=no_such_function")
     apply_text(control_plane, ns, task_with("flaky", failing, restartPolicy="OnFailure", backoffLimit=1))
     status = wait_phase(control_plane, ns, "flaky", ("Succeeded", "Failed"), timeout=120, op=op)["status"]
     assert (status["phase"], status["reason"], status["attempt"]) == ("Failed", "BackoffLimitExceeded", 2), status

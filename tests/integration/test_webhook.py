@@ -194,6 +194,21 @@ def test_weak_problem_is_admitted_with_a_warning_and_dry_run_agrees(control_plan
     assert "unchanged" in again.stdout and "Warning" not in again.stderr
 
 
+def test_a_missing_input_is_a_warning_at_apply_not_a_denial(control_plane, user_namespace, webhook, argus_root: Path):
+    """Issue 36, item 5: a data file not in the shared tree (the operator mounts it here at
+    --root) is one Warning line at kubectl apply; the task is created and waits for it."""
+    ns = user_namespace("alice")
+    hook = webhook([ns])
+    data = f"later-{uuid.uuid4().hex[:8]}.parquet"
+    command = ppo_command(steps=3).replace("data.train_files=$HOME/common/datasets/gsm8k/train.parquet", f"data.train_files=$HOME/datasets/{data}")
+    applied = apply_text(control_plane, ns, advanced_task("later", command))
+    assert "created" in applied.stdout, applied.stderr
+    assert (f"Warning: data.train_files: {argus_root}/users/alice/datasets/{data} does not exist in the shared tree (the file verl "
+            "reads at start): the task will wait in the queue (InputMissing) until it exists") in applied.stderr, applied.stderr
+    wait_for(lambda: (get_task(control_plane, ns, "later").get("status") or {}).get("reason") == "InputMissing", 60,
+             "the task to wait for its data", on_timeout=hook.op.log_tail)
+
+
 def test_spec_changes_are_refused_in_our_words(control_plane, user_namespace, webhook):
     ns = user_namespace("alice")
     hook = webhook([ns])

@@ -10,6 +10,8 @@ that drive the real reconciler in milliseconds, without processes:
   when told to).
   ``refused`` makes a port method raise what the API server answers a request its RBAC
   rules do not allow (``forbidden``).
+- ``FakeSharedTree``: the shared trees where the operator mounts them: the paths that
+  exist, the roots not mounted, every path looked for.
 - ``FakeClock``: wall and monotonic time that move only when a test says so.
 - ``FakeComposer``: the core's ``Composer`` (argus.core.verlconfig) over an in-memory base
   config: overrides set dotted keys (values read as YAML), a key that is not there is
@@ -24,7 +26,7 @@ import asyncio
 import copy
 import datetime as dt
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +97,24 @@ class FakeLogFiles:
             if job.plan is not None and job.plan.log_file == path and job.log:
                 return "".join(job.log).encode()[offset:offset + min(limit, self.most or limit)]
         raise FileNotFoundError(path)
+
+
+class FakeSharedTree:
+    """The shared trees as the operator sees them where they are mounted
+    (``controller.ports.SharedTree``): the paths that exist, and the roots not mounted here."""
+
+    def __init__(self, *paths: str):
+        self.paths: set[str] = set(paths)
+        self.unmounted: set[str] = set()
+        self.unreadable: set[str] = set()  # paths it cannot tell about (None)
+        self.looks: list[str] = []  # every path looked for, in order
+
+    def mounted(self, root: str) -> bool:
+        return root not in self.unmounted
+
+    async def exists(self, root: str, paths: Sequence[str]) -> dict[str, bool | None]:
+        self.looks += paths
+        return {p: None if p in self.unreadable else p in self.paths for p in paths}
 
 
 class FakeRay:

@@ -3,7 +3,8 @@ admission pass: each Ray cluster's worker nodes and the GPUs in use on each
 (``jobsync.NodeCache``, one per cluster: ``fleet.Fleet``), the GPUs of admitted tasks that
 Ray does not show yet (claims, on the cluster of each), each user's quota and each
 namespace's labels (from the users' namespaces, read at most once per poll interval), the
-clusters each task may use, the GPUs each user holds, and, for the fair policy, each user's
+files each task reads that are not in the shared tree (``inputcheck``), the clusters each
+task may use, the GPUs each user holds, and, for the fair policy, each user's
 decayed usage (from the tasks' own attempts)."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..core.times import parse_time
 from ..core.user import quotas_by_user
 from ..core.vocabulary import Key, Reason, task_shape
 from .fleet import Fleet
+from .inputcheck import InputChecks
 from .jobsync import JobSync, NodeCache
 from .ports import TaskStore
 from .settings import OperatorConfig
@@ -47,9 +49,11 @@ def queue_settings(c: OperatorConfig) -> QueueSettings:
 
 class AdmissionInputs:
     def __init__(self, config: OperatorConfig, fleet: Fleet, jobs: JobSync, store: TaskStore, monotonic: Callable[[], float], *,
-                 doctor: Mapping[str, ClusterDoctor] | None = None, verl: str | None = None):
+                 doctor: Mapping[str, ClusterDoctor] | None = None, verl: str | None = None, input_checks: InputChecks | None = None):
         """``doctor``: argus doctor's last verdict on each ArgusCluster (the verl its snapshot
-        runs); ``verl``: the version Argus composes tasks with (None: no config tree)."""
+        runs); ``verl``: the version Argus composes tasks with (None: no config tree);
+        ``input_checks``: whether the files each task reads are in the shared tree (None: not checked)."""
+        self.input_checks = input_checks
         self.doctor = doctor if doctor is not None else {}
         self.verl = verl
         self.config = config
@@ -76,6 +80,7 @@ class AdmissionInputs:
         placing = self.fleet.placing()
         capacities = [await c.nodes.capacity() for c in placing]
         await self._read_quotas()
+        held, narrowed = await self.input_checks.check(queued, self.clusters_for) if self.input_checks is not None else ({}, {})
         started = self.monotonic()  # the pass's own work from here: the reads above wait on Ray and the API server
         on: dict[str, list[TaskView]] = {}
         for v in active:
@@ -85,13 +90,13 @@ class AdmissionInputs:
                       for c, (capacity, _) in zip(placing, capacities, strict=True)]
         errors = {c.name: (error, c.nodes.error_reason) for c, (_, error) in zip(placing, capacities, strict=True) if error is not None}
         usage = decayed_usage(self._usage_records(every_task), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
-        tasks = [v.as_queued(self.clusters_for(v), self.verl) for v in queued] + [v.as_queued() for v in unvalidated]
+        tasks = [v.as_queued(narrowed.get(v.key) or self.clusters_for(v), self.verl) for v in queued] + [v.as_queued() for v in unvalidated]
         decision = decide(tasks, running=len(active), settings=self.settings, quotas=self.quotas, in_use=in_use(active),
-                          usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated), rooms=self.rooms)
+                          usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated), rooms=self.rooms, held_back=held)
         ray_errors: dict[Key, tuple[str, Reason]] = {}
         if errors:
             for task in tasks:
-                if task.key not in decision.waiting:
+                if task.key not in decision.waiting or task.key in held:  # its own missing files say more than Ray
                     continue
                 waits_for = decision.unreadable.get(task.key)
                 if waits_for is None:  # a task whose every cluster is unreadable waits for them, whatever else it waits for

@@ -38,6 +38,7 @@ from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
 from .carryout import Carrier, Draft
+from .inputcheck import InputChecks
 from .ports import TaskStore
 from .view import TaskView
 
@@ -57,8 +58,9 @@ def manifest(view: TaskView) -> dict[str, Any]:
 
 class Intake:
     def __init__(self, platform: PlatformConfig, composer: Composer | None, store: TaskStore, carrier: Carrier,
-                 monotonic: Callable[[], float]):
+                 monotonic: Callable[[], float], *, input_checks: InputChecks | None = None):
         self.platform = platform
+        self.input_checks = input_checks  # handed each queued task's inputs (the existence checks before the wait)
         self.composer = composer  # composes each task's configuration with verl's config tree
         self.store = store
         self.carrier = carrier
@@ -122,6 +124,8 @@ class Intake:
                 seen = lifecycle.Refused(Reason.InvalidSpec, str(check_failed(exc)), user)
             else:
                 verl = (verdict.verl["version"], verdict.verl["source"]) if verdict.verl else None
+                if verdict.valid and self.input_checks is not None:
+                    self.input_checks.remember(view.uid, verdict.inputs)
                 seen = (lifecycle.Validated(user, verdict.expanded_command or "", tuple(verdict.warning_lines()), verl) if verdict.valid
                         else lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), user))
         await self.carrier.carry_out(draft, self.carrier.step(view, seen))

@@ -41,11 +41,12 @@ from .admission import AdmissionInputs, in_use
 from .carryout import Carrier, Draft
 from .clusterstatus import ClusterReports
 from .fleet import Connect, Fleet, implicit_cluster
+from .inputcheck import InputChecks
 from .intake import Intake
 from .jobsync import HistoryRemovals, JobSync
 from .logfollow import LogFollowers
 from .metrics import Metrics
-from .ports import ClusterStore, LogFiles, RayJobs, TaskSource, TaskStore
+from .ports import ClusterStore, LogFiles, RayJobs, SharedTree, TaskSource, TaskStore
 from .queuepass import QueuePass
 from .settings import OperatorConfig
 from .settled import SettledTasks
@@ -59,10 +60,11 @@ class Reconciler:
     def __init__(self, config: OperatorConfig, ray: RayJobs, store: TaskStore, tasks: TaskSource, *,
                  clock: Clock, metrics: Metrics, leads: Callable[[], bool] = lambda: True, composer: Composer | None = None,
                  log_files: LogFiles | None = None, clusters: ClusterStore | None = None, connect: Connect | None = None,
-                 token_namespace: str | None = None):
+                 token_namespace: str | None = None, shared_tree: SharedTree | None = None):
         """``ray``: the implicit cluster's client (--ray-address); ``clusters`` and ``connect``:
         the ArgusClusters and how a client for one is made (without them: the implicit
-        cluster only)."""
+        cluster only); ``shared_tree``: where the files tasks read are looked for before they
+        start (None: not looked for)."""
         self.config = config
         self.tasks = tasks
         self.leads = leads
@@ -86,12 +88,13 @@ class Reconciler:
                                  source=config.progress_source, files=log_files, users_root_of=self._users_root,
                                  on_end=self._job_ended)
         self.carrier = Carrier(self.fleet, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
-        self.intake = Intake(config.platform, composer, store, self.carrier, monotonic)
+        self.input_checks = InputChecks(config.platform, composer, shared_tree, self._root) if shared_tree is not None else None
+        self.intake = Intake(config.platform, composer, store, self.carrier, monotonic, input_checks=self.input_checks)
         # argus doctor's last verdict on each ArgusCluster (written by the operator's DoctorLoop),
         # shown in its status; a cluster whose verl snapshot runs another verl takes no new task.
         self.doctor_verdicts: dict[str, ClusterDoctor] = {}
         inputs = AdmissionInputs(config, self.fleet, self.jobs, store, monotonic, doctor=self.doctor_verdicts,
-                                 verl=composer.tree.version if composer is not None else None)
+                                 verl=composer.tree.version if composer is not None else None, input_checks=self.input_checks)
         self.queue = QueuePass(config.platform, composer, inputs, self.fleet, self.carrier, self.view, self.tasks.views,
                                clock=clock, metrics=metrics)
         self.cluster_reports = (ClusterReports(self.fleet, clusters, clock, config.poll_interval, self.doctor_verdicts)
@@ -99,6 +102,11 @@ class Reconciler:
         self.settled = SettledTasks(self.settings)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
+
+    def _root(self, cluster: str) -> str:
+        """The root of a cluster's shared tree, as its jobs see it (its ArgusCluster's root, or --root)."""
+        found = self.fleet.get(cluster)
+        return (found.config.platform(self.config.platform) if found is not None else self.config.platform).root
 
     def _users_root(self, cluster: str) -> str:
         """The users folder of a cluster's shared tree, at the path its jobs see it (its

@@ -1,12 +1,12 @@
 """The small protocols the controller depends on. The operator passes the real adapters
 (``adapters.ray.RayJobsClient``, ``adapters.kube.KubeTaskStore``, ``adapters.taskcache.TaskCache``,
-``adapters.logfiles.LocalLogFiles``);
+``adapters.logfiles.LocalLogFiles``, ``adapters.sharedtree.LocalSharedTree``);
 the unit tests pass in-memory fakes of the same shape (tests/unit/fakes.py)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 from ..core.doctor import ProbeJob
@@ -42,6 +42,17 @@ class LogFiles(Protocol):
     # Which of these files (path, its users folder) exist, as files reached without a link (one
     # look for all the jobs followed: the exit markers, core.jobscript).
     async def present(self, files: list[tuple[str, str | None]]) -> set[str]: ...
+
+
+class SharedTree(Protocol):
+    """The clusters' shared trees, where the operator mounts them at the roots their jobs see
+    (``adapters.sharedtree.LocalSharedTree``): whether a file a task reads exists
+    (``core.inputs``)."""
+
+    def mounted(self, root: str) -> bool: ...  # whether the tree at `root` is here to read
+    # For each path under `root`: True or False, or None when it cannot tell (unreadable, or
+    # reached through a link out of the tree). One look per path.
+    async def exists(self, root: str, paths: Sequence[str]) -> dict[str, bool | None]: ...
 
 
 class TaskStore(Protocol):

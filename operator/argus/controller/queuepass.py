@@ -1,7 +1,8 @@
 """The queue pass: how the queue is decided and an admitted task started, once per tick.
 
 ``admission.AdmissionInputs`` gathers what the decision needs (Ray's worker nodes and free
-GPUs, claims, quotas, usage); ``core.queue.decide`` decides; the lifecycle turns each
+GPUs, claims, quotas, usage, and the files tasks read that are not in the shared tree:
+``inputcheck``); ``core.queue.decide`` decides; the lifecycle turns each
 answer into a status: ``Admitted`` (-> Submitted, with the ``Submit`` action that
 ``carryout`` carries out) or ``Waiting`` (its reason and message).
 

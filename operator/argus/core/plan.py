@@ -23,9 +23,10 @@ from .command.checks import TORCHRUN_ONE_NODE, missing_counts_rule
 from .command.environment import job_outputs
 from .config import PlatformConfig
 from .expand import REMOVED_COMMON, expand, uses_common, without_common
+from .inputs import InputPath, dedupe
 from .jobscript import attempt_log_name, job_script
 from .policy import Findings, PathPolicy, check_text
-from .problems import Problem
+from .problems import Problem, pydantic_problems
 from .rules import kind_problems
 from .spec import API_VERSION, KIND, ArgusTaskSpec
 from .template import DEFAULT_VERL_VERSION, basic_command
@@ -89,6 +90,9 @@ class Verdict:
     spec: ArgusTaskSpec | None = None
     plan: SubmissionPlan | None = None
     verl: dict[str, str] | None = None  # the verl config tree the command was composed with
+    # The files and folders the task reads, as the job sees them (core.inputs; only when
+    # composed with verl's config tree): what must exist in the shared tree before it starts.
+    inputs: tuple[InputPath, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -110,22 +114,6 @@ def submission_id_for(namespace: str, name: str, uid: str, attempt: int = 1) -> 
     A restart is a new id (``-a2``, ...): Ray never reuses one, even after ``delete_job``."""
     base = f"argus-{namespace}-{name}-{uid.replace('-', '')[:8]}"
     return base if attempt <= 1 else f"{base}-a{attempt}"
-
-
-def _pydantic_problems(exc: ValidationError) -> list[Problem]:
-    problems = []
-    for err in exc.errors():
-        loc = "spec." + ".".join(str(p) for p in err["loc"]) if err["loc"] else "spec"
-        kind = err["type"]
-        if kind == "string_too_long" and err["loc"] == ("command",):
-            continue  # check_text reports the size, in bytes
-        if kind == "extra_forbidden":
-            problems.append(Problem(loc, err["input"], "is not a field of an ArgusTask spec (see: kubectl explain argustask.spec)"))
-        elif kind == "missing":
-            problems.append(Problem(loc, None, "is required"))
-        else:
-            problems.append(Problem(loc, err["input"], err["msg"][0].lower() + err["msg"][1:]))
-    return problems
 
 
 def _check_kind_fields(spec: Mapping[str, Any], findings: Findings, nulls: list[str]) -> None:
@@ -314,6 +302,7 @@ def validate_spec(
     command = checked.text if checked else None
 
     verdict.errors, verdict.warnings, verdict.spec = findings.errors, findings.warnings, spec
+    verdict.inputs = dedupe(findings.inputs) if not findings.errors else ()
     if spec is not None and command is not None and not findings.errors:
         verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path,
                                     attempt=attempt, checked=checked)
@@ -356,7 +345,7 @@ def _read_fields(raw_spec: Mapping[str, Any], findings: Findings) -> tuple[dict[
         # so that enums still take their string values.
         spec = ArgusTaskSpec.model_validate_json(json.dumps(dict(raw), default=str), strict=True)
     except ValidationError as exc:
-        for p in _pydantic_problems(exc):
+        for p in pydantic_problems(exc):
             findings.error(p.field, p.value, p.rule)
     return raw, spec
 

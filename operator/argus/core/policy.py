@@ -18,10 +18,14 @@ import posixpath
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .config import PlatformConfig
 from .problems import Problem
 from .spec import MAX_COMMAND_BYTES, MAX_PATH_CHARS
+
+if TYPE_CHECKING:
+    from .inputs import InputPath
 
 HF_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95})?$")
 # Characters a consumer of a value might split it at (lists, key:value, PATH-like, URLs).
@@ -39,6 +43,9 @@ class Findings:
 
     errors: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    # The paths the task reads, each with its key, as the checks of the composed
+    # configuration pass them (core.inputs): what must exist in the shared tree.
+    inputs: list[InputPath] = field(default_factory=list)
     _seen: set[tuple[bool, str, str, str]] = field(default_factory=set, repr=False, compare=False)
 
     def _add(self, to: list[Problem], warning: bool, p: Problem) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 _MAX_VALUE_CHARS = 120
 
 
@@ -43,3 +45,20 @@ def cap_lines(lines: list[str], limit: int = MAX_MESSAGE_LINES) -> list[str]:
     if len(lines) <= limit:
         return list(lines)
     return lines[:limit] + [f"... and {len(lines) - limit} more problems (argus validate shows them all)"]
+
+
+def pydantic_problems(exc: ValidationError) -> list[Problem]:
+    """A spec's pydantic validation errors as problems, one per field, in the CRD's words."""
+    problems = []
+    for err in exc.errors():
+        loc = "spec." + ".".join(str(p) for p in err["loc"]) if err["loc"] else "spec"
+        kind = err["type"]
+        if kind == "string_too_long" and err["loc"] == ("command",):
+            continue  # check_text reports the size, in bytes
+        if kind == "extra_forbidden":
+            problems.append(Problem(loc, err["input"], "is not a field of an ArgusTask spec (see: kubectl explain argustask.spec)"))
+        elif kind == "missing":
+            problems.append(Problem(loc, None, "is required"))
+        else:
+            problems.append(Problem(loc, err["input"], err["msg"][0].lower() + err["msg"][1:]))
+    return problems

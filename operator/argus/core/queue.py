@@ -36,6 +36,10 @@ its priority band (oldest first), whatever its user's usage: fairness never star
 the one the task is composed for takes no new task (``Room.verl_drift``): the tasks that
 could only go there wait (``VerlDrift``) and block nobody; running tasks are left alone.
 
+**Missing inputs.** A task whose data files, reward function or model folders are not in
+the shared tree (``core.inputs``, asked by the controller) waits (``InputMissing``, in
+``held_back``) and blocks nobody: it goes once they exist.
+
 **Clusters** (``Room``, issue 23). With several Ray clusters the queue is still one: one
 order, one ``max_running`` over all, quotas counted across clusters. Each task goes to the
 first cluster, in preference order, that it may use (``QueuedTask.clusters``: its
@@ -282,6 +286,7 @@ def decide(
     now: dt.datetime,
     not_ready: frozenset[Key] = frozenset(),
     rooms: Sequence[Room] | None = None,
+    held_back: Mapping[Key, tuple[Reason, str]] | None = None,
 ) -> Admission:
     """Admit from the head of the queue. ``rooms``: the Ray clusters, most preferred first
     (None: one cluster, ``capacity`` and ``claims``); a task goes to the first of those it
@@ -291,7 +296,10 @@ def decide(
     their place: nothing behind them is admitted before they are queued. ``running``: active
     tasks on all clusters (``settings.max_running`` caps them all); ``quotas``: GPUs per
     user (a missing user: ``settings.default_quota``; None: unlimited), counted across
-    clusters; ``in_use``: GPUs each user's tasks hold now; ``usage``: recent usage for ``fair``."""
+    clusters; ``in_use``: GPUs each user's tasks hold now; ``usage``: recent usage for ``fair``;
+    ``held_back``: tasks that wait for something of their own (files they read that are not in
+    the shared tree: ``core.inputs``), with the reason and message: they keep their place and
+    block nobody."""
     if rooms is None:
         rooms = [Room("", capacity, tuple(claims), running)]
     quotas, in_use = quotas or {}, dict(in_use or {})
@@ -307,18 +315,9 @@ def decide(
             continue
         position += 1
         result.positions[task.key] = position
-        eligible = [r for r in rooms if task.clusters is None or r.name in task.clusters]
-        usable = [r for r in eligible if r.accepting and not r.verl_drift(task)]
-        if not usable:
-            result.waiting[task.key] = _no_cluster(task, eligible)
-            continue
-        readable = [r for r in usable if r.capacity is not None]
-        fits = [r for r in readable if _unschedulable(task, r.capacity) is None]  # type: ignore[arg-type]
-        if readable and not fits and len(readable) == len(usable):
-            why = _unschedulable(task, readable[0].capacity)  # type: ignore[arg-type]
-            if len(rooms) > 1:
-                why = f"on cluster {readable[0].name}: {why}" if len(readable) == 1 else f"on none of clusters {', '.join(r.name for r in readable)}: {why}"
-            result.waiting[task.key] = (Reason.Unschedulable, why or "")
+        why, usable, fits = _where(task, rooms, held_back or {})
+        if why is not None:
+            result.waiting[task.key] = why
             continue
         quota = quotas.get(task.user, settings.default_quota)
         held = in_use.get(task.user, 0)
@@ -349,6 +348,27 @@ def decide(
             message = _wait_for_room(task, fits, free, room_slots, named=len(rooms) > 1)
         result.waiting[task.key] = (Reason.Queued, message)
     return result
+
+
+def _where(task: QueuedTask, rooms: Sequence[Room], held_back: Mapping[Key, tuple[Reason, str]]
+           ) -> tuple[tuple[Reason, str] | None, list[Room], list[Room]]:
+    """Why the task can go nowhere now whatever frees up (its own missing files, no cluster
+    it may use, none that could ever hold it), or None; and the clusters it may use now, and
+    those of them that could hold it (``decide``)."""
+    if task.key in held_back:
+        return held_back[task.key], [], []
+    eligible = [r for r in rooms if task.clusters is None or r.name in task.clusters]
+    usable = [r for r in eligible if r.accepting and not r.verl_drift(task)]
+    if not usable:
+        return _no_cluster(task, eligible), usable, []
+    readable = [r for r in usable if r.capacity is not None]
+    fits = [r for r in readable if _unschedulable(task, r.capacity) is None]  # type: ignore[arg-type]
+    if readable and not fits and len(readable) == len(usable):
+        why = _unschedulable(task, readable[0].capacity)  # type: ignore[arg-type]
+        if len(rooms) > 1:
+            why = f"on cluster {readable[0].name}: {why}" if len(readable) == 1 else f"on none of clusters {', '.join(r.name for r in readable)}: {why}"
+        return (Reason.Unschedulable, why or ""), usable, fits
+    return None, usable, fits
 
 
 def _first_fit(task: QueuedTask, fits: list[Room], free: dict[str, list[float]], room_slots: dict[str, float]) -> Room | None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..adapters.kube import KubeClusterStore, KubeTaskStore, load_kube_config
 from ..adapters.logfiles import LocalLogFiles
 from ..adapters.ray import RayJobsClient, client_version, version_note
+from ..adapters.sharedtree import LocalSharedTree
 from ..adapters.taskcache import TaskCache
 from ..controller.crdcheck import CrdCheck
 from ..controller.doctor import Doctor, DoctorLoop
@@ -29,6 +30,7 @@ from ..core.clock import Clock
 from ..core.clusters import ClusterConfig
 from ..core.crd import built_crds
 from ..core.doctor import DoctorSettings
+from ..core.inputs import InputPath, warning_lines
 from ..core.progress import ProgressSource
 from ..core.rayjobs import RayRefused, RayUnreachable
 from ..core.times import format_time
@@ -89,7 +91,8 @@ class Operator:
         files = LocalLogFiles(config.platform.users_root()) if config.progress_source == ProgressSource.file else None
         reconciler = Reconciler(config, ray, store, cache, clock=clock, metrics=metrics,
                                 leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer, log_files=files,
-                                clusters=KubeClusterStore(store), connect=connect, token_namespace=config.own_namespace)
+                                clusters=KubeClusterStore(store), connect=connect, token_namespace=config.own_namespace,
+                                shared_tree=LocalSharedTree())
 
         def on_change(old: TaskView | None, new: TaskView | None) -> None:
             if worth_a_look(old, new):
@@ -207,6 +210,12 @@ class Operator:
             level, message = version_note(self.config.ray_address, version, token=bool(self.config.ray_token_file))
             log.log(level, "%s; the operator's Ray client is %s", message, client_version())
             return
+
+    async def input_warnings(self, found: Sequence[InputPath]) -> list[str]:
+        """The admission webhook's warnings for the files a task reads that are not in the
+        shared tree (core.inputs): it would wait in the queue for them, not be refused."""
+        checks = self.reconciler.input_checks
+        return warning_lines(await checks.absent(found)) if checks is not None else []
 
     async def user_of_namespace(self, namespace: str) -> tuple[str | None, str, str]:
         """(user, reason, message) from the namespace's label, read live (a label changed a

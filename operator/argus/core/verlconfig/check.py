@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..command.environment import env_value_rule, environment_reason
+from ..inputs import InputPath, is_input
 from ..policy import Findings, PathPolicy
 from . import Composed, ConfigTree
 from .keys import (
@@ -148,6 +149,8 @@ class _Check:
                 self.policy.check_string(f"{self.field} ({shown(parts)})", value, self.findings)
             if len(self.findings.errors) > before:
                 self.refused.add(parts)
+            elif is_input(role, value):
+                self.findings.inputs.append(InputPath(shown(parts), value, role or ""))
 
     def shell_block(self, parts: tuple[Any, ...], node: Any) -> None:
         """A block whose keys and values verl pastes into a shell command (Nsight's options):

@@ -6,7 +6,8 @@ Served from the operator process by kopf (``--webhook``; docs/webhook.md):
   CREATE runs ``validate_task`` for the user of the namespace label ``argus.io/user``,
   exactly as the controller does for a new task; errors deny the request with every
   problem listed, weak-check warnings become admission warnings (kubectl prints
-  ``Warning: ...``). UPDATE refuses any spec change but the mutable fields (``spec.cancel`` false -> true,
+  ``Warning: ...``), and so does each file the task reads that is not in the shared tree
+  (where the operator mounts it): the task will wait for it (``InputMissing``), not be refused. UPDATE refuses any spec change but the mutable fields (``spec.cancel`` false -> true,
   ``spec.suspend``, ``spec.ttlSecondsAfterFinished``) in the CRD's CEL wording, and re-validates nothing (metadata, finalizers, cancel).
   No side effects, so ``kubectl apply --dry-run=server`` gets the same answer.
 - ``ArgusWebhookServer``: kopf's HTTPS server, with its self-signed certificate made by
@@ -114,6 +115,9 @@ async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None,
         log.info("denied %s for user %s: %d problem(s), first: %s", what, user, len(lines), lines[0], extra=task_log(namespace or "", name or ""))
         raise kopf.AdmissionError("\n".join(cap_lines(lines)), code=INVALID)
     warnings.extend(verdict.warning_lines())
+    # A file the task reads that is not in the shared tree yet is a warning, not a denial:
+    # under GitOps the data may be uploaded after the task is applied; the task waits for it.
+    warnings.extend(await operator.input_warnings(verdict.inputs))
 
 
 def _quiet_outcomes(record: logging.LogRecord) -> bool:
