@@ -1,8 +1,9 @@
-"""``argus cancel``, ``argus suspend``, ``argus resume``, ``argus rerun`` and ``argus
-describe``: the researcher's verbs on one ArgusTask. ``rerun`` creates a new task from an
+"""``argus cancel``, ``argus suspend``, ``argus resume``, ``argus rerun``, ``argus get`` and
+``argus describe``: the researcher's verbs on ArgusTasks. ``rerun`` creates a new task from an
 old one with ``--set`` changes (``core.rerun``). ``describe`` prints a readable view of the task (its
 phase and why, progress, attempts, conditions) and the tail of its log when the log API
-answers. The others each set one spec field with a merge patch through the API server, with the
+answers; ``get`` one line per task (phase, reason, progress, place in the queue, age), from
+the same pieces. The others each set one spec field with a merge patch through the API server, with the
 caller's kubeconfig, context and namespace as kubectl resolves them (-n, else the context's
 namespace, else ``default``), and says in one line what follows. The operator does the rest
 (docs/lifecycle.md): ``spec.cancel`` stops the task for good, ``spec.suspend`` stops its Ray
@@ -15,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from .clusterctl import EXIT_FAIL, EXIT_OK, ClusterError, current_namespace, get_task, load_kube, log_request
+from .clusterctl import EXIT_FAIL, EXIT_OK, ClusterError, current_namespace, get_task, load_kube, log_request, print_table
 from .core.spec import GROUP, PLURAL, VERSION
 from .core.vocabulary import is_ended, task_shape
 
@@ -67,6 +68,17 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
+def progress_text(status: dict[str, Any]) -> str | None:
+    """step/total as the Progress column shows it (just the step before verl announced the
+    total); None before the first step."""
+    progress = status.get("progress") or {}
+    if not progress:
+        return None
+    if progress.get("summary"):
+        return str(progress["summary"])
+    return str(progress.get("step", "-")) + (f"/{progress['totalSteps']}" if progress.get("totalSteps") else "")
+
+
 def describe_lines(task: dict[str, Any]) -> list[str]:
     """A readable view of one task as the API returns it (no log)."""
     meta, spec, status = task.get("metadata") or {}, task.get("spec") or {}, task.get("status") or {}
@@ -83,7 +95,7 @@ def describe_lines(task: dict[str, Any]) -> list[str]:
     if progress:
         resumed = f", resumed from step {progress['resumedFromStep']}" if progress.get("resumedFromStep") is not None else ""
         eta = f", eta {progress['eta']}" if progress.get("eta") else ""
-        lines.append(f"Progress:    {progress.get('summary') or progress.get('step', '-')}{eta}{resumed}")
+        lines.append(f"Progress:    {progress_text(status)}{eta}{resumed}")
     if status.get("jobDir"):
         lines.append(f"Job folder:  {status['jobDir'].get('userPath')}")
     attempts = status.get("attempts") or []
@@ -128,6 +140,71 @@ def cmd_describe(args: argparse.Namespace) -> int:
     except ClusterError as exc:
         print(f"{getattr(args, 'prog', 'argus')} describe: {exc}", file=sys.stderr)
         return EXIT_FAIL
+    return EXIT_OK
+
+
+def get_rows(tasks: list[dict[str, Any]], places: dict[tuple[str, str], int] | None, now: Any,
+             all_namespaces: bool = False) -> list[tuple[str, ...]]:
+    """``argus get``'s table: a header, then one row per task, as ``kubectl get`` shows
+    them. PLACE: a waiting task's place in the whole queue (``-`` when it does not wait, ``?``
+    when the places are not served)."""
+    from .clusterctl import _age
+    header = ("NAME", "PHASE", "REASON", "PROGRESS", "PLACE", "AGE")
+    rows: list[tuple[str, ...]] = [(("NAMESPACE",) if all_namespaces else ()) + header]
+    for task in tasks:
+        meta, status = task.get("metadata") or {}, task.get("status") or {}
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        place = "-"
+        if status.get("phase") == "Queued":
+            place = "?" if places is None else str(places.get(key, "?"))
+        row = (key[1], status.get("phase") or "New", status.get("reason") or "-", progress_text(status) or "-", place,
+               _age(meta.get("creationTimestamp"), now))
+        rows.append(((key[0],) if all_namespaces else ()) + row)
+    return rows
+
+
+def _list_tasks(args: argparse.Namespace, namespace: str | None) -> list[dict[str, Any]]:
+    from kubernetes.client.exceptions import ApiException
+
+    from .adapters.kube import api_error
+    api = load_kube(args.kubeconfig, args.context).CustomObjectsApi()
+    where = f" in namespace {namespace!r}" if namespace else " in every namespace"
+    try:
+        found = (api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL) if namespace
+                 else api.list_cluster_custom_object(GROUP, VERSION, PLURAL))
+    except ApiException as exc:
+        if exc.status == 403:
+            raise ClusterError(f"not allowed to list ArgusTasks{where} (list on argustasks: the argus-view role)") from None
+        raise ClusterError(f"cannot list ArgusTasks{where}: {api_error(exc)}") from None
+    return sorted(found.get("items") or [], key=lambda t: ((t.get("metadata") or {}).get("namespace") or "",
+                                                          (t.get("metadata") or {}).get("name") or ""))
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from .adapters.clock import SystemClock
+    from .clusterctl import _places
+    prog = getattr(args, "prog", "argus")
+    try:
+        if args.task and args.all_namespaces:
+            raise ClusterError("a task name and -A (--all-namespaces) do not go together: name its namespace with -n")
+        namespace = None if args.all_namespaces else args.namespace or current_namespace(args.kubeconfig, args.context)
+        if args.task:
+            assert namespace is not None
+            tasks = [get_task(args.task, namespace, args.kubeconfig, args.context)]
+        else:
+            tasks = _list_tasks(args, namespace)
+        places, note = None, ""
+        if any((t.get("status") or {}).get("phase") == "Queued" for t in tasks):
+            places, note = _places(load_kube(args.kubeconfig, args.context).CustomObjectsApi(), namespace)
+    except ClusterError as exc:
+        print(f"{prog} get: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    if not tasks:
+        print(f"No ArgusTasks found{f' in namespace {namespace}' if namespace else ''}.", file=sys.stderr)
+        return EXIT_OK
+    print_table(get_rows(tasks, places, SystemClock().now(), all_namespaces=args.all_namespaces))
+    if note:
+        print(note, file=sys.stderr)
     return EXIT_OK
 
 
@@ -197,6 +274,16 @@ def register_task_commands(sub: Any) -> None:
     p.add_argument("--kubeconfig")
     p.add_argument("--context")
     p.set_defaults(func=cmd_rerun)
+    p = sub.add_parser("get", help="ArgusTasks one line each, as kubectl get shows them: phase, reason, progress (step/total), "
+                                   "place in the queue, age", description="One task (TASK) or every task of the namespace; "
+                                   "-A: every namespace. The places in the queue come from the log API (logs.argus.io; ? when it "
+                                   "is not served). -n, --context and --kubeconfig work as kubectl's.")
+    p.add_argument("task", nargs="?", help="ArgusTask name (default: every task of the namespace)")
+    p.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
+    p.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace (a NAMESPACE column)")
+    p.add_argument("--kubeconfig")
+    p.add_argument("--context")
+    p.set_defaults(func=cmd_get)
     p = sub.add_parser("describe", help="a readable view of one ArgusTask: phase and why, progress, attempts, conditions, "
                                         "and its log's tail (through the log API, when it answers)")
     p.add_argument("task", help="ArgusTask name")

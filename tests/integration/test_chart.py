@@ -7,7 +7,9 @@
   written here for each case; a misspelt value fails ``helm install`` with the schema's
   message; the pod template passes Pod Security ``restricted`` as a Pod (defaults and the
   OpenShift variant with the uid left to the platform); the chart as a subchart.
-- ``helm install`` into the API server: every object accepted.
+- ``helm install`` into the API server: every object accepted (with the two servers, the webhook
+  and the log API, turned off: this module does not route their Services except where a test
+  says so; the defaults with both on are installed and used by test_default_install.py).
 - RBAC proof: the operator, run here but authenticated as the chart's ServiceAccount (a token from
   ``kubectl create token``), takes tasks through create -> Succeeded, cancel -> Stopped and
   delete -> finalizer released; the same with the single-namespace Roles; and with any one rule
@@ -59,6 +61,9 @@ KUBE_VERSION = "1.34.4"  # what `helm template` is told (it assumes 1.20 otherwi
 # "... is forbidden: User ..." message. Not a bare "403": timestamps (",403"), latencies and
 # hex ids contain it about once in a thousand lines.
 FORBIDDEN = ("Forbidden", "forbidden")
+# The webhook and the log API are on by default; a release installed here for another purpose
+# turns them off (an APIService nobody serves breaks discovery, and one per cluster).
+SERVERS_OFF = ["--set", "webhook.enabled=false", "--set", "logsApi.enabled=false"]
 CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
 
 # values.clusters with two Ray clusters, as an admin would write them.
@@ -71,7 +76,8 @@ TWO_CLUSTERS: list[dict[str, Any]] = [
 
 # name -> extra helm arguments. Each is rendered, parsed and dry-run applied on the server.
 MATRIX: dict[str, list[str]] = {
-    "defaults": [],
+    "defaults": [],  # the webhook and the log API on, with the chart's certificates
+    "servers-off": SERVERS_OFF,
     "webhook-on": ["--set", "webhook.enabled=true"],
     "webhook-secret": ["--set", "webhook.enabled=true", "--set", "webhook.certificate.source=secret",
                        "--set", "webhook.certificate.secretName=my-webhook-tls", "--set", f"webhook.certificate.caBundle={CA_BUNDLE}",
@@ -93,7 +99,8 @@ MATRIX: dict[str, list[str]] = {
                         "--set", "operator.ttlSecondsAfterFinished=86400", "--set", "operator.rayJobRetentionSeconds=3600",
                         "--set", "operator.progress.intervalSeconds=30", "--set-json", 'operator.progress.metrics=["critic/score/mean","actor/entropy"]',
                         "--set", "operator.crdCheckIntervalSeconds=0", "--set", "operator.logFormat=json", "--set", "operator.logLevel=warning",
-                        "--set", "operator.progress.source=file", "--set-json", 'sharedTree.volume={"nfs":{"server":"nas","path":"/private"}}'],
+                        "--set", "operator.progress.source=file", "--set-json", 'sharedTree.volume={"nfs":{"server":"nas","path":"/private"}}',
+                        "--set", "logsApi.enabled=false"],
     "network-policy": ["--set", "networkPolicy.enabled=true", "--set", "webhook.enabled=true",
                        "--set-json", 'networkPolicy.webhookFrom=[{"ipBlock":{"cidr":"192.0.2.0/24"}}]',
                        "--set", "networkPolicy.metricsNamespaces={monitoring,observability}"],
@@ -187,8 +194,18 @@ LOGS_API_BINDINGS = {
     ("RoleBinding", f"{SA}-logs-api-auth-reader", "kube-system"): ("Role", "extension-apiserver-authentication-reader"),
 }
 EXPECTED_BUILTIN_BINDINGS: dict[str, dict[tuple[str, str, str | None], tuple[str, str]]] = {case: {} for case in MATRIX}
+
+
+def logs_api_on(case: str) -> bool:
+    return "logsApi.enabled=false" not in MATRIX[case]
+
+
+def webhook_on(case: str) -> bool:
+    return "webhook.enabled=false" not in MATRIX[case]
+
+
 for _case in MATRIX:
-    if _case.startswith("logs-api"):
+    if logs_api_on(_case):
         EXPECTED_BUILTIN_BINDINGS[_case] = LOGS_API_BINDINGS
 LOG_RULE = {"apiGroups": ["logs.argus.io"], "resources": ["argustasks/log"], "verbs": ["get"]}
 QUEUE_RULE = {"apiGroups": ["logs.argus.io"], "resources": ["pendingtasks"], "verbs": ["list"]}  # the queue on demand
@@ -258,9 +275,10 @@ def chart_crds(control_plane: KubeCluster) -> None:
 
 @pytest.fixture(scope="module")
 def installed(helm: Any, control_plane: KubeCluster, chart_crds: None) -> list[dict[str, Any]]:
-    """The chart installed with its defaults (cluster-wide). Returns the rendered objects."""
-    helm("upgrade", "--install", RELEASE, str(CHART), "--namespace", RELEASE_NS, "--create-namespace", cluster=True)
-    return render(helm)
+    """The chart installed with its defaults (cluster-wide), but for the webhook and the log API,
+    whose Services this module does not route. Returns the rendered objects."""
+    helm("upgrade", "--install", RELEASE, str(CHART), "--namespace", RELEASE_NS, "--create-namespace", *SERVERS_OFF, cluster=True)
+    return render(helm, *SERVERS_OFF)
 
 
 def sa_kubeconfig(cp: KubeCluster, sa: str, namespace: str) -> Path:
@@ -435,7 +453,7 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     if case == "metrics-off":
-        assert args.metrics_port is None and not [o for o in objs if o["kind"] == "Service"]
+        assert args.metrics_port is None and not [o for o in objs if o["kind"] == "Service" and o["metadata"]["name"].endswith("-metrics")]
     else:
         assert args.metrics_port == values["metrics"]["port"]
         assert one(objs, "Service", f"{RELEASE}-metrics")["spec"]["ports"][0]["port"] == args.metrics_port
@@ -461,13 +479,13 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
         mounts = {m["name"]: m for m in container["volumeMounts"]}
         assert mounts["shared-tree"] == {"name": "shared-tree", "mountPath": values["operator"]["root"], "readOnly": True}
         assert {"name": "shared-tree", "persistentVolumeClaim": {"claimName": "private", "readOnly": True}} in pod["volumes"]
-    if case.startswith("logs-api"):
+    if logs_api_on(case):
         _check_logs_api(case, objs, args, deployment, container)
     else:
         assert not args.logs_api and not [o for o in objs if o["kind"] == "APIService"] and "argustasks/log" not in json.dumps(
             [o for o in objs if o["kind"] not in ("ClusterRole",) or o["metadata"]["name"] not in ("argus-view", "argus-edit")])
     webhook_objs = [o for o in objs if o["kind"] == "ValidatingWebhookConfiguration"]
-    if "webhook" in case or case in ("single-namespace", "network-policy", "logs-api-cert-manager"):
+    if webhook_on(case):
         _check_webhook(case, objs, args, pod, container)
     else:
         assert not args.webhook and not webhook_objs and "validatingwebhookconfigurations" not in json.dumps(objs)
@@ -507,13 +525,15 @@ def test_template_matrix_is_accepted_by_the_api_server(case: str, helm: Any, con
         assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "argus", "app.kubernetes.io/instance": RELEASE}}
         assert policy["spec"]["ingress"] == [
             {"ports": [{"port": "webhook", "protocol": "TCP"}], "from": [{"ipBlock": {"cidr": "192.0.2.0/24"}}]},
+            {"ports": [{"port": "logs-api", "protocol": "TCP"}], "from": [{"ipBlock": {"cidr": "192.0.2.0/24"}}]},
             {"ports": [{"port": "http-metrics", "protocol": "TCP"}], "from": [{"namespaceSelector": {"matchExpressions": [
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["monitoring", "observability"]}]}}]},
         ]
     elif case == "logs-api":  # the log API's port, from anywhere (the API server calls it; it checks the caller's certificate)
-        assert one(objs, "NetworkPolicy")["spec"]["ingress"][0] == {"ports": [{"port": "logs-api", "protocol": "TCP"}]}
-    elif case == "everything":  # no webhook: only the metrics port, from the labelled namespaces
+        assert one(objs, "NetworkPolicy")["spec"]["ingress"][1] == {"ports": [{"port": "logs-api", "protocol": "TCP"}]}
+    elif case == "everything":  # the two servers' ports from anywhere, the metrics port from the labelled namespaces
         assert one(objs, "NetworkPolicy")["spec"]["ingress"] == [
+            {"ports": [{"port": "webhook", "protocol": "TCP"}]}, {"ports": [{"port": "logs-api", "protocol": "TCP"}]},
             {"ports": [{"port": "http-metrics", "protocol": "TCP"}], "from": [{"namespaceSelector": {"matchLabels": {"team": "observability"}}}]}]
     else:
         assert not [o for o in objs if o["kind"] == "NetworkPolicy"]
@@ -577,8 +597,9 @@ def _check_webhook(case: str, objs: list[dict[str, Any]], args: Any, pod: dict[s
     assert hook["matchConditions"] == [{"name": "create-or-spec-change",
                                         "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec"}]
     assert (hook["failurePolicy"], hook["timeoutSeconds"]) == (("Fail", 5) if case == "webhook-secret" else ("Ignore", 10))
-    if case == "single-namespace":
-        assert hook["namespaceSelector"] == {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a"]}]}
+    if case in ("single-namespace", "two-namespaces", "uninstall-hook"):
+        watched = ["team-a", "team-b"] if case == "two-namespaces" else ["team-a"]
+        assert hook["namespaceSelector"] == {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": watched}]}
     else:
         assert hook["namespaceSelector"] == {}
     if case.startswith("webhook-cert-manager") or case == "logs-api-cert-manager":
@@ -592,10 +613,10 @@ def _check_webhook(case: str, objs: list[dict[str, Any]], args: Any, pod: dict[s
             assert not [o for o in objs if o["kind"] == "Issuer"]
         else:
             assert one(objs, "Issuer")["spec"] == {"selfSigned": {}}
-        assert not [o for o in objs if o["kind"] == "Secret"]
+        assert not [o for o in objs if o["kind"] == "Secret" and "webhook" in o["metadata"]["name"]]
     elif case == "webhook-secret":
         assert hook["clientConfig"]["caBundle"] == CA_BUNDLE
-        assert not [o for o in objs if o["kind"] in ("Secret", "Certificate")]
+        assert not [o for o in objs if o["kind"] in ("Secret", "Certificate") and "webhook" in o["metadata"]["name"]]
     else:  # the chart's own CA: the Secret holds a certificate for the Service that the caBundle verifies
         secret = one(objs, "Secret", f"{RELEASE}-webhook-tls")
         assert secret["type"] == "kubernetes.io/tls" and hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
@@ -628,10 +649,12 @@ def _check_logs_api(case: str, objs: list[dict[str, Any]], args: Any, deployment
             assert one(objs, "Issuer")["spec"] == {"selfSigned": {}}
             assert cert["spec"]["issuerRef"] == one(objs, "Certificate", f"{RELEASE}-webhook")["spec"]["issuerRef"] == {
                 "name": f"{RELEASE}-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}
-        assert not [o for o in objs if o["kind"] == "Secret"] and "checksum/logs-api-certificate" not in annotations
+        assert not [o for o in objs if o["kind"] == "Secret" and "logs-api" in o["metadata"]["name"]]
+        assert "checksum/logs-api-certificate" not in annotations
     elif case == "logs-api-secret":
         assert api["caBundle"] == CA_BUNDLE
-        assert not [o for o in objs if o["kind"] in ("Secret", "Certificate")] and "checksum/logs-api-certificate" not in annotations
+        assert not [o for o in objs if o["kind"] in ("Secret", "Certificate") and "logs-api" in o["metadata"]["name"]]
+        assert "checksum/logs-api-certificate" not in annotations
     else:  # the chart's own CA: the caBundle verifies the Secret's certificate, which the checksum names
         secret = one(objs, "Secret", f"{RELEASE}-logs-api-tls")
         assert secret["type"] == "kubernetes.io/tls" and api["caBundle"] == secret["data"]["ca.crt"]
@@ -686,7 +709,7 @@ def test_deployment_is_locked_down(helm: Any) -> None:
     (c,) = pod["containers"]
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
                                     "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
-    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"probes": 8080, "http-metrics": 9090}
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"probes": 8080, "http-metrics": 9090, "webhook": 9443, "logs-api": 8443}
     assert c["resources"]["requests"] and c["resources"]["limits"]
     assert pod["serviceAccountName"] == SA
     args = _parse_operator_args(c["args"])
@@ -911,7 +934,8 @@ def test_installs_as_a_subchart_with_a_condition(helm: Any, control_plane: KubeC
     (parent / "Chart.yaml").write_text(yaml.safe_dump({
         "apiVersion": "v2", "name": "platform", "version": "1.0.0",
         "dependencies": [{"name": "argus", "version": ">=0.1.0", "repository": f"file://{CHART}", "condition": "argus.enabled"}]}))
-    (parent / "values.yaml").write_text(yaml.safe_dump({"argus": {"enabled": True, "operator": {"maxRunning": 7}, "rbac": {"userRoles": False}}}))
+    (parent / "values.yaml").write_text(yaml.safe_dump({"argus": {"enabled": True, "operator": {"maxRunning": 7}, "rbac": {"userRoles": False},
+                                                                  "webhook": {"enabled": False}, "logsApi": {"enabled": False}}}))
     (parent / "templates" / "configmap.yaml").write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: platform-settings\n  namespace: {{ .Release.Namespace }}\ndata: {}\n")
     helm("dependency", "build", str(parent))
@@ -999,7 +1023,7 @@ def test_single_namespace_roles_are_enough(helm: Any, control_plane: KubeCluster
     cp = control_plane
     ns = ensure_namespace(cp, f"single-{uuid.uuid4().hex[:6]}", {"argus.io/user": "alice"})
     release, release_ns = "argus-single", "argus-single-system"
-    values = ["--set", f"operator.watchNamespaces={{{ns}}}", "--set", "rbac.userRoles=false"]
+    values = ["--set", f"operator.watchNamespaces={{{ns}}}", "--set", "rbac.userRoles=false", *SERVERS_OFF]
     helm("upgrade", "--install", release, str(CHART), "--namespace", release_ns, "--create-namespace", *values, cluster=True)
     objs = render(helm, *values, release=release, namespace=release_ns)
     # The token Secrets and the Lease in the release's namespace, the tasks in theirs.
@@ -1043,7 +1067,7 @@ def test_chart_webhook_answers_through_its_service_and_uninstall_leaves_nothing_
     suffix = uuid.uuid4().hex[:6]
     release, release_ns = f"argus-wh-{suffix}", f"argus-wh-{suffix}"
     values = ["--set", "webhook.enabled=true", "--set", "rbac.userRoles=false", "--set", "leaderElection.enabled=false",
-              "--set", "webhook.failurePolicy=Fail"]
+              "--set", "webhook.failurePolicy=Fail", "--set", "logsApi.enabled=false"]
     helm("upgrade", "--install", release, str(CHART), "--namespace", release_ns, "--create-namespace", *values, cluster=True)
     config = f"{release}.{release_ns}.argus.io"
     objs = [o for o in render(helm, *values, release=release, namespace=release_ns) if o["kind"] != "Secret"]
@@ -1114,7 +1138,7 @@ def test_release_finalizers_stops_the_jobs_and_frees_the_tasks(helm: Any, contro
     op.stop()  # the operator is gone, as after an uninstall
     assert "argus.io/stop-ray-job" in get_task(cp, ns, "long")["metadata"]["finalizers"]
 
-    hook = one(render(helm, "--set", "uninstall.releaseFinalizers=true", "--set", f"operator.watchNamespaces={{{ns}}}"), "Job")
+    hook = one(render(helm, "--set", "uninstall.releaseFinalizers=true", "--set", f"operator.watchNamespaces={{{ns}}}", *SERVERS_OFF), "Job")
     argv = [a for a in hook["spec"]["template"]["spec"]["containers"][0]["args"] if not a.startswith("--ray-address")]
     out = subprocess.run([sys.executable, "-m", "argus", *argv, f"--ray-address={ray_cluster.dashboard_url}", "--kubeconfig", str(kubeconfig)],
                          capture_output=True, text=True, timeout=300)

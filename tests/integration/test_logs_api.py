@@ -46,7 +46,7 @@ from argus_testbed.logsapi import API_SERVICE, api_service_available, ready_endp
 pytestmark = pytest.mark.integration
 RELEASE = RELEASE_NS = "argus-logs"
 MAX_FOLLOWERS = 3
-VALUES = ["--set", "logsApi.enabled=true", "--set", "leaderElection.enabled=false", "--set", "metrics.enabled=false",
+VALUES = ["--set", "logsApi.enabled=true", "--set", "webhook.enabled=false", "--set", "leaderElection.enabled=false", "--set", "metrics.enabled=false",
           "--set", f"logsApi.maxFollowersPerUser={MAX_FOLLOWERS}", "--set-json", 'logsApi.sharedTree.volume={"emptyDir":{}}']
 
 # Runs the CLI with an audit hook recording every socket connection it makes.

@@ -117,7 +117,7 @@ def test_leader_dies_the_other_takes_over_and_the_webhook_keeps_answering(
         control_plane: KubeCluster, service_network: ServiceNetwork, ray_cluster: Any, run_operator: Any, tmp_path: Path) -> None:
     cp = control_plane
     values = ["--set", "webhook.enabled=true", "--set", "webhook.failurePolicy=Fail", "--set", f"leaderElection.leaseSeconds={LEASE_SECONDS}",
-              "--set", "rbac.userRoles=false", "--set", "metrics.enabled=true"]
+              "--set", "rbac.userRoles=false", "--set", "metrics.enabled=true", "--set", "logsApi.enabled=false"]
     objs = rendered(*values)
     cp.kubectl("apply", "--server-side", "-f", str(CHART / "crds"))
     cp.wait_established("argustasks.argus.io")

@@ -1,10 +1,11 @@
-"""``argus cancel``, ``argus suspend`` and ``argus resume`` (operator/argus/taskctl.py)
+"""``argus cancel``, ``argus suspend``, ``argus resume``, ``argus get`` and ``argus describe`` (operator/argus/taskctl.py)
 against a small local HTTP server playing the API server: the merge patch each sends, the
 namespace it is sent to (-n, else --context's namespace, else the current context's, as
 kubectl resolves it), its one line, and a missing task's one-line error."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 from collections.abc import Iterator
@@ -39,6 +40,8 @@ class ApiServer(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?")[0]
+        if path == "/apis/argus.io/v1alpha1/argustasks":  # every namespace
+            return self._send(200, {"kind": "ArgusTaskList", "items": [t for p, t in self.tasks.items() if p.startswith(BASE + "/")]})
         if path.endswith("/argustasks"):
             return self._send(200, {"kind": "ArgusTaskList", "items": [t for p, t in self.tasks.items() if p.startswith(path + "/")]})
         task = self.tasks.get(path)
@@ -194,3 +197,58 @@ def test_rerun_creates_task_rerun_n_with_the_changes(api: Any, capsys: pytest.Ca
     assert code == 0 and "name: ppo-rerun-3" in out and len(handler.patches) == 1
     code, _, err = run(capsys, "rerun", "ppo", "--set", "suspend=true", "--kubeconfig", kubeconfig, "--context", "two")
     assert code == 1 and err.startswith("argus rerun: --set suspend: a rerun starts afresh")
+
+
+def _aged(handler: type[ApiServer], path: str, seconds: int, **status: Any) -> None:
+    created = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=seconds)
+    handler.tasks[path]["metadata"]["creationTimestamp"] = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    handler.tasks[path]["status"] = status
+
+
+def test_get_lists_the_namespaces_tasks_with_phase_reason_progress_place_and_age(api: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig, handler = api
+    _aged(handler, task(handler, "team-one", "ppo"), 7200, phase="Running", reason="RayJobRunning",
+          progress={"step": 40, "totalSteps": 300, "summary": "40/300"})
+    _aged(handler, task(handler, "team-one", "grpo"), 600, phase="Queued", reason="WaitingForGpus")
+    handler.tasks[task(handler, "team-one", "sft")]["status"] = {}  # not seen by the operator yet, no creation time
+    task(handler, "team-two", "elsewhere")
+    handler.tasks["/apis/logs.argus.io/v1alpha1/namespaces/team-one/pendingtasks"] = {
+        "kind": "PendingTaskList", "items": [{"metadata": {"namespace": "team-one", "name": "grpo"}, "position": 3}]}
+    code, out, err = run(capsys, "get", "--kubeconfig", kubeconfig)
+    assert (code, err) == (0, "")
+    assert [line.split() for line in out.splitlines()] == [
+        ["NAME", "PHASE", "REASON", "PROGRESS", "PLACE", "AGE"],
+        ["grpo", "Queued", "WaitingForGpus", "-", "3", "10m"],
+        ["ppo", "Running", "RayJobRunning", "40/300", "-", "2h"],
+        ["sft", "New", "-", "-", "-", "?"]]
+    assert out.splitlines()[0].index("PHASE") == out.splitlines()[1].index("Queued")  # aligned columns
+    code, out, _ = run(capsys, "get", "ppo", "--kubeconfig", kubeconfig)  # one task
+    assert code == 0 and [line.split()[:4] for line in out.splitlines()] == [["NAME", "PHASE", "REASON", "PROGRESS"],
+                                                                            ["ppo", "Running", "RayJobRunning", "40/300"]]
+
+
+def test_get_follows_kubectls_namespace_rules_and_minus_a_adds_a_namespace_column(api: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig, handler = api
+    task(handler, "team-one", "a")
+    task(handler, "team-two", "b", phase="Succeeded")
+    code, out, _ = run(capsys, "get", "--kubeconfig", kubeconfig, "--context", "two")  # the context's namespace
+    assert code == 0 and [line.split()[:2] for line in out.splitlines()] == [["NAME", "PHASE"], ["b", "Succeeded"]]
+    code, out, _ = run(capsys, "get", "--kubeconfig", kubeconfig, "--context", "two", "-n", "team-one")  # -n wins
+    assert [line.split()[:2] for line in out.splitlines()][1:] == [["a", "Running"]]
+    code, out, _ = run(capsys, "get", "-A", "--kubeconfig", kubeconfig)
+    assert code == 0 and [line.split()[:3] for line in out.splitlines()] == [
+        ["NAMESPACE", "NAME", "PHASE"], ["team-one", "a", "Running"], ["team-two", "b", "Succeeded"]]
+
+
+def test_get_without_the_log_api_shows_no_place_and_says_why(api: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig, handler = api
+    task(handler, "team-one", "waiting", phase="Queued")
+    code, out, err = run(capsys, "get", "--kubeconfig", kubeconfig)
+    assert code == 0 and out.splitlines()[1].split()[:5] == ["waiting", "Queued", "-", "-", "?"]
+    assert "logs.argus.io, which this cluster does not serve" in err and err.count("\n") == 1
+    code, out, err = run(capsys, "get", "nope", "--kubeconfig", kubeconfig)
+    assert (code, out, err) == (1, "", "argus get: no ArgusTask 'nope' in namespace 'team-one'\n")
+    code, out, err = run(capsys, "get", "--kubeconfig", kubeconfig, "-n", "empty")
+    assert (code, out, err) == (0, "", "No ArgusTasks found in namespace empty.\n")
+    code, _, err = run(capsys, "get", "x", "-A", "--kubeconfig", kubeconfig)
+    assert code == 1 and "do not go together" in err

@@ -118,3 +118,39 @@ spec:
       "caName" (printf "%s-logs-api-ca" (include "argus.fullname" .)) "commonName" (printf "%s.%s.svc" $svc .Release.Namespace)
       "dnsNames" (include "argus.logsApiDnsNames" . | fromYamlArray) "validityDays" .Values.logsApi.certificate.validityDays) }}
 {{- end }}
+
+{{/* /metrics over HTTPS (metrics.tls): the metrics Service's names, the Secret, and the chart-made
+certificate (when metrics.tls.secretName is empty). */}}
+{{- define "argus.metricsTls" -}}
+{{- and .Values.metrics.enabled .Values.metrics.tls.enabled -}}
+{{- end }}
+
+{{- define "argus.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "argus.fullname" .) }}
+{{- end }}
+
+{{- define "argus.metricsSecretName" -}}
+{{- default (printf "%s-metrics-tls" (include "argus.fullname" .)) .Values.metrics.tls.secretName }}
+{{- end }}
+
+{{- define "argus.metricsChartCertificate" -}}
+{{- $svc := include "argus.metricsServiceName" . -}}
+{{- $names := list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) -}}
+{{- include "argus.chartCertificate" (dict "root" . "secretName" (include "argus.metricsSecretName" .)
+      "caName" (printf "%s-metrics-ca" (include "argus.fullname" .)) "commonName" (printf "%s.%s.svc" $svc .Release.Namespace)
+      "dnsNames" $names "validityDays" .Values.metrics.tls.validityDays) }}
+{{- end }}
+
+{{/* A Prometheus Operator endpoint's scheme and tlsConfig with metrics.tls: the CA from the
+Secret (ca.crt), the Service's name as the name to verify. */}}
+{{- define "argus.scrapeTls" -}}
+{{- if eq (include "argus.metricsTls" .) "true" }}
+scheme: https
+tlsConfig:
+  ca:
+    secret:
+      name: {{ include "argus.metricsSecretName" . }}
+      key: ca.crt
+  serverName: {{ printf "%s.%s.svc" (include "argus.metricsServiceName" .) .Release.Namespace }}
+{{- end }}
+{{- end }}

@@ -176,6 +176,10 @@ app.kubernetes.io/component: uninstall
 - {{ printf "--watch-stale-seconds=%v" .Values.probes.watchStaleSeconds | quote }}
 {{- if .Values.metrics.enabled }}
 - {{ printf "--metrics-port=%v" (int .Values.metrics.port) | quote }}
+{{- if .Values.metrics.tls.enabled }}
+- --metrics-cert-file=/etc/argus/metrics-tls/tls.crt
+- --metrics-key-file=/etc/argus/metrics-tls/tls.key
+{{- end }}
 {{- end }}
 {{- if .Values.leaderElection.enabled }}
 - --leader-elect

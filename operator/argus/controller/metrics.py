@@ -8,8 +8,12 @@ loop and the Ray client's call hook. ``--metrics-port`` serves that registry
 from __future__ import annotations
 
 import platform
+import ssl
+import threading
 from collections import Counter as _Count
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import (
     CollectorRegistry,
@@ -21,8 +25,10 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
+    make_wsgi_app,
     start_http_server,
 )
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from .. import __version__
 from ..core.clock import Clock
@@ -39,6 +45,13 @@ ADMISSION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 
 # Every operation is exported from the start (at 0), so that rate()/increase() alerts see a
 # series before the first call or error.
 RAY_OPERATIONS = ("submit", "status", "stop", "delete", "logs", "nodes")
+
+class _QuietHandler(WSGIRequestHandler):
+    """No line on stderr per scrape (as the client library's own server)."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
 
 class LeaderOnly:
     """A collector that serves its metrics only while this replica leads: the task and queue
@@ -123,9 +136,17 @@ class Metrics:
         self.build_info.labels(__version__, platform.python_version()).set(1)
         self.leader.set(0)
 
-    def serve(self, port: int, host: str) -> None:
-        """``--metrics-port``: this registry over plain HTTP, from a thread of its own."""
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, port: int, host: str, tls: ssl.SSLContext | None = None) -> None:
+        """``--metrics-port``: this registry over HTTP, or HTTPS with ``tls`` (a server context,
+        e.g. one that reloads renewed certificate files in its SNI callback), from a thread of
+        its own. Each connection's TLS handshake happens in its own request thread, not in the
+        accept loop, so a client that connects and stalls holds up nobody else."""
+        if tls is None:
+            start_http_server(port, addr=host, registry=self.registry)
+            return
+        httpd = make_server(host, port, make_wsgi_app(self.registry), ThreadingWSGIServer, handler_class=_QuietHandler)
+        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+        threading.Thread(target=httpd.serve_forever, name="metrics-https", daemon=True).start()
 
     def count_ray_call(self, operation: str, outcome: str, seconds: float | None = None, cluster: str = "") -> None:
         """``adapters.ray.RayJobsClient``'s call hook (``cluster``: whose client). An unknown

@@ -7,6 +7,7 @@ import argparse
 import faulthandler
 import logging
 import os
+import ssl
 import sys
 from collections.abc import Sequence
 
@@ -26,9 +27,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_platform_flags(parser)
     add_operator_flags(parser)
     parser.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG or ~/.kube/config, else in-cluster)")
-    parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (plain HTTP, no authentication)")
+    parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (plain HTTP unless "
+                        "--metrics-cert-file; no authentication: docs/metrics.md)")
     parser.add_argument("--metrics-host", default=os.environ.get("ARGUS_METRICS_HOST", "0.0.0.0"),
                         help="address of the metrics server (default 0.0.0.0; 127.0.0.1 behind an authenticating proxy such as kube-rbac-proxy)")
+    parser.add_argument("--metrics-cert-file", default=os.environ.get("ARGUS_METRICS_CERT_FILE"),
+                        help="serve /metrics over HTTPS with this certificate (PEM; with --metrics-key-file), re-read when the "
+                             "file changes, e.g. tls.crt of a mounted Secret (chart: metrics.tls; env ARGUS_METRICS_CERT_FILE)")
+    parser.add_argument("--metrics-key-file", default=os.environ.get("ARGUS_METRICS_KEY_FILE"),
+                        help="the private key of --metrics-cert-file (PEM; env ARGUS_METRICS_KEY_FILE)")
     parser.add_argument("--log-format", choices=FORMATS, default=os.environ.get("ARGUS_LOG_FORMAT", "text"),
                         help="text lines, or one JSON object per line with time, level, logger, message and the task "
                              "(namespace/name) where the line is about one (default text; env ARGUS_LOG_FORMAT)")
@@ -49,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _metrics_tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """--metrics-cert-file: the metrics server's TLS context, reloading renewed files."""
+    if not args.metrics_cert_file:
+        return None
+    from ..servers.logapi.tls import ReloadingServerContext  # noqa: PLC0415
+    return ReloadingServerContext(args.metrics_cert_file, args.metrics_key_file, None, what="metrics").context
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -60,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # in the log instead of a process that is simply gone.
     if sys.__stderr__ is not None:
         faulthandler.enable(file=sys.__stderr__)
+    if bool(args.metrics_cert_file) != bool(args.metrics_key_file):
+        parser.error("--metrics-cert-file and --metrics-key-file go together")
     try:
         config = operator_config(args, platform_config(args))
         webhook = webhook_settings(args)
@@ -90,7 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     metrics = Metrics(clock)
     if args.metrics_port is not None:
-        metrics.serve(args.metrics_port, args.metrics_host)
+        try:
+            metrics.serve(args.metrics_port, args.metrics_host, _metrics_tls(args))
+        except (OSError, ssl.SSLError) as exc:
+            print(f"argus-operator: cannot serve metrics on {args.metrics_host}:{args.metrics_port}: {exc}", file=sys.stderr)
+            return 2
     try:
         # The verl config tree every task is composed with (issue 21): refuse to start without one.
         composer = verl_composer(args, config.platform)

@@ -1,5 +1,7 @@
 """The log API's TLS: its serving certificate, re-read when the files change, and the front
-proxy's CA that client certificates must chain to (servers/logapi/server.py uses it).
+proxy's CA that client certificates must chain to (servers/logapi/server.py uses it). The
+metrics server's HTTPS (``--metrics-cert-file``) uses the same reloading context, without
+client certificates.
 
 The certificate and key are mounted from a Secret (chart-made, cert-manager's, or the
 admin's own; docs/logs.md). A renewal replaces the files (the kubelet swaps the Secret's
@@ -33,7 +35,11 @@ class ReloadingServerContext:
     ``context`` is what the listening site is given; ``current`` is the context the latest
     handshake was served with (the first one until a change)."""
 
-    def __init__(self, cert_file: str, key_file: str, client_ca_pem: str) -> None:
+    def __init__(self, cert_file: str, key_file: str, client_ca_pem: str | None, what: str = "log API") -> None:
+        """``client_ca_pem``: the CA client certificates may chain to (checked per request by
+        the log API); None: no client certificates are asked for (the metrics server).
+        ``what``: the server, as its log lines name it."""
+        self.what = what
         self.cert_file = cert_file
         self.key_file = key_file
         self.client_ca_pem = client_ca_pem
@@ -56,10 +62,11 @@ class ReloadingServerContext:
         ctx.load_cert_chain(self.cert_file, self.key_file)
         if (cert_pem, key_pem) != self._read():
             raise ssl.SSLError("the certificate files changed while they were loaded")
-        # Optional at the handshake, so that a caller without a certificate gets a clear 401
-        # instead of a broken connection; checked on every request (server.LogApi).
-        ctx.verify_mode = ssl.CERT_OPTIONAL
-        ctx.load_verify_locations(cadata=self.client_ca_pem)
+        if self.client_ca_pem is not None:
+            # Optional at the handshake, so that a caller without a certificate gets a clear 401
+            # instead of a broken connection; checked on every request (server.LogApi).
+            ctx.verify_mode = ssl.CERT_OPTIONAL
+            ctx.load_verify_locations(cadata=self.client_ca_pem)
         return ctx
 
     def refresh(self) -> ssl.SSLContext:
@@ -67,7 +74,7 @@ class ReloadingServerContext:
         try:
             seen = (_signature(self.cert_file), _signature(self.key_file))
         except OSError as exc:
-            log.warning("log API: cannot stat its certificate files (%s); serving the certificate loaded before", exc)
+            log.warning("%s: cannot stat its certificate files (%s); serving the certificate loaded before", self.what, exc)
             return self.current
         if seen == self._seen:
             return self.current
@@ -77,10 +84,10 @@ class ReloadingServerContext:
                 self.current = self._build(*pem)
                 self._loaded = pem
                 self.reloads += 1
-                log.info("log API: serving the renewed certificate from %s", self.cert_file)
+                log.info("%s: serving the renewed certificate from %s", self.what, self.cert_file)
         except (OSError, ValueError, ssl.SSLError) as exc:
             # Half-written, or a certificate without its key yet: the next connection tries again.
-            log.warning("log API: cannot load the changed certificate %s (%s); serving the one loaded before", self.cert_file, exc)
+            log.warning("%s: cannot load the changed certificate %s (%s); serving the one loaded before", self.what, self.cert_file, exc)
             return self.current
         self._seen = seen
         return self.current
@@ -89,4 +96,4 @@ class ReloadingServerContext:
         try:
             ssl_object.context = self.refresh()
         except Exception as exc:  # noqa: BLE001 - a handshake must not fail on the reload itself
-            log.warning("log API: certificate reload failed: %r", exc)
+            log.warning("%s: certificate reload failed: %r", self.what, exc)
