@@ -23,9 +23,13 @@ measured here.
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -36,13 +40,16 @@ from typing import Any
 import pytest
 from test_chart import CHART, chart_flags, flag_value, helm, render, sa_kubeconfig, secret_files  # noqa: F401 - helm: a fixture
 
-from argus_testbed import Backend, ControlPlane, KubeCluster, ServiceNetwork
+from argus_testbed import Backend, ControlPlane, KubeCluster, RayCluster, ServiceNetwork
+from argus_testbed.controlplane import find_kubectl
 from argus_testbed.harness import OperatorProcess, advanced_task, apply_text, ppo_command, wait_for, wait_phase
 from argus_testbed.logsapi import API_SERVICE, api_service_available, ready_endpoint_slice
 
 pytestmark = pytest.mark.integration
 RELEASE, RELEASE_NS = "argus", "argus-system"
 DENIED = 'admission webhook "validate-argustask.argus.io" denied the request'
+STEP_SECONDS = "6"  # the stand-in's pace here: a 3-step run lasts 18 s
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +84,20 @@ class Install:
 
 
 @pytest.fixture(scope="module")
-def install(helm: Any, control_plane: ControlPlane, service_network: ServiceNetwork, ray_cluster: Any, argus_root: Path,  # noqa: F811 - helm: the fixture imported above
+def paced_ray(tmp_path_factory: pytest.TempPathFactory, ray_cluster_options: dict[str, Any]) -> Iterator[RayCluster]:
+    """A Ray cluster whose stand-in trainer takes STEP_SECONDS a step: the README's quick start
+    reads a running task's log and suspends it, which a run of a fraction of a second (the
+    session cluster's pace) does not allow."""
+    options = {**ray_cluster_options, "extra_env": {**ray_cluster_options.get("extra_env", {}), "VERL_STANDIN_STEP_SECONDS": STEP_SECONDS}}
+    cluster = RayCluster.start(tmp_path_factory.mktemp("paced-ray"), **options)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def install(helm: Any, control_plane: ControlPlane, service_network: ServiceNetwork, paced_ray: RayCluster, argus_root: Path,  # noqa: F811 - helm: the fixture imported above
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
     cp = control_plane
     helm("install", RELEASE, str(CHART), "--namespace", RELEASE_NS, "--create-namespace", cluster=True)  # no values: the defaults
@@ -88,7 +108,7 @@ def install(helm: Any, control_plane: ControlPlane, service_network: ServiceNetw
     flags = chart_flags(objs, tls_dir=secret_files(cp, RELEASE_NS, f"{RELEASE}-webhook-tls", work / "webhook-tls"),
                         logs_tls_dir=secret_files(cp, RELEASE_NS, f"{RELEASE}-logs-api-tls", work / "logs-api-tls"))
     ready_endpoint_slice(cp, RELEASE_NS, f"{RELEASE}-logs-api")  # the endpoint slice controller's part (never dialled)
-    it = Install(cp, service_network, work, flags, sa_kubeconfig(cp, RELEASE, RELEASE_NS), ray_cluster, argus_root)
+    it = Install(cp, service_network, work, flags, sa_kubeconfig(cp, RELEASE, RELEASE_NS), paced_ray, argus_root)
     it.start()
     try:
         assert it.op is not None
@@ -134,6 +154,75 @@ def test_an_invalid_task_is_refused_at_apply_and_a_log_is_read_through_the_log_a
     # And `argus get` shows it in one line, with the same identity.
     got = argus("get", "good", "-n", ns, "--kubeconfig", str(alice))
     assert got.returncode == 0 and got.stdout.splitlines()[1].split()[:2] == ["good", "Succeeded"], got.stdout + got.stderr
+
+
+def readme_commands(section: str) -> list[str]:
+    """The shell lines of one README section's ```sh blocks, in order, without their comments."""
+    body = (REPO / "README.md").read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    lines = [re.sub(r"\s+#.*$", "", line).strip() for block in re.findall(r"```sh\n(.*?)```", body, flags=re.S)
+             for line in block.splitlines()]
+    return [line for line in lines if line]
+
+
+def shell(line: str, kubeconfig: Path, until: str | None = None, timeout: float = 180) -> str:
+    """Run a README line as a user types it (bash, the argus and kubectl on PATH, KUBECONFIG);
+    with ``until``, a command that runs until stopped (-w, -f) is read until a line holds
+    ``until`` and then interrupted, as the user's Ctrl-C. Its output."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBECACHEDIR": str(Path(kubeconfig).parent / "kube-cache"),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(Path(find_kubectl()).parent), os.environ.get("PATH", "")])}
+    if until is None:
+        done = subprocess.run(["bash", "-c", line], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+        assert done.returncode == 0, f"{line}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+    proc = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    seen: list[str] = []
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        for out in proc.stdout:
+            seen.append(out)
+            if until in out:
+                break
+    finally:
+        timer.cancel()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    assert any(until in out for out in seen), f"{line}: no line with {until!r} in {timeout:.0f} s:\n{''.join(seen)[-3000:]}"
+    return "".join(seen)
+
+
+def test_the_readme_quick_starts_work_as_written(install: Install, control_plane: ControlPlane) -> None:
+    """The README's quick starts on the default install, line by line as written: the admin
+    onboards alice (its first `argus onboard`), and alice, with her own identity, validates,
+    submits, watches, describes, reads the log of, suspends, resumes, cancels and deletes
+    examples/grpo-basic.yaml in the namespace alice."""
+    cp = control_plane
+    onboard = "argus onboard alice"
+    assert onboard in readme_commands("Quick start: an admin installs Argus")
+    shell(onboard, cp.kubeconfig)
+    alice = cp.mint_user("alice")
+    lines = readme_commands("Quick start: a researcher's first task")
+    verbs = [" ".join(line.split()[:2]) for line in lines]
+    assert verbs == ["argus validate", "kubectl apply", "kubectl get", "kubectl describe", "argus queue", "argus logs",
+                     "argus suspend", "argus resume", "argus cancel", "kubectl delete"], lines
+    phase = lambda: (cp.kubectl("get", "argustask", "grpo-basic", "-n", "alice", "-o", "jsonpath={.status.phase}",  # noqa: E731
+                                check=False).stdout.strip())
+    watch_until = {"kubectl get": "Running", "argus logs": "step:1"}
+    after = {"argus suspend": ("Suspended",), "argus resume": ("Queued", "Submitted", "Running"), "argus cancel": ("Stopped",)}
+    for line, verb in zip(lines, verbs, strict=True):
+        out = shell(line, alice, until=watch_until.get(verb))
+        if verb == "kubectl apply":
+            assert "argustask.argus.io/grpo-basic created" in out, out
+        if verb in after:
+            wait_for(lambda verb=verb: phase() in after[verb], 120, f"grpo-basic to be {'/'.join(after[verb])} after {verb}",
+                     on_timeout=lambda: phase() + (install.op.log_tail(40) if install.op else ""))
+    wait_for(lambda: not cp.kubectl("get", "argustask", "grpo-basic", "-n", "alice", "--ignore-not-found", "-o", "name").stdout.strip(),
+             120, "grpo-basic to be deleted (its finalizer released)")
 
 
 def _timed(run: Any) -> tuple[float, Any]:
