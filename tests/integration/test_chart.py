@@ -1213,6 +1213,8 @@ UNIT_CASES = {
                                    "test_controller_clusters.py::test_without_patch_on_an_arguscluster_its_tasks_run_and_the_log_says_why"),
     "secrets get (a cluster's token)": (_rule_for("secrets"), None,
                                         "test_controller_clusters.py::test_without_get_on_secrets_a_clusters_tasks_run_without_its_token_and_the_log_says_why"),
+    "secrets get (a task's spec.env)": (_rule_for("secrets"), None,
+                                        "test_controller_secrets.py::test_without_get_on_secrets_a_task_with_env_waits_and_says_why"),
     "services get (rayClusterRef's head Service)": (
         _rule_for("services"), None,
         "test_controller_clusters.py::test_without_get_on_a_references_objects_the_cluster_is_unresolved_and_its_tasks_wait"),

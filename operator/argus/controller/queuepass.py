@@ -20,19 +20,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from kubernetes.client.exceptions import ApiException
+
+from ..adapters.kube import api_error
 from ..core import lifecycle
 from ..core.clock import Clock
 from ..core.config import PlatformConfig
 from ..core.lifecycle import Observation
 from ..core.patch import merge_patch
-from ..core.plan import validate_spec
-from ..core.spec import Phase
+from ..core.plan import SubmissionPlan, validate_spec
+from ..core.secretenv import SecretRead, SecretUnreadable, resolve_secret_env, secret_env
+from ..core.spec import ArgusTaskSpec, Phase
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
 from .admission import AdmissionInputs
 from .carryout import Carrier, Draft
 from .fleet import Fleet
 from .metrics import Metrics
+from .ports import TaskSecrets
 from .view import TaskView
 from .writer import status_document
 
@@ -42,8 +47,9 @@ log = logging.getLogger(__name__)
 class QueuePass:
     def __init__(self, platform: PlatformConfig, composer: Composer | None, inputs: AdmissionInputs, fleet: Fleet,
                  carrier: Carrier, current: Callable[[Key], TaskView | None], every_task: Callable[[], list[TaskView]], *,
-                 clock: Clock, metrics: Metrics):
+                 clock: Clock, metrics: Metrics, secrets: TaskSecrets | None = None):
         self.platform = platform
+        self.secrets = secrets        # the Secrets spec.env names (None: no reader; such a task waits)
         self.composer = composer
         self.inputs = inputs
         self.fleet = fleet
@@ -111,5 +117,26 @@ class QueuePass:
             if not verdict.valid or verdict.plan is None:
                 seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.status.get("user"))
             else:
-                seen = lifecycle.Admitted(verdict.plan.model_copy(update={"cluster": cluster}))
+                plan, waits = await self._with_secrets(view.namespace, verdict.spec, verdict.plan)
+                seen = (lifecycle.Admitted(plan.model_copy(update={"cluster": cluster})) if waits is None
+                        else lifecycle.Waiting(Reason.SecretMissing, waits, None, Reason.RayUnreachable))
             await self.carrier.decide_and_write(draft, seen)  # under the lock: a cancel or deletion must not overtake it
+
+    async def _with_secrets(self, namespace: str, spec: ArgusTaskSpec | None, plan: SubmissionPlan) -> tuple[SubmissionPlan, str | None]:
+        """The plan with the values of the Secrets its spec.env names, read now (a rotated
+        Secret counts at the next attempt), or why the task waits. Nothing reaches Ray
+        before every value is there; no value is logged."""
+        refs = secret_env(spec)
+        if not refs:
+            return plan, None
+        read: dict[str, SecretRead] = {}
+        for name in dict.fromkeys(r.secret for r in refs):
+            if self.secrets is None:
+                read[name] = SecretUnreadable("this operator reads no Secrets")
+                continue
+            try:
+                read[name] = await self.secrets.data(namespace, name)
+            except Exception as exc:  # noqa: BLE001 - the task waits with the reason; the next pass reads again
+                read[name] = SecretUnreadable(api_error(exc) if isinstance(exc, ApiException) else type(exc).__name__)
+        values, waits = resolve_secret_env(refs, namespace, read)
+        return (plan, waits) if waits is not None else (plan.with_secrets(values), None)

@@ -70,8 +70,8 @@ class Rule:
 _EVENTS_ON_A_READ = (event(Reason.PlacementViolation),)
 _ADOPTED = event(Reason.AdoptedExistingJob)
 _REJECTED = REASONS_BY_PHASE[Phase.Rejected]
-_WAITING = (Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.NoCluster, Reason.VerlDrift, Reason.RayUnreachable,
-            Reason.RayAuthFailed)
+_WAITING = (Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.NoCluster, Reason.VerlDrift, Reason.SecretMissing,
+            Reason.RayUnreachable, Reason.RayAuthFailed)
 
 
 def _job_observed(source: Phase) -> list[Rule]:
@@ -232,7 +232,9 @@ PHASE_MEANINGS: dict[Phase | None, str] = {
     Phase.Queued: "Valid, waiting for a slot and GPUs (why in `message`; its place: `argus queue`). `QuotaExceeded`: its user's GPU quota "
                   "is full. `NoCluster`: no Ray cluster it may use takes tasks (its `spec.cluster`, the ArgusClusters' `namespaceSelector`, "
                   "a drained or deleted cluster). `VerlDrift`: argus doctor found the verl snapshot of every cluster it may use at a version other "
-                  "than the one it is composed for; it goes when a doctor run finds that version there. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
+                  "than the one it is composed for; it goes when a doctor run finds that version there. `SecretMissing`: a Secret or key its "
+                  "`spec.env` names is not in its namespace (the message names the variable, the Secret and the key); checked again at "
+                  "each pass of the queue, nothing reached Ray. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
                   "the next waits. `Resumed`: it was suspended, and `spec.suspend` is false again.",
     Phase.Submitted: "Ray has the job (PENDING). A task admitted at once goes from nothing to `Submitted` in one write. "
                      "`RayJobPending`: Ray reports the job pending again after it ran.",

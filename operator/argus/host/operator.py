@@ -17,6 +17,7 @@ from typing import Any
 from ..adapters.kube import KubeClusterStore, KubeTaskStore, load_kube_config
 from ..adapters.logfiles import LocalLogFiles
 from ..adapters.ray import RayJobsClient, client_version, version_note
+from ..adapters.secrets import KubeTaskSecrets
 from ..adapters.taskcache import TaskCache
 from ..controller.crdcheck import CrdCheck
 from ..controller.doctor import Doctor, DoctorLoop
@@ -89,7 +90,8 @@ class Operator:
         files = LocalLogFiles(config.platform.users_root()) if config.progress_source == ProgressSource.file else None
         reconciler = Reconciler(config, ray, store, cache, clock=clock, metrics=metrics,
                                 leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer, log_files=files,
-                                clusters=KubeClusterStore(store), connect=connect, token_namespace=config.own_namespace)
+                                clusters=KubeClusterStore(store), connect=connect, token_namespace=config.own_namespace,
+                                secrets=KubeTaskSecrets(store))
 
         def on_change(old: TaskView | None, new: TaskView | None) -> None:
             if worth_a_look(old, new):

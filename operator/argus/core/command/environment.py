@@ -225,6 +225,24 @@ def environment_reason(name: str, value: str | None = None) -> str | None:
     return rule.why
 
 
+def secret_reason(name: str) -> str | None:
+    """Why ``name`` may not take its value from a Secret (``spec.env``), or None. The same
+    table decides, with one rule more: only a ``knob`` may (a setting or a credential:
+    WANDB_API_KEY, MLFLOW_TRACKING_TOKEN, HF_TOKEN). A path, a URL or PYTHONPATH is checked
+    by its value, and a Secret's value is never read by the checks: write those in the command."""
+    reason = environment_reason(name)
+    if reason is not None:
+        return reason
+    rule = env_rule(name)
+    if rule is not None and rule.role == REFUSED:
+        return rule.why  # a plugin rule's one allowed value is a value the checks must see
+    if rule is not None and rule.role != KNOB:
+        role = {PATH: "path", URL: "URL", SEARCH_PATH: "search path"}.get(rule.role, rule.role)
+        return (f"it is a {role} that the checks read by its value, and a Secret's value is never shown to them: "
+                "set it in the command, where it is checked")
+    return None
+
+
 def value_problem(name: str, value: str) -> str | None:
     """What is wrong with ``value`` for a refused rule that allows some values, or None."""
     rule = env_rule(name)
