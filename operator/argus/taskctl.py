@@ -85,6 +85,8 @@ def describe_lines(task: dict[str, Any]) -> list[str]:
         resumed = f", resumed from step {progress['resumedFromStep']}" if progress.get("resumedFromStep") is not None else ""
         eta = f", eta {progress['eta']}" if progress.get("eta") else ""
         lines.append(f"Progress:    {progress.get('summary') or progress.get('step', '-')}{eta}{resumed}")
+    if progress.get("runUrl"):
+        lines.append(f"Run:         {progress['runUrl']}")
     if status.get("jobDir"):
         lines.append(f"Job folder:  {status['jobDir'].get('userPath')}")
     for i, entry in enumerate(e for e in spec.get("env") or [] if isinstance(e, dict)):

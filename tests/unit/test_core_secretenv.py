@@ -85,5 +85,6 @@ def test_render_and_describe_show_the_reference_never_a_value() -> None:
     assert dumped["secret_env"] == {"WANDB_API_KEY": "<from secret wandb/api_key>"} and "secret_values" not in dumped
     assert "s3cret-value" not in repr(dumped)
     lines = describe_lines({"metadata": {"namespace": "alice", "name": "t"}, "spec": task([ref("WANDB_API_KEY", "wandb", "api_key")])["spec"],
-                            "status": {"phase": "Running", "progress": {"step": 3}}})
+                            "status": {"phase": "Running", "progress": {"step": 3, "runUrl": "https://wandb.ai/a/b/runs/x"}}})
     assert "Environment: WANDB_API_KEY=<from secret wandb/api_key>" in lines
+    assert "Run:         https://wandb.ai/a/b/runs/x" in lines

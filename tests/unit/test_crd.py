@@ -86,6 +86,7 @@ def test_printer_columns(version: dict[str, Any]) -> None:
         ("Reason", ".status.reason", 1),
         ("Attempt", ".status.attempt", 1),
         ("Cluster", ".status.cluster", 1),
+        ("Run", ".status.progress.runUrl", 1),
     ]
     types = {c["name"]: c["type"] for c in version["additionalPrinterColumns"]}
     assert types["Nodes"] == types["GPUs/node"] == "integer" and types["Age"] == "date"

@@ -89,7 +89,7 @@ def test_readme_status_section_is_the_vocabulary() -> None:
     reasons = readme.split("Reasons you may\nmeet:", 1)[1].split("`kubectl describe`", 1)[0]
     assert set(_code_words(reasons)) == {r.value for r in STATUS_REASONS}, \
         "README.md's 'Reasons you may meet' is stale: make it list core.vocabulary.STATUS_REASONS"
-    phases = readme.split("Age; `-o wide` adds User, Ray job, Reason, Attempt and Cluster. Phases:", 1)[1].split("(every problem", 1)[0]
+    phases = readme.split("Age; `-o wide` adds User, Ray job, Reason, Attempt, Cluster and Run. Phases:", 1)[1].split("(every problem", 1)[0]
     assert set(_code_words(phases)) == {p.value for p in Phase}
 
 

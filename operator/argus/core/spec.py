@@ -221,6 +221,8 @@ class TaskProgress(_StatusModel):
     eta: str | None = Field(None, json_schema_extra={"format": "date-time"}, description="When the run should end, from the recent step times.")
     resumed_from_step: int | None = Field(None, ge=0, description="The checkpointed step this attempt resumed from (verl's 'Resuming from ...').")
     metrics: dict[str, float] | None = Field(None, description="The latest values of the metrics the operator follows (for example critic/score/mean).")
+    run_url: str | None = Field(None, description="The run's page on its tracker, as W&B (\"wandb: View run at URL\") or MLflow "
+                                "(\"View run NAME at: URL\") printed it in the job's log.")
 
 
 class AttemptRecord(_StatusModel):
