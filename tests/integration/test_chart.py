@@ -728,7 +728,8 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
 def test_operator_reads_argusclusters_cluster_wide_and_secrets_only_in_its_namespace(values: list[str], helm: Any) -> None:
     """ArgusClusters are cluster-scoped: their rules are in the operator's ClusterRole in every
     mode (watched namespaces too). Their token Secrets are read with `get` in the release's
-    namespace only: one Role there, and no other role of the operator's names Secrets."""
+    namespace only: one Role there. The only other Secret rule is `get` where the tasks are
+    (tasks' spec.env, rbac.taskSecrets): in the task rules' ClusterRole or per-namespace Roles."""
     objs = render(helm, *values)
     roles = operator_roles(objs)
     (cluster_role,) = [r for r in roles if r["kind"] == "ClusterRole"]
@@ -738,9 +739,18 @@ def test_operator_reads_argusclusters_cluster_wide_and_secrets_only_in_its_names
     (without,) = [r for r in operator_roles(render(helm, *values, "--set", "rbac.rayClusterRefs=false")) if r["kind"] == "ClusterRole"]
     assert [r for r in without["rules"] if r["resources"] in (["rayclusters"], ["services"])] == []
     assert "argusclusters" not in json.dumps([r for r in roles if r["kind"] == "Role"])
+    get_secrets = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
     with_secrets = [r for r in roles if "secrets" in json.dumps(r["rules"])]
-    assert [(r["kind"], r["metadata"]["name"], r["metadata"].get("namespace"), r["rules"]) for r in with_secrets] == [
-        ("Role", f"{SA}-cluster-tokens", RELEASE_NS, [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])]
+    tokens = [r for r in with_secrets if r["metadata"]["name"] == f"{SA}-cluster-tokens"]
+    assert [(r["kind"], r["metadata"].get("namespace"), r["rules"]) for r in tokens] == [("Role", RELEASE_NS, [get_secrets])]
+    task_roles = [r for r in roles if any(rule["resources"] == ["argustasks"] for rule in r["rules"])]
+    def names(rs: list[dict[str, Any]]) -> set[tuple[str, str, str | None]]:
+        return {(r["kind"], r["metadata"]["name"], r["metadata"].get("namespace")) for r in rs}
+    assert names([r for r in with_secrets if r not in tokens]) == names(task_roles) and task_roles
+    for role in task_roles:
+        assert [r for r in role["rules"] if "secrets" in r["resources"]] == [get_secrets]
+    off = [r for r in operator_roles(render(helm, *values, "--set", "rbac.taskSecrets=false")) if "secrets" in json.dumps(r["rules"])]
+    assert [r["metadata"]["name"] for r in off] == [f"{SA}-cluster-tokens"]
     binding = one(objs, "RoleBinding", f"{SA}-cluster-tokens")
     assert binding["metadata"]["namespace"] == RELEASE_NS
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SA, "namespace": RELEASE_NS}]

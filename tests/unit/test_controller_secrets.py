@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from argus.adapters.ray import RayJobsClient
+from argus.controller.queuepass import SECRET_RECHECK_SECONDS
 from argus.core.plan import validate_task
 from argus.core.rayjobs import RayRefused
 from fakes import forbidden
@@ -67,12 +68,12 @@ def test_a_missing_secret_or_key_holds_the_task_and_says_which_then_it_runs() ->
     assert "api_key" in status["message"] and "\n" not in status["message"]
     assert not world.ray.jobs  # nothing half-done in Ray
     world.cluster.secrets[(NS, "wandb")] = {"other": "x"}
-    world.tick(2)
+    world.tick(SECRET_RECHECK_SECONDS)
     status = world.cluster.status(key)
     assert status["reason"] == "SecretMissing" and f"Secret {NS}/wandb has no key api_key" in status["message"]
     assert not world.ray.jobs
     world.cluster.secrets[(NS, "wandb")] = {"api_key": VALUE}
-    world.tick(2)
+    world.tick(SECRET_RECHECK_SECONDS)
     assert world.phase(key) == "Submitted"
     assert VALUE not in everything_written(world)
 
@@ -97,7 +98,7 @@ def test_without_get_on_secrets_a_task_with_env_waits_and_says_why() -> None:
     assert status["reason"] == "SecretMissing" and "cannot be read" in status["message"] and "forbidden" in status["message"]
     assert world.phase(other) == "Submitted"  # tasks without spec.env run as before
     del world.cluster.refused["secret_data"]
-    world.tick(2)
+    world.tick(SECRET_RECHECK_SECONDS)
     assert world.phase(key) == "Submitted"
 
 
@@ -125,3 +126,24 @@ def test_the_ray_client_sends_the_value_and_cleans_it_from_a_refusal() -> None:
     # Ray's own message is cut (500 characters): cleaned before the cut, so not even a prefix is left.
     assert VALUE not in str(refused.value)
     assert VALUE not in str(refused.value.__cause__) and "<from secret wandb/api_key>" in str(refused.value.__cause__)
+
+
+def test_a_task_waiting_for_its_secret_holds_no_gpus_nor_the_head_of_the_queue() -> None:
+    world = World(gpus=1)
+    waiting = world.cluster.create("first", spec(env=WANDB))
+    behind = world.cluster.create("second", spec())
+    world.tick()
+    assert world.cluster.status(waiting)["reason"] == "SecretMissing"
+    assert world.phase(behind) == "Submitted"  # the one GPU went to the task behind it
+    reads = len(status_patches_of(world, waiting))
+    for _ in range(5):  # while it waits: no status write per pass, its Secret read again every 30 s
+        world.tick(2)
+    assert len(status_patches_of(world, waiting)) == reads
+    world.cluster.secrets[(NS, "wandb")] = {"api_key": VALUE}
+    world.ray.finish(world.sid(behind))
+    world.settle(ticks=20, every=2)
+    assert world.phase(waiting) in ("Submitted", "Running", "Succeeded")
+
+
+def status_patches_of(world: World, key: tuple[str, str]) -> list[dict[str, Any]]:
+    return [p for name, p in world.cluster.writes.status if name == key[1]]

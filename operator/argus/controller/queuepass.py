@@ -29,7 +29,7 @@ from ..core.config import PlatformConfig
 from ..core.lifecycle import Observation
 from ..core.patch import merge_patch
 from ..core.plan import SubmissionPlan, validate_spec
-from ..core.secretenv import SecretRead, SecretUnreadable, resolve_secret_env, secret_env
+from ..core.secretenv import SecretEnv, SecretRead, SecretUnreadable, raw_secret_env, resolve_secret_env, secret_env
 from ..core.spec import ArgusTaskSpec, Phase
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
@@ -42,6 +42,10 @@ from .view import TaskView
 from .writer import status_document
 
 log = logging.getLogger(__name__)
+# A queued task whose spec.env names a Secret or key that is not there is left out of the
+# queue's decision (it must not hold GPUs, nor the head of the queue, while it waits); its
+# Secrets are read again at most this often (seconds) while it waits.
+SECRET_RECHECK_SECONDS = 30.0
 
 
 class QueuePass:
@@ -63,14 +67,20 @@ class QueuePass:
         # the same view makes the same status, so it is not stepped again (a long queue
         # costs a dict lookup per task per pass, not a lifecycle step and a status diff).
         self._told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
+        # Each queued task's last Secret check: (when, the view's spec, why it waits or None).
+        # Never a value: only whether every Secret and key is there.
+        self._secrets_checked: dict[Key, tuple[float, dict, str | None]] = {}
 
     async def run(self, queued: list[TaskView], active: list[TaskView], not_ready: list[TaskView], drafts: dict[Key, Draft]) -> None:
         """Admit from the head of the queue and start those admitted; tell the others why they wait."""
+        held = await self._held_by_secrets(queued)
+        by_key = {v.key: v for v in queued}
+        queued = [v for v in queued if v.key not in held]
         decision, ray_errors = await self.inputs.decide(queued, active, not_ready, self.every_task(), self.clock.now())
         started = self.clock.monotonic()
-        by_key = {v.key: v for v in queued}
         told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
-        for key, (reason, message) in decision.waiting.items():
+        waiting = [*decision.waiting.items(), *((key, (Reason.SecretMissing, why)) for key, why in held.items())]
+        for key, (reason, message) in waiting:
             if key not in by_key:
                 continue
             view = by_key[key]
@@ -129,6 +139,28 @@ class QueuePass:
         refs = secret_env(spec)
         if not refs:
             return plan, None
+        values, waits = resolve_secret_env(refs, namespace, await self._read(namespace, refs))
+        return (plan, waits) if waits is not None else (plan.with_secrets(values), None)
+
+    async def _held_by_secrets(self, queued: list[TaskView]) -> dict[Key, str]:
+        """The queued tasks that wait for a Secret or key (why, one line each), each checked
+        again at most every SECRET_RECHECK_SECONDS."""
+        now = self.clock.monotonic()
+        checked: dict[Key, tuple[float, dict, str | None]] = {}
+        for view in queued:
+            refs = raw_secret_env(view.spec)
+            if not refs:
+                continue
+            last = self._secrets_checked.get(view.key)
+            if last is None or last[1] != view.spec or now - last[0] >= SECRET_RECHECK_SECONDS:
+                _, waits = resolve_secret_env(refs, view.namespace, await self._read(view.namespace, refs))
+                last = (now, view.spec, waits)
+            checked[view.key] = last
+        self._secrets_checked = checked
+        return {key: waits for key, (_, _, waits) in checked.items() if waits is not None}
+
+    async def _read(self, namespace: str, refs: tuple[SecretEnv, ...]) -> dict[str, SecretRead]:
+        """Each Secret the references name, read once (no value is logged or kept here)."""
         read: dict[str, SecretRead] = {}
         for name in dict.fromkeys(r.secret for r in refs):
             if self.secrets is None:
@@ -138,5 +170,4 @@ class QueuePass:
                 read[name] = await self.secrets.data(namespace, name)
             except Exception as exc:  # noqa: BLE001 - the task waits with the reason; the next pass reads again
                 read[name] = SecretUnreadable(api_error(exc) if isinstance(exc, ApiException) else type(exc).__name__)
-        values, waits = resolve_secret_env(refs, namespace, read)
-        return (plan, waits) if waits is not None else (plan.with_secrets(values), None)
+        return read

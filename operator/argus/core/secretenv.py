@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .command.environment import secret_reason
 from .policy import Findings
@@ -55,6 +56,18 @@ def secret_env(spec: ArgusTaskSpec | None) -> tuple[SecretEnv, ...]:
                            e.value_from.secret_key_ref.optional) for e in spec.env)
 
 
+def raw_secret_env(raw_spec: Mapping[str, Any]) -> tuple[SecretEnv, ...]:
+    """``spec.env``'s references as the API stores them (a validated task's: the entries
+    that do not read are left out, never an error)."""
+    found = []
+    entries = raw_spec.get("env")
+    for entry in entries if isinstance(entries, list) else ():
+        ref = (entry.get("valueFrom") or {}).get("secretKeyRef") if isinstance(entry, Mapping) else None
+        if isinstance(ref, Mapping) and all(isinstance(x, str) for x in (entry.get("name"), ref.get("name"), ref.get("key"))):
+            found.append(SecretEnv(str(entry["name"]), str(ref["name"]), str(ref["key"]), ref.get("optional") is True))
+    return tuple(found)
+
+
 def check_secret_env(spec: ArgusTaskSpec | None, *, exported: Iterable[str], argus_sets: Iterable[str], findings: Findings) -> None:
     """The names ``spec.env`` may set: by the environment rules, once each, not the
     command's own (``exported``) nor Argus's (``argus_sets``)."""
@@ -93,5 +106,5 @@ def resolve_secret_env(refs: Iterable[SecretEnv], namespace: str, read: Mapping[
             values[ref.variable] = data[ref.key]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return {}, f"waiting for a Secret: {problems[0]}{more}; checked again at each pass of the queue"
+        return {}, f"waiting for a Secret: {problems[0]}{more}; read again every 30 s while it waits, which holds no GPUs"
     return values, None

@@ -233,8 +233,8 @@ PHASE_MEANINGS: dict[Phase | None, str] = {
                   "is full. `NoCluster`: no Ray cluster it may use takes tasks (its `spec.cluster`, the ArgusClusters' `namespaceSelector`, "
                   "a drained or deleted cluster). `VerlDrift`: argus doctor found the verl snapshot of every cluster it may use at a version other "
                   "than the one it is composed for; it goes when a doctor run finds that version there. `SecretMissing`: a Secret or key its "
-                  "`spec.env` names is not in its namespace (the message names the variable, the Secret and the key); checked again at "
-                  "each pass of the queue, nothing reached Ray. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
+                  "`spec.env` names is not in its namespace (the message names the variable, the Secret and the key); read again every 30 s, "
+                  "it holds no GPUs and no place ahead of others, nothing reached Ray. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
                   "the next waits. `Resumed`: it was suspended, and `spec.suspend` is false again.",
     Phase.Submitted: "Ray has the job (PENDING). A task admitted at once goes from nothing to `Submitted` in one write. "
                      "`RayJobPending`: Ray reports the job pending again after it ran.",
