@@ -139,6 +139,8 @@ TASK_RULES = [
     {"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["list", "watch", "patch", "delete"]},
     {"apiGroups": ["argus.io"], "resources": ["argustasks/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # The Secrets tasks' spec.env names (rbac.taskSecrets, on by default): get, where the tasks are.
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
 ]
 # The ArgusClusters (cluster-scoped: in the ClusterRole in every mode) and their token Secrets
 # (a Role in the release's namespace only: get, nothing cluster-wide).
