@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from .clusterctl import EXIT_FAIL, EXIT_OK, ClusterError, current_namespace, get_task, load_kube, log_request, print_table
+from .core.secretenv import shown
 from .core.spec import GROUP, PLURAL, VERSION
 from .core.vocabulary import is_ended, task_shape
 
@@ -96,8 +97,14 @@ def describe_lines(task: dict[str, Any]) -> list[str]:
         resumed = f", resumed from step {progress['resumedFromStep']}" if progress.get("resumedFromStep") is not None else ""
         eta = f", eta {progress['eta']}" if progress.get("eta") else ""
         lines.append(f"Progress:    {progress_text(status)}{eta}{resumed}")
+    if progress.get("runUrl"):
+        lines.append(f"Run:         {progress['runUrl']}")
     if status.get("jobDir"):
         lines.append(f"Job folder:  {status['jobDir'].get('userPath')}")
+    for i, entry in enumerate(e for e in spec.get("env") or [] if isinstance(e, dict)):
+        ref = (entry.get("valueFrom") or {}).get("secretKeyRef") or {}
+        optional = " (optional)" if ref.get("optional") else ""
+        lines.append(f"{'Environment:' if i == 0 else '':<13}{entry.get('name')}={shown(str(ref.get('name')), str(ref.get('key')))}{optional}")
     attempts = status.get("attempts") or []
     if attempts:
         lines.append("Attempts:")

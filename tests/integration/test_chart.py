@@ -146,6 +146,8 @@ TASK_RULES = [
     {"apiGroups": ["argus.io"], "resources": ["argustasks"], "verbs": ["list", "watch", "patch", "delete"]},
     {"apiGroups": ["argus.io"], "resources": ["argustasks/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # The Secrets tasks' spec.env names (rbac.taskSecrets, on by default): get, where the tasks are.
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
 ]
 # The ArgusClusters (cluster-scoped: in the ClusterRole in every mode) and their token Secrets
 # (a Role in the release's namespace only: get, nothing cluster-wide).
@@ -751,7 +753,8 @@ def test_user_roles_aggregate_and_never_write_status(helm: Any) -> None:
 def test_operator_reads_argusclusters_cluster_wide_and_secrets_only_in_its_namespace(values: list[str], helm: Any) -> None:
     """ArgusClusters are cluster-scoped: their rules are in the operator's ClusterRole in every
     mode (watched namespaces too). Their token Secrets are read with `get` in the release's
-    namespace only: one Role there, and no other role of the operator's names Secrets."""
+    namespace only: one Role there. The only other Secret rule is `get` where the tasks are
+    (tasks' spec.env, rbac.taskSecrets): in the task rules' ClusterRole or per-namespace Roles."""
     objs = render(helm, *values)
     roles = operator_roles(objs)
     (cluster_role,) = [r for r in roles if r["kind"] == "ClusterRole"]
@@ -761,9 +764,18 @@ def test_operator_reads_argusclusters_cluster_wide_and_secrets_only_in_its_names
     (without,) = [r for r in operator_roles(render(helm, *values, "--set", "rbac.rayClusterRefs=false")) if r["kind"] == "ClusterRole"]
     assert [r for r in without["rules"] if r["resources"] in (["rayclusters"], ["services"])] == []
     assert "argusclusters" not in json.dumps([r for r in roles if r["kind"] == "Role"])
+    get_secrets = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
     with_secrets = [r for r in roles if "secrets" in json.dumps(r["rules"])]
-    assert [(r["kind"], r["metadata"]["name"], r["metadata"].get("namespace"), r["rules"]) for r in with_secrets] == [
-        ("Role", f"{SA}-cluster-tokens", RELEASE_NS, [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])]
+    tokens = [r for r in with_secrets if r["metadata"]["name"] == f"{SA}-cluster-tokens"]
+    assert [(r["kind"], r["metadata"].get("namespace"), r["rules"]) for r in tokens] == [("Role", RELEASE_NS, [get_secrets])]
+    task_roles = [r for r in roles if any(rule["resources"] == ["argustasks"] for rule in r["rules"])]
+    def names(rs: list[dict[str, Any]]) -> set[tuple[str, str, str | None]]:
+        return {(r["kind"], r["metadata"]["name"], r["metadata"].get("namespace")) for r in rs}
+    assert names([r for r in with_secrets if r not in tokens]) == names(task_roles) and task_roles
+    for role in task_roles:
+        assert [r for r in role["rules"] if "secrets" in r["resources"]] == [get_secrets]
+    off = [r for r in operator_roles(render(helm, *values, "--set", "rbac.taskSecrets=false")) if "secrets" in json.dumps(r["rules"])]
+    assert [r["metadata"]["name"] for r in off] == [f"{SA}-cluster-tokens"]
     binding = one(objs, "RoleBinding", f"{SA}-cluster-tokens")
     assert binding["metadata"]["namespace"] == RELEASE_NS
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SA, "namespace": RELEASE_NS}]
@@ -1237,6 +1249,8 @@ UNIT_CASES = {
                                    "test_controller_clusters.py::test_without_patch_on_an_arguscluster_its_tasks_run_and_the_log_says_why"),
     "secrets get (a cluster's token)": (_rule_for("secrets"), None,
                                         "test_controller_clusters.py::test_without_get_on_secrets_a_clusters_tasks_run_without_its_token_and_the_log_says_why"),
+    "secrets get (a task's spec.env)": (_rule_for("secrets"), None,
+                                        "test_controller_secrets.py::test_without_get_on_secrets_a_task_with_env_waits_and_says_why"),
     "services get (rayClusterRef's head Service)": (
         _rule_for("services"), None,
         "test_controller_clusters.py::test_without_get_on_a_references_objects_the_cluster_is_unresolved_and_its_tasks_wait"),

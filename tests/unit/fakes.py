@@ -542,6 +542,12 @@ class FakeCluster:
             raise ApiException(status=404, reason=f"secrets \"{name}\" not found")
         return self.secrets[(namespace, name)].get(key) or None
 
+    # -- TaskSecrets (the Secrets spec.env names; ``secrets`` above holds them too) ----------
+    async def data(self, namespace: str, name: str) -> dict[str, str] | None:
+        self._refuse("secret_data")
+        found = self.secrets.get((namespace, name))
+        return dict(found) if found is not None else None
+
     async def ray_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._refuse("ray_cluster")
         return self._ref_read(self.rayclusters, namespace, name)

@@ -283,9 +283,17 @@ def test_an_interpolation_left_after_the_first_resolution_is_refused(override: s
 
 
 def test_oc_env_reads_the_taskrunners_environment_not_the_commands_exports() -> None:
-    refused(f"export WANDB_PROJECT=p\n{PPO} 'trainer.project_name=${{oc.env:WANDB_PROJECT}}'", "which verl's TaskRunner")
+    refused(f"export OMP_NUM_THREADS=4\n{PPO} 'trainer.project_name=${{oc.env:OMP_NUM_THREADS}}'", "which verl's TaskRunner")
     v = valid(f"{PPO} 'trainer.project_name=${{oc.env:WANDB_PROJECT,proj}}'")
     assert v.valid
+
+
+def test_a_trackers_export_reaches_the_taskrunner_through_the_runtime_env() -> None:
+    v = valid(f"export WANDB_PROJECT=p\nexport MLFLOW_EXPERIMENT_NAME=e\n{PPO} 'trainer.project_name=${{oc.env:WANDB_PROJECT}}'")
+    assert v.valid, v.error_lines()
+    assert v.plan is not None
+    env = v.plan.runtime_env["env_vars"]
+    assert env["WANDB_PROJECT"] == "p" and env["MLFLOW_EXPERIMENT_NAME"] == "e"
 
 
 # --- one verl per task --------------------------------------------------------------------

@@ -47,7 +47,7 @@ class World:
                                      ray_job_retention_seconds=ray_job_retention, progress_source=progress_source)
         self.files = FakeLogFiles(self.ray)
         self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, clock=self.clock, metrics=Metrics(self.clock),
-                                     log_files=self.files)
+                                     log_files=self.files, secrets=self.cluster)
         self.reconciler.carrier.strict_transitions = True  # a decision the table does not declare fails the test
         self.reconciler.logs.file_poll_seconds = 0.001  # log files read as often as the fake stream is (real seconds)
         self.cluster.onboard(NS, "alice")

@@ -73,3 +73,40 @@ def test_any_text_in_any_chunks_never_breaks_the_reader(text: str, pieces: int) 
     p = r.progress()
     if p is not None:
         TaskProgress.model_validate(p.model_dump())
+
+
+# The trackers' "View run" lines as the job's log shows them: printed by verl's TaskRunner (a
+# Ray actor: Ray's coloured prefix), in the shapes wandb (0.23: wandb_run.py, errors/term.py)
+# and MLflow (3.x: tracking/_tracking_service/client.py, _log_url) print them.
+WANDB_START = ("\x1b[36m(TaskRunner pid=16289)\x1b[0m \x1b[34m\x1b[1mwandb\x1b[0m: 🚀 View run at "
+               "\x1b[34m\x1b[4mhttps://wandb.ai/alice/gsm8k/runs/3fz9k2qa\x1b[0m\n")
+WANDB_FINISH = ("\x1b[36m(TaskRunner pid=16289)\x1b[0m \x1b[34m\x1b[1mwandb\x1b[0m: 🚀 View run \x1b[33mgrpo-1\x1b[0m at: "
+                "\x1b[34m\x1b[4mhttps://wandb.ai/alice/gsm8k/runs/3fz9k2qa\x1b[0m\n")
+WANDB_PLAIN = "(TaskRunner pid=7, ip=10.0.0.3) wandb:  View run at https://wandb.example.com/a/b/runs/x1\n"  # no emoji
+MLFLOW = "(TaskRunnerV1 pid=42) 🏃 View run grpo-1 at: http://mlflow.internal:5000/#/experiments/3/runs/0af1 [repeated 2x across cluster]\n"
+
+
+@pytest.mark.parametrize(("line", "url"), [
+    (WANDB_START, "https://wandb.ai/alice/gsm8k/runs/3fz9k2qa"),
+    (WANDB_FINISH, "https://wandb.ai/alice/gsm8k/runs/3fz9k2qa"),
+    (WANDB_PLAIN, "https://wandb.example.com/a/b/runs/x1"),
+    (MLFLOW, "http://mlflow.internal:5000/#/experiments/3/runs/0af1"),
+])
+def test_the_runs_link_from_the_trackers_own_lines(line: str, url: str) -> None:
+    r = ProgressReader()
+    r.feed(line[:20], T0)
+    r.feed(line[20:], T0)  # split across chunks
+    p = r.progress()
+    assert p is not None and p.run_url == url and p.step is None
+
+
+def test_the_first_link_stays_and_other_lines_are_no_link() -> None:
+    r = ProgressReader()
+    for line in ("View run at https://evil.example/x\n",         # not wandb's nor MLflow's shape
+                 "wandb: 🚀 View run at ftp://x/y\n",            # not http(s)
+                 "step:1 - note:View run at https://x\n",
+                 "(TaskRunner pid=1) 🧪 View experiment at: http://mlflow:5000/#/experiments/3\n"):
+        r.feed(line, T0)
+    assert r.run_url is None
+    r.feed(WANDB_START + MLFLOW, T0)
+    assert r.run_url == "https://wandb.ai/alice/gsm8k/runs/3fz9k2qa"

@@ -86,6 +86,7 @@ def test_printer_columns(version: dict[str, Any]) -> None:
         ("Reason", ".status.reason", 1),
         ("Attempt", ".status.attempt", 1),
         ("Cluster", ".status.cluster", 1),
+        ("Run", ".status.progress.runUrl", 1),
     ]
     types = {c["name"]: c["type"] for c in version["additionalPrinterColumns"]}
     assert types["Nodes"] == types["GPUs/node"] == "integer" and types["Age"] == "date"
@@ -200,7 +201,8 @@ def test_unchanged_spec_passes_every_rule(spec_schema: dict[str, Any], spec: dic
 def test_every_field_but_cancel_suspend_and_the_ttl_is_immutable(spec_schema: dict[str, Any]) -> None:
     rules = spec_schema["x-kubernetes-validations"]
     changed_values = {"kind": "basic", "workload": "sft", "command": "python3 -m verl.trainer.other", "cancel": True,
-                      "overrides": ["trainer.total_epochs=2"]}
+                      "overrides": ["trainer.total_epochs=2"],
+                      "env": [{"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "other", "key": "k"}}}]}
     mutable = {"cancel", "suspend", "ttlSecondsAfterFinished"}  # cancel one-way; suspend both ways; the TTL may move, as on a Job
     assert not [r for r in rules if "oldSelf.ttlSecondsAfterFinished" in r["rule"] or "oldSelf.suspend" in r["rule"]]
     for field, prop in spec_schema["properties"].items():

@@ -273,8 +273,10 @@ def test_class4_oc_select_default() -> None:
 
 def test_class4_oc_env_of_a_variable_the_command_sets() -> None:
     """verl resolves the config in its TaskRunner, a Ray actor without the command's exports (issue 34)."""
-    refused("export WANDB_NOTES=/priv\n" + GOOD + " '+x.q=${oc.env:WANDB_NOTES}ate/users/bob/f'",
-            "oc.env:WANDB_NOTES reads WANDB_NOTES, which verl's TaskRunner", "the command's own exports reach the driver only")
+    refused("export HF_ENDPOINT=/priv\n" + GOOD + " '+x.q=${oc.env:HF_ENDPOINT}ate/users/bob/f'",
+            "oc.env:HF_ENDPOINT reads HF_ENDPOINT, which verl's TaskRunner", "the command's own exports reach the driver only")
+    # A tracker's variable is in the TaskRunner's runtime env (issue 36): resolved, and checked.
+    refused("export WANDB_NOTES=/priv\n" + GOOD + " '+x.q=${oc.env:WANDB_NOTES}ate/users/bob/f'", "(x.q)", "another user's home (bob)")
 
 
 def test_class4_oc_env_default_applies_and_is_checked() -> None:

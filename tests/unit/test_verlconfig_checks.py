@@ -328,10 +328,11 @@ def test_the_pipeline_resolves_with_the_taskrunners_environment_not_the_commands
     """verl resolves the config in its TaskRunner, a Ray actor: it has the job's runtime env
     (what Argus sets), not what the command exports in the driver's shell (issue 34)."""
     composer = FakeComposer(BASE, HYDRA)
-    validate_task(task(f"export WANDB_MODE=offline\nexport PYTHONPATH=$HOME/code/lib:$PYTHONPATH\n{GOOD}"), "alice",
-                  PlatformConfig(), composer)
+    validate_task(task(f"export OMP_NUM_THREADS=4\nexport WANDB_MODE=offline\nexport PYTHONPATH=$HOME/code/lib:$PYTHONPATH\n{GOOD}"),
+                  "alice", PlatformConfig(), composer)
     env = composer.requests[-1].env
-    assert "WANDB_MODE" not in env
+    assert "OMP_NUM_THREADS" not in env
+    assert env["WANDB_MODE"] == "offline"  # verl's trackers read it in the TaskRunner: Argus puts it in the runtime env (issue 36)
     assert env["PYTHONPATH"] == f"/private/common/code/verl/verl_repo:{HOME}/code"
 
 

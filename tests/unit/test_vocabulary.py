@@ -35,7 +35,7 @@ def test_the_values_written_to_the_api_are_pinned() -> None:
     alerts and the Argo CD check, so it is spelled out here, not computed."""
     assert [p.value for p in Phase] == ["Queued", "Submitted", "Running", "Suspended", "Succeeded", "Failed", "Stopped", "Rejected"]
     assert sorted(r.value for r in Reason) == sorted([
-        "Validated", "Queued", "Unschedulable", "QuotaExceeded", "NoCluster", "VerlDrift", "InputMissing", "Retrying", "Resumed", "Suspended", "InvalidSpec", "NamespaceNotOnboarded", "InvalidUser",
+        "Validated", "Queued", "Unschedulable", "QuotaExceeded", "NoCluster", "VerlDrift", "InputMissing", "SecretMissing", "Retrying", "Resumed", "Suspended", "InvalidSpec", "NamespaceNotOnboarded", "InvalidUser",
         "Admitted", "AdoptedExistingJob", "RayJobPending", "RayJobRunning", "RayJobSucceeded", "RayJobFailed", "RayJobLost",
         "RayJobStopped", "RaySubmitFailed", "DeadlineExceeded", "BackoffLimitExceeded", "Cancelled", "RayUnreachable",
         "RayAuthFailed", "RayReachable", "WeakCheck", "PlacementViolation", "FinalizerReleased", "KeptForGitOps"])
@@ -89,7 +89,7 @@ def test_readme_status_section_is_the_vocabulary() -> None:
     reasons = readme.split("Reasons you may\nmeet:", 1)[1].split("`kubectl describe`", 1)[0]
     assert set(_code_words(reasons)) == {r.value for r in STATUS_REASONS}, \
         "README.md's 'Reasons you may meet' is stale: make it list core.vocabulary.STATUS_REASONS"
-    phases = readme.split("Age; `-o wide` adds User, Ray job, Reason, Attempt and Cluster. Phases:", 1)[1].split("(every problem", 1)[0]
+    phases = readme.split("Age; `-o wide` adds User, Ray job, Reason, Attempt, Cluster and Run. Phases:", 1)[1].split("(every problem", 1)[0]
     assert set(_code_words(phases)) == {p.value for p in Phase}
 
 

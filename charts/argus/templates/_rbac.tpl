@@ -14,6 +14,15 @@
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if .Values.rbac.taskSecrets }}
+# Secrets: a task's spec.env names keys of Secrets in its own namespace (W&B, MLflow, Hugging
+# Face credentials); the operator reads each by name (get) when the task starts, and puts the
+# values into its Ray job's runtime env. No list or watch; but get on secrets lets the operator
+# read any Secret in the namespaces it watches (every namespace when it watches all).
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+{{- end }}
 {{- end }}
 {{- define "argus.clusterRules" -}}
 # Namespaces: get: the operator reads a task's namespace for its argus.io/user label (who

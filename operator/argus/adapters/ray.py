@@ -114,6 +114,14 @@ def classify(exc: Exception, secret: str | None = None) -> Exception:
     return RayRefused(text.strip().rstrip('.').splitlines()[-1][:500] if text.strip() else type(exc).__name__)
 
 
+def scrub(text: str, plan: SubmissionPlan) -> str:
+    """``text`` with every Secret's value of the plan replaced by what it is shown as."""
+    for variable, value in plan.secret_values.items():
+        if value.get_secret_value():
+            text = text.replace(value.get_secret_value(), plan.secret_env.get(variable, "<from secret>"))
+    return text
+
+
 def client_version() -> str:
     """The version of the ray package this process talks to Ray with."""
     from importlib.metadata import PackageNotFoundError, version
@@ -300,20 +308,29 @@ class RayJobsClient(RayConnection):
         already had it (adopted: never a second job for one task)."""
         assert plan.submission_id
         try:
-            await self._run(
-                self._jobs, "submit", "submit_job",
+            await self._run(self._call, "submit", lambda: self._submit_job(plan))
+            return True
+        except RayJobExists:
+            return False
+
+    def _submit_job(self, plan: SubmissionPlan) -> None:
+        try:
+            self._get_client().submit_job(
                 entrypoint=plan.entrypoint,
                 submission_id=plan.submission_id,
                 entrypoint_resources=plan.entrypoint_resources,
                 # Only when the driver takes GPUs (a torchrun launch): Ray then places it
                 # on a node with that many free, counts them and sets CUDA_VISIBLE_DEVICES.
                 **({"entrypoint_num_gpus": plan.entrypoint_num_gpus} if plan.entrypoint_num_gpus else {}),
-                runtime_env=plan.runtime_env,
+                runtime_env=plan.submitted_runtime_env(),
                 metadata=plan.metadata,
             )
-            return True
-        except RayJobExists:
-            return False
+        except Exception as exc:
+            # Ray's answer may quote the runtime env: cleaned of the Secrets' values before
+            # anything reads, cuts or logs it (the same exception, its text replaced).
+            if plan.secret_values:
+                exc.args = (scrub(str(exc), plan),)
+            raise
 
     async def submit_probe(self, probe: ProbeJob) -> str:
         """Submit an ``argus doctor`` probe pinned to its node: by the ``ray.io/node-id`` label

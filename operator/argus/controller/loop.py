@@ -46,7 +46,7 @@ from .intake import Intake
 from .jobsync import HistoryRemovals, JobSync
 from .logfollow import LogFollowers
 from .metrics import Metrics
-from .ports import ClusterStore, LogFiles, RayJobs, SharedTree, TaskSource, TaskStore
+from .ports import ClusterStore, LogFiles, RayJobs, SharedTree, TaskSecrets, TaskSource, TaskStore
 from .queuepass import QueuePass
 from .settings import OperatorConfig
 from .settled import SettledTasks
@@ -60,7 +60,8 @@ class Reconciler:
     def __init__(self, config: OperatorConfig, ray: RayJobs, store: TaskStore, tasks: TaskSource, *,
                  clock: Clock, metrics: Metrics, leads: Callable[[], bool] = lambda: True, composer: Composer | None = None,
                  log_files: LogFiles | None = None, clusters: ClusterStore | None = None, connect: Connect | None = None,
-                 token_namespace: str | None = None, shared_tree: SharedTree | None = None):
+                 token_namespace: str | None = None, shared_tree: SharedTree | None = None,
+                 secrets: TaskSecrets | None = None):
         """``ray``: the implicit cluster's client (--ray-address); ``clusters`` and ``connect``:
         the ArgusClusters and how a client for one is made (without them: the implicit
         cluster only); ``shared_tree``: where the files tasks read are looked for before they
@@ -96,7 +97,7 @@ class Reconciler:
         inputs = AdmissionInputs(config, self.fleet, self.jobs, store, monotonic, doctor=self.doctor_verdicts,
                                  verl=composer.tree.version if composer is not None else None, input_checks=self.input_checks)
         self.queue = QueuePass(config.platform, composer, inputs, self.fleet, self.carrier, self.view, self.tasks.views,
-                               clock=clock, metrics=metrics)
+                               clock=clock, metrics=metrics, secrets=secrets)
         self.cluster_reports = (ClusterReports(self.fleet, clusters, clock, config.poll_interval, self.doctor_verdicts)
                                 if clusters is not None else None)
         self.settled = SettledTasks(self.settings)

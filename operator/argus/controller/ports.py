@@ -83,6 +83,14 @@ class ClusterStore(Protocol):
     async def service(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
+class TaskSecrets(Protocol):
+    """The Secrets of the tasks' namespaces that ``spec.env`` names (``adapters.secrets.KubeTaskSecrets``;
+    tests/unit/fakes.py). ``data``: the Secret's keys, decoded (None: no such Secret); raises
+    ApiException (a 403 when the operator may not read Secrets there)."""
+
+    async def data(self, namespace: str, name: str) -> dict[str, str] | None: ...
+
+
 class CrdReader(Protocol):
     """The served CustomResourceDefinition's annotations (None: no such CRD). Raises
     ``core.crd.CrdUnreadable`` when the API server refuses or cannot be reached."""

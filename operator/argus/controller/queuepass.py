@@ -21,30 +21,40 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from kubernetes.client.exceptions import ApiException
+
+from ..adapters.kube import api_error
 from ..core import lifecycle
 from ..core.clock import Clock
 from ..core.config import PlatformConfig
 from ..core.lifecycle import Observation
 from ..core.patch import merge_patch
-from ..core.plan import validate_spec
-from ..core.spec import Phase
+from ..core.plan import SubmissionPlan, validate_spec
+from ..core.secretenv import SecretEnv, SecretRead, SecretUnreadable, raw_secret_env, resolve_secret_env, secret_env
+from ..core.spec import ArgusTaskSpec, Phase
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
 from .admission import AdmissionInputs
 from .carryout import Carrier, Draft
 from .fleet import Fleet
 from .metrics import Metrics
+from .ports import TaskSecrets
 from .view import TaskView
 from .writer import status_document
 
 log = logging.getLogger(__name__)
+# A queued task whose spec.env names a Secret or key that is not there is left out of the
+# queue's decision (it must not hold GPUs, nor the head of the queue, while it waits); its
+# Secrets are read again at most this often (seconds) while it waits.
+SECRET_RECHECK_SECONDS = 30.0
 
 
 class QueuePass:
     def __init__(self, platform: PlatformConfig, composer: Composer | None, inputs: AdmissionInputs, fleet: Fleet,
                  carrier: Carrier, current: Callable[[Key], TaskView | None], every_task: Callable[[], list[TaskView]], *,
-                 clock: Clock, metrics: Metrics):
+                 clock: Clock, metrics: Metrics, secrets: TaskSecrets | None = None):
         self.platform = platform
+        self.secrets = secrets        # the Secrets spec.env names (None: no reader; such a task waits)
         self.composer = composer
         self.inputs = inputs
         self.fleet = fleet
@@ -58,14 +68,20 @@ class QueuePass:
         # the same view makes the same status, so it is not stepped again (a long queue
         # costs a dict lookup per task per pass, not a lifecycle step and a status diff).
         self._told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
+        # Each queued task's last Secret check: (when, the view's spec, why it waits or None).
+        # Never a value: only whether every Secret and key is there.
+        self._secrets_checked: dict[Key, tuple[float, dict, str | None]] = {}
 
     async def run(self, queued: list[TaskView], active: list[TaskView], not_ready: list[TaskView], drafts: dict[Key, Draft]) -> None:
         """Admit from the head of the queue and start those admitted; tell the others why they wait."""
+        held = await self._held_by_secrets(queued)
+        by_key = {v.key: v for v in queued}
+        queued = [v for v in queued if v.key not in held]
         decision, ray_errors = await self.inputs.decide(queued, active, not_ready, self.every_task(), self.clock.now())
         started = self.clock.monotonic()
-        by_key = {v.key: v for v in queued}
         told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
-        for key, (reason, message) in decision.waiting.items():
+        waiting = [*decision.waiting.items(), *((key, (Reason.SecretMissing, why)) for key, why in held.items())]
+        for key, (reason, message) in waiting:
             if key not in by_key:
                 continue
             view = by_key[key]
@@ -112,5 +128,47 @@ class QueuePass:
             if not verdict.valid or verdict.plan is None:
                 seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.status.get("user"))
             else:
-                seen = lifecycle.Admitted(verdict.plan.model_copy(update={"cluster": cluster}))
+                plan, waits = await self._with_secrets(view.namespace, verdict.spec, verdict.plan)
+                seen = (lifecycle.Admitted(plan.model_copy(update={"cluster": cluster})) if waits is None
+                        else lifecycle.Waiting(Reason.SecretMissing, waits, None, Reason.RayUnreachable))
             await self.carrier.decide_and_write(draft, seen)  # under the lock: a cancel or deletion must not overtake it
+
+    async def _with_secrets(self, namespace: str, spec: ArgusTaskSpec | None, plan: SubmissionPlan) -> tuple[SubmissionPlan, str | None]:
+        """The plan with the values of the Secrets its spec.env names, read now (a rotated
+        Secret counts at the next attempt), or why the task waits. Nothing reaches Ray
+        before every value is there; no value is logged."""
+        refs = secret_env(spec)
+        if not refs:
+            return plan, None
+        values, waits = resolve_secret_env(refs, namespace, await self._read(namespace, refs))
+        return (plan, waits) if waits is not None else (plan.with_secrets(values), None)
+
+    async def _held_by_secrets(self, queued: list[TaskView]) -> dict[Key, str]:
+        """The queued tasks that wait for a Secret or key (why, one line each), each checked
+        again at most every SECRET_RECHECK_SECONDS."""
+        now = self.clock.monotonic()
+        checked: dict[Key, tuple[float, dict, str | None]] = {}
+        for view in queued:
+            refs = raw_secret_env(view.spec)
+            if not refs:
+                continue
+            last = self._secrets_checked.get(view.key)
+            if last is None or last[1] != view.spec or now - last[0] >= SECRET_RECHECK_SECONDS:
+                _, waits = resolve_secret_env(refs, view.namespace, await self._read(view.namespace, refs))
+                last = (now, view.spec, waits)
+            checked[view.key] = last
+        self._secrets_checked = checked
+        return {key: waits for key, (_, _, waits) in checked.items() if waits is not None}
+
+    async def _read(self, namespace: str, refs: tuple[SecretEnv, ...]) -> dict[str, SecretRead]:
+        """Each Secret the references name, read once (no value is logged or kept here)."""
+        read: dict[str, SecretRead] = {}
+        for name in dict.fromkeys(r.secret for r in refs):
+            if self.secrets is None:
+                read[name] = SecretUnreadable("this operator reads no Secrets")
+                continue
+            try:
+                read[name] = await self.secrets.data(namespace, name)
+            except Exception as exc:  # noqa: BLE001 - the task waits with the reason; the next pass reads again
+                read[name] = SecretUnreadable(api_error(exc) if isinstance(exc, ApiException) else type(exc).__name__)
+        return read

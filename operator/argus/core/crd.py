@@ -223,6 +223,7 @@ def _crd_spec() -> dict[str, Any]:
         {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
         {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt", "priority": 1},
         {"name": "Cluster", "type": "string", "jsonPath": ".status.cluster", "priority": 1},
+        {"name": "Run", "type": "string", "jsonPath": ".status.progress.runUrl", "priority": 1},
     ]
     return {
         "group": GROUP,

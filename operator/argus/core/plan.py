@@ -16,18 +16,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from .command import CheckedCommand, check_command
 from .command.checks import TORCHRUN_ONE_NODE, missing_counts_rule
-from .command.environment import job_outputs
 from .config import PlatformConfig
 from .expand import REMOVED_COMMON, expand, uses_common, without_common
 from .inputs import InputPath, dedupe
+from .jobenv import runtime_env_vars
 from .jobscript import attempt_log_name, job_script
 from .policy import Findings, PathPolicy, check_text
 from .problems import Problem, pydantic_problems
 from .rules import kind_problems
+from .secretenv import check_secret_env, secret_env
 from .spec import API_VERSION, KIND, ArgusTaskSpec
 from .template import DEFAULT_VERL_VERSION, basic_command
 from .user import InvalidUserId, check_user_id
@@ -73,6 +74,20 @@ class SubmissionPlan(BaseModel):
     log_file: str = ""  # the attempt's log in the job folder: everything the driver printed
     home: str = ""      # the user's home as the job sees it (for paths as the user sees them)
     cluster: str = ""   # the ArgusCluster it is submitted to ("": the implicit cluster of --ray-address)
+    # spec.env's variables as every reader sees them ("<from secret NAME/KEY>"); their values,
+    # read at submission, ride in secret_values: never dumped, never in a repr.
+    secret_env: dict[str, str] = Field(default_factory=dict)
+    secret_values: dict[str, SecretStr] = Field(default_factory=dict, exclude=True, repr=False)
+
+    def with_secrets(self, values: Mapping[str, str]) -> SubmissionPlan:
+        return self.model_copy(update={"secret_values": {k: SecretStr(v) for k, v in values.items()}})
+
+    def submitted_runtime_env(self) -> dict[str, Any]:
+        """The runtime env Ray is given: the plan's, with the Secrets' values."""
+        if not self.secret_values:
+            return self.runtime_env
+        env_vars = {**self.runtime_env.get("env_vars", {}), **{k: v.get_secret_value() for k, v in self.secret_values.items()}}
+        return {**self.runtime_env, "env_vars": env_vars}
 
     def for_user(self, path: str) -> str:
         """A path in the user's home as the file browser shows it: $HOME/..."""
@@ -178,29 +193,6 @@ def job_dir_for(config: PlatformConfig, user: str, namespace: str | None, name: 
     return posixpath.join(config.home(user), "jobs", job_name)
 
 
-def runtime_env_vars(config: PlatformConfig, user: str, job_dir: str, attempt: int, code_path: str | None,
-                     checked: CheckedCommand | None = None) -> dict[str, str]:
-    """The environment Argus gives the job (through Ray's runtime env): what the plan
-    submits, and what ``${oc.env:...}`` reads when the configuration is resolved."""
-    env_vars = {
-        "PYTHONPATH": f"{code_path or config.verl_code()}:{posixpath.join(config.home(user), 'code')}",
-        "ARGUS_USER": user,
-        "ARGUS_JOB_DIR": job_dir,
-        "ARGUS_LOG_FILE": posixpath.join(job_dir, attempt_log_name(attempt)),
-        "ARGUS_ATTEMPT": str(attempt),
-    }
-    # The shared model cache, so that a model is downloaded once for everyone, unless the
-    # command exports its own HF_HOME.
-    hf_home = config.hf_cache()
-    if hf_home and not (checked is not None and checked.exports("HF_HOME")):
-        env_vars["HF_HOME"] = hf_home
-    # verl's SFT trainer prints its total steps (status.progress) only at INFO level.
-    if not (checked is not None and checked.exports("VERL_SFT_LOGGING_LEVEL")):
-        env_vars["VERL_SFT_LOGGING_LEVEL"] = "INFO"
-    exported = {n: "".join(map(str, p)) for n, p in (checked.environment if checked else {}).items() if all(type(x) is str for x in p)}
-    return {**env_vars, **job_outputs(job_dir, exported)}  # verl's trackers: into the job folder
-
-
 def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer, policy: PathPolicy, *,
                        nnodes: int | None, gpus: int | None, job_dir: str, argus_env: dict[str, str],
                        findings: Findings) -> CheckedCommand | None:
@@ -298,6 +290,9 @@ def validate_spec(
             checked = _compose_and_check(target.field, checked, composer, policy, nnodes=target.nnodes, gpus=target.gpus, job_dir=job_dir,
                                          argus_env=runtime_env_vars(config, user, job_dir, attempt, target.code_path, checked),
                                          findings=findings)
+    if spec is not None and spec.env:
+        check_secret_env(spec, exported=[r.variable for r in secret_env(spec) if checked is not None and checked.exports(r.variable)],
+                         argus_sets=runtime_env_vars(config, user, job_dir, attempt, target.code_path, checked), findings=findings)
     # What runs is the command generated from the checked program, not the text.
     command = checked.text if checked else None
 
@@ -476,6 +471,7 @@ def resolve_plan(
         entrypoint_resources={config.worker_resource: 1},
         entrypoint_num_gpus=spec.n_gpus_per_node if torchrun else 0,
         runtime_env={"env_vars": env_vars},
+        secret_env={ref.variable: ref.shown for ref in secret_env(spec)},
         metadata={**metadata, "argus.io/attempt": str(attempt)},
         job_dir=job_dir,
         gpus=task_gpus(spec.nnodes, spec.n_gpus_per_node),

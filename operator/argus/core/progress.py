@@ -62,6 +62,16 @@ _STEP = re.compile(r"^step:(\d+)(?:\s+-\s+(.*?))?(?:\s+\[repeated \d+x across cl
 # main_ppo: "Resuming from <dir>/global_step_2, setting global step to 2"; the SFT trainer:
 # "Found latest checkpoint: <dir>/global_step_4 (step 4)".
 _RESUMED = re.compile(r"(?:Resuming from|Found latest checkpoint:) \S*?global_step_(\d+)")
+# The run's link, as the trackers print it (their own source: wandb 0.23's wandb_run.py and
+# errors/term.py, mlflow 3.x's tracking/_tracking_service/client.py _log_url):
+#   wandb at start:   "wandb: 🚀 View run at https://wandb.ai/<entity>/<project>/runs/<id>"
+#   wandb at finish (and at start before 0.16): "wandb: 🚀 View run <name> at: <url>"
+#   (with colour: "wandb" blue and bold, the URL blue and underlined; no emoji where stdout
+#   is not Unicode-safe), and MLflow, for a tracking server (http), at the run's start and end:
+#   "🏃 View run <name> at: <url>"
+_WANDB_RUN = re.compile(r"^wandb:\s+(?:\S+\s+)?View run (?:.+? at:|at) (https?://\S{1,2048})$")
+_MLFLOW_RUN = re.compile(r"^\U0001F3C3 View run .+? at: (https?://\S{1,2048})$")
+_REPEATED = re.compile(r"\s+\[repeated \d+x across cluster\]$")
 _STEP_SECONDS_KEY = "timing_s/step"
 # A line longer than this is not one of verl's progress lines: kept out of memory.
 _MAX_LINE = 64 * 1024
@@ -87,6 +97,13 @@ def verl_lines(text: str) -> list[str]:
     return [verl_line(part) for line in text.split("\n") for part in line.split("\r") if part]
 
 
+def run_link(line: str) -> str | None:
+    """The run's link in a tracker's "View run" line (as ``verl_line`` gives it), or None."""
+    line = _REPEATED.sub("", line.rstrip())
+    m = _WANDB_RUN.match(line) or _MLFLOW_RUN.match(line)
+    return m.group(1) if m else None
+
+
 def _number(text: str) -> float | None:
     try:
         value = float(text)
@@ -104,6 +121,7 @@ class ProgressReader:
     step: int | None = None
     resumed_from: int | None = None
     last_step_time: dt.datetime | None = None
+    run_url: str | None = None  # the tracker's link to the run (the first one printed)
     metrics: dict[str, float] = field(default_factory=dict)
     _partial: str = ""
     _recent: deque[tuple[int, dt.datetime, float | None]] = field(default_factory=lambda: deque(maxlen=_RECENT_STEPS))
@@ -137,6 +155,10 @@ class ProgressReader:
         m = _RESUMED.search(line)
         if m:
             self.resumed_from, self.changed = int(m.group(1)), True
+            return
+        if self.run_url is None and "View run " in line:
+            self.run_url = run_link(line)
+            self.changed = self.changed or self.run_url is not None
 
     def _step(self, step: int, rest: str, now: dt.datetime) -> None:
         values: dict[str, float] = {}
@@ -171,7 +193,7 @@ class ProgressReader:
         status says) keeps the time of the last step when a replayed log (after an operator
         restart) reports the same step again."""
         self.changed = False
-        if self.step is None and self.total_steps is None and self.resumed_from is None:
+        if self.step is None and self.total_steps is None and self.resumed_from is None and self.run_url is None:
             return None
         last = self.last_step_time
         last_text: str | None
@@ -190,5 +212,5 @@ class ProgressReader:
         elif self.step is not None:
             summary = str(self.step)
         return TaskProgress(step=self.step, total_steps=self.total_steps, percent=percent, summary=summary,
-                            last_step_time=last_text, eta=eta, resumed_from_step=self.resumed_from,
+                            last_step_time=last_text, eta=eta, resumed_from_step=self.resumed_from, run_url=self.run_url,
                             metrics=dict(self.metrics) or None)

@@ -73,6 +73,33 @@ MAX_OVERRIDES = 256
 REQUIRED_BASIC_FIELDS = ("modelId", "trainFile", "valFile")
 
 
+MAX_ENV = 64
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class SecretKeySelector(_CamelModel):
+    """A key of a Secret in the task's namespace (a Pod's secretKeyRef)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] = Field(
+        description="The Secret's name, in the task's namespace.")
+    key: Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)] = Field(description="The key in the Secret's data.")
+    optional: bool = Field(False, description="true: a missing Secret or key leaves the variable unset; "
+                           "false (default): the task waits in the queue until it exists.")
+
+
+class EnvVarSource(_CamelModel):
+    secret_key_ref: SecretKeySelector = Field(description="A key of a Secret in the task's namespace.")
+
+
+class EnvVar(_CamelModel):
+    """One environment variable of the job whose value comes from a Secret (a Pod's env shape)."""
+
+    name: Annotated[str, Field(pattern=ENV_NAME, max_length=253)] = Field(
+        description="The variable: a setting or credential the command's environment rules allow (WANDB_API_KEY, "
+        "MLFLOW_TRACKING_TOKEN, HF_TOKEN ...; docs/security.md).")
+    value_from: EnvVarSource = Field(description="Where its value comes from: valueFrom.secretKeyRef.")
+
+
 class ArgusTaskSpec(_CamelModel):
     """What to train. Immutable after creation except ``cancel`` (false -> true), ``suspend``
     and ``ttlSecondsAfterFinished``."""
@@ -112,6 +139,13 @@ class ArgusTaskSpec(_CamelModel):
         description="basic only: more Hydra overrides for verl (key=value, +key=value), appended to the generated command "
         "after the template's own (the last value of a key wins), e.g. ['actor_rollout_ref.actor.ppo_epochs=2']. "
         "$HOME expands as in paths; they are checked like the words of an advanced command.",
+    )
+    env: list[EnvVar] | None = Field(
+        None, max_length=MAX_ENV,
+        description="Environment variables of the job whose values come from Secrets in the task's namespace "
+        "(valueFrom.secretKeyRef), e.g. WANDB_API_KEY: read by the operator when the task starts and given to the Ray job; "
+        "never written into the task, its status, Events or logs. Ray shows the job's environment to whoever can reach "
+        "its dashboard (docs/security.md).",
     )
     cancel: bool = Field(False, description="Set to true to stop the task for good (it may change after creation only from false to true).")
     suspend: bool = Field(
@@ -187,6 +221,8 @@ class TaskProgress(_StatusModel):
     eta: str | None = Field(None, json_schema_extra={"format": "date-time"}, description="When the run should end, from the recent step times.")
     resumed_from_step: int | None = Field(None, ge=0, description="The checkpointed step this attempt resumed from (verl's 'Resuming from ...').")
     metrics: dict[str, float] | None = Field(None, description="The latest values of the metrics the operator follows (for example critic/score/mean).")
+    run_url: str | None = Field(None, description="The run's page on its tracker, as W&B (\"wandb: View run at URL\") or MLflow "
+                                "(\"View run NAME at: URL\") printed it in the job's log.")
 
 
 class AttemptRecord(_StatusModel):

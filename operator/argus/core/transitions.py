@@ -70,7 +70,7 @@ class Rule:
 _EVENTS_ON_A_READ = (event(Reason.PlacementViolation),)
 _ADOPTED = event(Reason.AdoptedExistingJob)
 _REJECTED = REASONS_BY_PHASE[Phase.Rejected]
-_WAITING = (Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.NoCluster, Reason.VerlDrift, Reason.InputMissing,
+_WAITING = (Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.NoCluster, Reason.VerlDrift, Reason.InputMissing, Reason.SecretMissing,
             Reason.RayUnreachable, Reason.RayAuthFailed)
 
 
@@ -233,7 +233,9 @@ PHASE_MEANINGS: dict[Phase | None, str] = {
                   "is full. `NoCluster`: no Ray cluster it may use takes tasks (its `spec.cluster`, the ArgusClusters' `namespaceSelector`, "
                   "a drained or deleted cluster). `VerlDrift`: argus doctor found the verl snapshot of every cluster it may use at a version other "
                   "than the one it is composed for; it goes when a doctor run finds that version there. `InputMissing`: a data file, the reward "
-                  "function or a model folder it reads is not in the shared tree (one line each in `message`); it goes when they exist. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
+                  "function or a model folder it reads is not in the shared tree (one line each in `message`); it goes when they exist. `SecretMissing`: a Secret or key its "
+                  "`spec.env` names is not in its namespace (the message names the variable, the Secret and the key); read again every 30 s, "
+                  "it holds no GPUs and no place ahead of others, nothing reached Ray. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
                   "the next waits. `Resumed`: it was suspended, and `spec.suspend` is false again.",
     Phase.Submitted: "Ray has the job (PENDING). A task admitted at once goes from nothing to `Submitted` in one write. "
                      "`RayJobPending`: Ray reports the job pending again after it ran.",

@@ -74,6 +74,7 @@ class Reason(StrEnum):
     NoCluster = "NoCluster"  # no Ray cluster it may use takes tasks (spec.cluster, namespaceSelector, drain)
     VerlDrift = "VerlDrift"  # the clusters it may use run a verl other than the one it is composed for (argus doctor)
     InputMissing = "InputMissing"  # a file or folder it reads is not in the shared tree (core.inputs)
+    SecretMissing = "SecretMissing"  # a Secret (or key) spec.env names is not there (or cannot be read): checked again each pass
     Retrying = "Retrying"
     Resumed = "Resumed"  # spec.suspend went back to false: a new attempt waits
     # Suspended (spec.suspend: its job stopped, its GPUs back to the queue; not an end)
@@ -112,7 +113,7 @@ class Reason(StrEnum):
 # lifecycle's tests check every status it makes against it).
 REASONS_BY_PHASE: dict[Phase, tuple[Reason, ...]] = {
     Phase.Queued: (Reason.Validated, Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.NoCluster, Reason.VerlDrift,
-                   Reason.InputMissing, Reason.RayUnreachable,
+                   Reason.InputMissing, Reason.SecretMissing, Reason.RayUnreachable,
                    Reason.RayAuthFailed, Reason.Retrying, Reason.Resumed),
     Phase.Submitted: (Reason.Admitted, Reason.AdoptedExistingJob, Reason.RayJobPending),
     Phase.Running: (Reason.RayJobRunning,),

@@ -17,6 +17,7 @@ from typing import Any
 from ..adapters.kube import KubeClusterStore, KubeTaskStore, load_kube_config
 from ..adapters.logfiles import LocalLogFiles
 from ..adapters.ray import RayJobsClient, client_version, version_note
+from ..adapters.secrets import KubeTaskSecrets
 from ..adapters.sharedtree import LocalSharedTree
 from ..adapters.taskcache import TaskCache
 from ..controller.crdcheck import CrdCheck
@@ -92,7 +93,7 @@ class Operator:
         reconciler = Reconciler(config, ray, store, cache, clock=clock, metrics=metrics,
                                 leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer, log_files=files,
                                 clusters=KubeClusterStore(store), connect=connect, token_namespace=config.own_namespace,
-                                shared_tree=LocalSharedTree())
+                                shared_tree=LocalSharedTree(), secrets=KubeTaskSecrets(store))
 
         def on_change(old: TaskView | None, new: TaskView | None) -> None:
             if worth_a_look(old, new):

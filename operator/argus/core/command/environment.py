@@ -65,6 +65,9 @@ class EnvRule:
     # what Argus sets in the job's runtime env, relative to the job folder ({job}: its path),
     # unless the command sets it (job_outputs).
     job_default: str | None = None
+    # verl's trackers read it in its Ray actors (the TaskRunner), which get the job's runtime
+    # env, not the driver's shell: the command's value is put into the runtime env too.
+    actors: bool = False
 
     def matches(self, name: str) -> bool:
         return fnmatch.fnmatchcase(name, self.pattern)
@@ -108,19 +111,19 @@ ENVIRONMENT_RULES: tuple[EnvRule, ...] = (
     EnvRule("TRANSFORMERS_OFFLINE", KNOB, "transformers offline mode"),
     # tracking
     EnvRule("TENSORBOARD_DIR", PATH, "verl's TensorBoard folder (unset: tensorboard_log in the raylet's folder)",
-            job_default="{job}/tensorboard_log"),
-    EnvRule("WANDB_DIR", PATH, "Weights & Biases run folder"),
-    EnvRule("WANDB_CACHE_DIR", PATH, "Weights & Biases cache folder"),
-    EnvRule("WANDB_CONFIG_DIR", PATH, "Weights & Biases settings folder"),
-    EnvRule("WANDB_DATA_DIR", PATH, "Weights & Biases staging folder"),
-    EnvRule("WANDB_ARTIFACT_DIR", PATH, "Weights & Biases artifacts folder"),
-    EnvRule("WANDB_*", KNOB, "Weights & Biases settings (WANDB_API_KEY, WANDB_PROJECT, WANDB_MODE ...)"),
+            job_default="{job}/tensorboard_log", actors=True),
+    EnvRule("WANDB_DIR", PATH, "Weights & Biases run folder", actors=True),
+    EnvRule("WANDB_CACHE_DIR", PATH, "Weights & Biases cache folder", actors=True),
+    EnvRule("WANDB_CONFIG_DIR", PATH, "Weights & Biases settings folder", actors=True),
+    EnvRule("WANDB_DATA_DIR", PATH, "Weights & Biases staging folder", actors=True),
+    EnvRule("WANDB_ARTIFACT_DIR", PATH, "Weights & Biases artifacts folder", actors=True),
+    EnvRule("WANDB_*", KNOB, "Weights & Biases settings (WANDB_API_KEY, WANDB_PROJECT, WANDB_MODE ...)", actors=True),
     EnvRule("MLFLOW_TRACKING_URI", URL, "MLflow's tracking store (unset: verl's sqlite:////tmp/mlruns.db, one per node)",
-            job_default="sqlite:///{job}/mlruns.db"),
-    EnvRule("MLFLOW_REGISTRY_URI", URL, "MLflow's model registry"),
-    EnvRule("MLFLOW_*", KNOB, "MLflow settings (MLFLOW_EXPERIMENT_NAME, MLFLOW_RUN_ID, MLFLOW_TRACKING_TOKEN ...)"),
-    EnvRule("SWANLAB_LOG_DIR", PATH, "SwanLab's log folder (unset: swanlog in the raylet's folder)", job_default="{job}/swanlog"),
-    EnvRule("SWANLAB_*", KNOB, "SwanLab settings"),
+            job_default="sqlite:///{job}/mlruns.db", actors=True),
+    EnvRule("MLFLOW_REGISTRY_URI", URL, "MLflow's model registry", actors=True),
+    EnvRule("MLFLOW_*", KNOB, "MLflow settings (MLFLOW_EXPERIMENT_NAME, MLFLOW_RUN_ID, MLFLOW_TRACKING_TOKEN ...)", actors=True),
+    EnvRule("SWANLAB_LOG_DIR", PATH, "SwanLab's log folder (unset: swanlog in the raylet's folder)", job_default="{job}/swanlog", actors=True),
+    EnvRule("SWANLAB_*", KNOB, "SwanLab settings", actors=True),
     # vLLM
     EnvRule("VLLM_ATTENTION_BACKEND", KNOB, "vLLM's attention kernel"),
     EnvRule("VLLM_USE_V1", KNOB, "vLLM's engine version"),
@@ -222,6 +225,24 @@ def environment_reason(name: str, value: str | None = None) -> str | None:
     return rule.why
 
 
+def secret_reason(name: str) -> str | None:
+    """Why ``name`` may not take its value from a Secret (``spec.env``), or None. The same
+    table decides, with one rule more: only a ``knob`` may (a setting or a credential:
+    WANDB_API_KEY, MLFLOW_TRACKING_TOKEN, HF_TOKEN). A path, a URL or PYTHONPATH is checked
+    by its value, and a Secret's value is never read by the checks: write those in the command."""
+    reason = environment_reason(name)
+    if reason is not None:
+        return reason
+    rule = env_rule(name)
+    if rule is not None and rule.role == REFUSED:
+        return rule.why  # a plugin rule's one allowed value is a value the checks must see
+    if rule is not None and rule.role != KNOB:
+        role = {PATH: "path", URL: "URL", SEARCH_PATH: "search path"}.get(rule.role, rule.role)
+        return (f"it is a {role} that the checks read by its value, and a Secret's value is never shown to them: "
+                "set it in the command, where it is checked")
+    return None
+
+
 def value_problem(name: str, value: str) -> str | None:
     """What is wrong with ``value`` for a refused rule that allows some values, or None."""
     rule = env_rule(name)
@@ -281,12 +302,16 @@ def env_value_rule(name: str, value: str, policy: PathPolicy, job_dir: str | Non
 
 
 def job_outputs(job_dir: str, exported: dict[str, str]) -> dict[str, str]:
-    """What the job's runtime env sets for the outputs verl writes outside the job by
-    default (``job_default``): the command's own checked value when it exports one (the
+    """What the job's runtime env sets for verl's trackers: for the outputs verl writes
+    outside the job by default (``job_default``) the command's own checked value when it
+    exports one, else a place in the job folder; and every other exported variable of an
+    ``actors`` rule (WANDB_PROJECT, MLFLOW_EXPERIMENT_NAME ...) as the command set it. The
     runtime env is what verl's Ray actors see; the command's exports reach only the
-    driver's shell), else a place in the job folder."""
-    return {r.pattern: exported.get(r.pattern) or r.job_default.format(job=job_dir)
-            for r in ENVIRONMENT_RULES if r.job_default is not None}
+    driver's shell."""
+    outputs = {r.pattern: exported.get(r.pattern) or r.job_default.format(job=job_dir)
+               for r in ENVIRONMENT_RULES if r.job_default is not None}
+    forwarded = {n: v for n, v in exported.items() if (rule := env_rule(n)) is not None and rule.actors and rule.role != REFUSED}
+    return {**forwarded, **outputs}
 
 
 def allowlist_markdown() -> str:
@@ -301,5 +326,7 @@ def allowlist_markdown() -> str:
             role += f" (but {', '.join(repr(v) for v in e.allowed_values)})"
         if e.job_default:
             role += f"; unset: `{e.job_default.replace('{job}', '<job folder>')}`"
+        if e.actors:
+            role += "; into the runtime env (verl's actors)"
         rows.append(f"| `{e.pattern}` | {role} | {e.why} |")
     return "\n".join(rows)
