@@ -243,7 +243,7 @@ def _generated(version: str) -> Any:
 def test_generated_overrides_compose_the_same_on_the_fast_path(version: str) -> None:
     taken: list[bool] = []
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None, derandomize=True)
     @given(overrides=_generated(version), env=st.sampled_from([{}, {"ARGUS_JOB_DIR": JOB}]))
     @example(overrides=["trainer.nnodes=2", "actor_rollout_ref.rollout.name=vllm"], env={})
     @example(overrides=["data.max_prompt_length=7", "++actor_rollout_ref.rollout.prompt_length=9"], env={})
@@ -265,4 +265,7 @@ def test_generated_overrides_compose_the_same_on_the_fast_path(version: str) -> 
         taken.append(check(version, ComposeRequest(MODULE, tuple(overrides), env, JOB, defaults=("trainer.nnodes=1",))))
 
     run()
-    assert sum(taken) >= len(taken) // 10, (sum(taken), len(taken))  # the fast path is exercised, not only its fallback
+    # The fast path is exercised, not only its fallback (derandomized: the same draws every run,
+    # so this count does not wobble around its bound from one run to the next).
+    print(f"fast path taken {sum(taken)} of {len(taken)}")
+    assert sum(taken) >= len(taken) // 10, (sum(taken), len(taken))
