@@ -125,9 +125,10 @@ def check_chart(folder: Path, version: str, work: Path) -> None:
             raise Failed(f"the installed Deployment runs {got}, the chart's Artifact Hub annotation says {image}")
         cp.kubectl("get", "crd", "argustasks.argus.io", "argusclusters.argus.io")
         # The same package rendered and applied server-side, as GitOps tools apply it (a second
-        # release; the user ClusterRoles are the first one's).
+        # release; the user ClusterRoles are the first one's, and so is the log API: one
+        # release per cluster serves logs.argus.io, docs/logs.md).
         rendered = run(helm, "template", "argus-ssa", chart, "--namespace", "argus-ssa", "--kube-version", KUBE_VERSION,
-                       "--set", "rbac.userRoles=false", env=env).stdout
+                       "--set", "rbac.userRoles=false", "--set", "logsApi.enabled=false", env=env).stdout
         cp.kubectl("create", "namespace", "argus-ssa")
         applied = cp.kubectl("apply", "--server-side", "--field-manager=check-release", "-n", "argus-ssa", "-f", "-", input=rendered,
                              check=False)
