@@ -260,13 +260,18 @@ VERBS = {
 }
 
 
+def kubectl_flags(p: Any) -> None:
+    """-n, --kubeconfig and --context, read as kubectl reads them (clusterctl.load_kube)."""
+    p.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
+    p.add_argument("--kubeconfig")
+    p.add_argument("--context")
+
+
 def register_task_commands(sub: Any) -> None:
     for verb, help_ in VERBS.items():
         p = sub.add_parser(verb, help=help_, description=help_ + ". -n, --context and --kubeconfig work as kubectl's.")
         p.add_argument("task", help="ArgusTask name")
-        p.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
-        p.add_argument("--kubeconfig")
-        p.add_argument("--context")
+        kubectl_flags(p)
         p.set_defaults(func=cmd_task_verb)
     p = sub.add_parser("rerun", help="create a new ArgusTask from an old one, with changes (--set key=value): "
                                      "named TASK-rerun-N", description="A spec field by its manifest name (learningRate=1e-6, "
@@ -277,25 +282,19 @@ def register_task_commands(sub: Any) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a change (repeat for more)")
     p.add_argument("--name", help="the new task's name (default: TASK-rerun-N, the first N not taken)")
     p.add_argument("--dry-run", action="store_true", help="print the new manifest (YAML), create nothing")
-    p.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
-    p.add_argument("--kubeconfig")
-    p.add_argument("--context")
+    kubectl_flags(p)
     p.set_defaults(func=cmd_rerun)
     p = sub.add_parser("get", help="ArgusTasks one line each, as kubectl get shows them: phase, reason, progress (step/total), "
                                    "place in the queue, age", description="One task (TASK) or every task of the namespace; "
                                    "-A: every namespace. The places in the queue come from the log API (logs.argus.io; ? when it "
                                    "is not served). -n, --context and --kubeconfig work as kubectl's.")
     p.add_argument("task", nargs="?", help="ArgusTask name (default: every task of the namespace)")
-    p.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
+    kubectl_flags(p)
     p.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace (a NAMESPACE column)")
-    p.add_argument("--kubeconfig")
-    p.add_argument("--context")
     p.set_defaults(func=cmd_get)
     p = sub.add_parser("describe", help="a readable view of one ArgusTask: phase and why, progress, attempts, conditions, "
                                         "and its log's tail (through the log API, when it answers)")
     p.add_argument("task", help="ArgusTask name")
-    p.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
+    kubectl_flags(p)
     p.add_argument("--tail", type=int, default=10, help="log lines to show (default 10; 0: none)")
-    p.add_argument("--kubeconfig")
-    p.add_argument("--context")
     p.set_defaults(func=cmd_describe)
