@@ -7,25 +7,25 @@ HTTP, no watch threads, no other process.
     .venv/bin/python bench/clusters_cost.py --json docs/benchmarks-clusters.json
 
 Three configurations with the same tasks and the same GPUs in all:
-- implicit: no ArgusCluster, the Reconciler's own Ray (--ray-address) with --running GPUs;
+- implicit: no ArgusCluster, the ControlLoop's own Ray (--ray-address) with --running GPUs;
 - 1 cluster: one ArgusCluster with --running GPUs;
 - 4 clusters: four ArgusClusters with --running/4 GPUs and maxRunning --running/4 each.
-Each ArgusCluster's Ray is a FakeRay made by the ``connect`` factory the Reconciler is given;
+Each ArgusCluster's Ray is a FakeRay made by the ``connect`` factory the ControlLoop is given;
 every FakeRay's calls are counted (the implicit one's too, in every configuration).
 
 Each: --objects tasks, a tenth queued behind --running running ones (max running = --running,
 every task one GPU), the rest ended (as bench/tick_cost.py). Then the fake clock moves as the
-operator's loop would: the next tick after ``Reconciler.next_wait()``, or 0.05 s after a tick
+operator's loop would: the next tick after ``ControlLoop.next_wait()``, or 0.05 s after a tick
 that wrote to the API server (the watch would wake the loop at once). --warmup seconds first
 (the jobs grow older than 32 s: read every poll interval), then --minutes measured. Every
 --churn seconds the oldest running job ends (SUCCEEDED) in its fake Ray; the operator sees it,
 admits the next queued task, places and submits it; a submitted job runs after one second.
 
 Measured over the window: Ray calls per simulated minute, by operation and by cluster; the
-CPU seconds (``time.process_time``) of each tick and of each queue pass (``QueuePass.run``
+CPU seconds (``time.process_time``) of each tick and of each queue pass (``Scheduler.run``
 wrapped: the decision with its cached reads, telling the waiting tasks, the submissions;
-``QueuePass.last_seconds`` is on the fake clock and stays 0 here) and of each decision alone
-(``AdmissionInputs.decide``). The fake Ray's log streams poll every millisecond while the
+``Scheduler.last_seconds`` is on the fake clock and stays 0 here) and of each decision alone
+(``QueueSnapshot.decide``). The fake Ray's log streams poll every millisecond while the
 event loop runs (fakes.FakeRay.tail_logs), a little CPU in every tick that the real stream
 does not cost: the same --running streams in every configuration.
 """
@@ -47,7 +47,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "unit"))
 
-from argus.controller.loop import Reconciler  # noqa: E402
+from argus.controller.loop import ControlLoop  # noqa: E402
 from argus.controller.metrics import Metrics  # noqa: E402
 from argus.controller.ports import RayJobs  # noqa: E402
 from argus.controller.settings import OperatorConfig  # noqa: E402
@@ -102,15 +102,15 @@ class Simulation:
 
         config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=running, poll_interval=2.0,
                                 progress_source=ProgressSource(progress))
-        self.reconciler = reconciler = Reconciler(config, self.rays[IMPLICIT], cluster, cluster, clock=clock, metrics=Metrics(clock),
+        self.control_loop = control_loop = ControlLoop(config, self.rays[IMPLICIT], cluster, cluster, clock=clock, metrics=Metrics(clock),
                                                   clusters=cluster if clusters else None, connect=connect if clusters else None)
         cluster.onboard("team", "alice")
         self.loop = asyncio.new_event_loop()
         self.timing = False
         self.ticks: list[float] = []
-        self.passes = self._timed(reconciler.queue, "run")
-        self.decisions = self._timed(reconciler.queue.inputs, "decide")
-        self.reports = self._timed(reconciler.cluster_reports, "write") if reconciler.cluster_reports is not None else []
+        self.passes = self._timed(control_loop.scheduler, "run")
+        self.decisions = self._timed(control_loop.scheduler.snapshot, "decide")
+        self.reports = self._timed(control_loop.cluster_reports, "write") if control_loop.cluster_reports is not None else []
         self.pending_since: dict[tuple[str, str], float] = {}
         self.ended = 0
         self.next_tick = 0.0  # monotonic, of the fake clock
@@ -138,8 +138,8 @@ class Simulation:
         self.clock.advance(after)
 
         async def go() -> None:
-            await self.reconciler.tick()
-            await self.reconciler.idle()
+            await self.control_loop.tick()
+            await self.control_loop.idle()
         self.loop.run_until_complete(go())
 
     def settle(self) -> None:
@@ -202,7 +202,7 @@ class Simulation:
             self.tick(0.0)
             if self.timing:
                 self.ticks.append(time.process_time() - t0)
-            wait = self.reconciler.next_wait()
+            wait = self.control_loop.next_wait()
             self.next_tick = self.clock.monotonic() + (min(WOKEN_AFTER, wait) if self.writes() != before else wait)
         self.clock.advance(end - self.clock.monotonic())  # to the slice's end; the next tick stays where it was due
 
@@ -225,7 +225,7 @@ class Simulation:
         placed: Counter[str] = Counter((o.get("status") or {}).get("cluster") or IMPLICIT for o in objects
                                        if (o.get("status") or {}).get("phase") in ("Submitted", "Running"))
         on_ray = {name: len(ray.active()) for name, ray in self.rays.items()}
-        self.reconciler.logs.close()
+        self.control_loop.logs.close()
         self.loop.run_until_complete(asyncio.sleep(0))
         self.loop.close()
         w = self.cluster.writes
@@ -321,8 +321,8 @@ def section(res: dict[str, Any]) -> list[str]:
               f"{c0['minutes']:g} simulated minutes after {c0['warmup_seconds']:g} s (every job then older than 32 s); "
               f"every {c0['churn_seconds']:g} s the oldest job ends ({c0['jobs_ended_in_window']} in the window) and the next queued "
               "task is placed and submitted. The loop ticks when `next_wait()` says, or 0.05 s after a tick that wrote. "
-              "CPU is `time.process_time()` around each tick, each queue pass (`QueuePass.run`: the decision with its cached reads, "
-              "telling the waiting tasks, the submissions), each decision (`AdmissionInputs.decide`) and each `ClusterReports.write`.", "",
+              "CPU is `time.process_time()` around each tick, each queue pass (`Scheduler.run`: the decision with its cached reads, "
+              "telling the waiting tasks, the submissions), each decision (`QueueSnapshot.decide`) and each `ClusterReports.write`.", "",
               *table(res), ""]
     if one and four:
         per = four["ray_calls_per_minute_by_cluster"]

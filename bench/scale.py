@@ -421,7 +421,7 @@ def render(res: dict[str, Any]) -> str:
         + "; ".join(f"{v:.0f} with {k}" for k, v in calls.items())
         + ". Each running job's status is read every poll interval and its log followed; a queued or ended task costs Ray nothing.",
         "- **The tick follows the tasks that live**: an ended task is looked at once, then passed by until it changes or its "
-        "time to live runs out (`operator/argus/controller/settled.py`), and a waiting task is stepped again only when its "
+        "time to live runs out (`operator/argus/controller/idle.py`), and a waiting task is stepped again only when its "
         "view or its answer changes. Every watch event and every poll interval runs a tick; what one costs before and after "
         "that change is measured over the in-memory fakes by `bench/tick_cost.py` (docs/benchmarks.md). What still grows "
         "with the objects is one pass over the cache's views per tick (the overlay of recent writes, the phase gauge, "

@@ -33,7 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "unit"))
 
-from argus.controller.loop import Reconciler  # noqa: E402
+from argus.controller.loop import ControlLoop  # noqa: E402
 from argus.controller.metrics import Metrics  # noqa: E402
 from argus.controller.settings import OperatorConfig  # noqa: E402
 from argus.core.config import PlatformConfig  # noqa: E402
@@ -52,7 +52,7 @@ def measure(objects: int, running: int, ticks: int) -> dict[str, Any]:
     cluster = FakeCluster(clock)
     ray = FakeRay(clock, worker_gpus=running)
     config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=running, poll_interval=2.0)
-    reconciler = Reconciler(config, ray, cluster, cluster, clock=clock, metrics=Metrics(clock))
+    control_loop = ControlLoop(config, ray, cluster, cluster, clock=clock, metrics=Metrics(clock))
     cluster.onboard("team", "alice")
     loop = asyncio.new_event_loop()
 
@@ -60,8 +60,8 @@ def measure(objects: int, running: int, ticks: int) -> dict[str, Any]:
         clock.advance(after)
 
         async def go() -> None:
-            await reconciler.tick()
-            await reconciler.idle()
+            await control_loop.tick()
+            await control_loop.idle()
         loop.run_until_complete(go())
 
     def settle() -> None:
@@ -93,7 +93,7 @@ def measure(objects: int, running: int, ticks: int) -> dict[str, Any]:
         t0 = time.process_time()
         tick(2.0)
         times.append(time.process_time() - t0)
-    reconciler.logs.close()
+    control_loop.logs.close()
     loop.run_until_complete(asyncio.sleep(0))
     loop.close()
     return {"objects": objects, "phases": phases, "tick_ms_median": round(statistics.median(times) * 1e3, 2),

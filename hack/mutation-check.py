@@ -37,7 +37,7 @@ class Mutation:
 FIRST = {
     "operator/argus/adapters/ray.py": ("tests/unit/test_ray_adapter.py", "tests/unit/test_controller.py"),
     "operator/argus/core/lifecycle.py": ("tests/unit/test_core_lifecycle.py", "tests/unit/test_controller.py"),
-    "operator/argus/controller/carryout.py": ("tests/unit/test_controller.py",),
+    "operator/argus/controller/reconcile.py": ("tests/unit/test_controller.py",),
     "operator/argus/core/plan.py": ("tests/unit/test_core_plan.py", "tests/unit/test_controller.py"),
     "operator/argus/core/queue.py": ("tests/unit/test_core_queue.py", "tests/unit/test_controller.py"),
 }
@@ -54,7 +54,7 @@ MUTATIONS = [
              "        return task.holds_finalizer  # submitted before the status said so, perhaps", "        return False"),
     Mutation("stopping the job when an ended task is deleted (issue 18)", "operator/argus/core/lifecycle.py",
              "    if task.deleting:\n        return task.holds_finalizer", "    if task.deleting:\n        return task.holds_finalizer and task.phase in ACTIVE_PHASES"),
-    Mutation("the finalizer before the first submission", "operator/argus/controller/carryout.py",
+    Mutation("the finalizer before the first submission", "operator/argus/controller/reconcile.py",
              "        with_finalizer = await self.writer.add_finalizer(draft.view, {PLACEMENT_ANNOTATION: placement} if placement else None)",
              "        with_finalizer = draft.view"),
     Mutation("failing a running task after the Ray grace period", "operator/argus/core/lifecycle.py",

@@ -39,7 +39,7 @@ def test_metrics_endpoint_counts_a_succeeded_task(control_plane, ray_cluster, us
     status = wait_phase(control_plane, ns, "measured", ("Succeeded", "Failed", "Rejected"), timeout=120, op=op)["status"]
     assert status["phase"] == "Succeeded", status
 
-    # The gauge follows on the reconciler's next tick.
+    # The gauge follows on the control loop's next tick.
     def counted() -> str | None:
         text = scrape(port)
         return text if (sample(text, "argus_tasks", '{phase="Succeeded"}') or 0) >= 1 else None

@@ -1,5 +1,5 @@
 """In-memory fakes of the controller's ports (``argus.controller.ports``), for unit tests
-that drive the real reconciler in milliseconds, without processes:
+that drive the real control_loop in milliseconds, without processes:
 
 - ``FakeRay``: Ray's Jobs API and node list as a dict of jobs, with the answers the real
   client's adapter gives (adopt on an existing id, RayJobUnknown, RayUnreachable, and

@@ -313,7 +313,7 @@ ADDITIONS = ("main_ppo reads reward.custom_reward_function", "absolute under the
 def test_render_with_the_namespace_and_uid_is_the_operators_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The job folder, experiment name, checkpoint path and submission id are the ones the
     operator derives for the created task (validate_spec with its namespace, name and uid,
-    as the reconciler calls it)."""
+    as the control loop calls it)."""
     from argus.core.plan import validate_spec
     code, out, err = run(capsys, "render", "-f", write(tmp_path, BASIC), "--user", "alice", "--namespace", "team-a", "--uid", UID)
     assert code == 0 and err == "", err

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from argus.controller.loop import Reconciler
+from argus.controller.loop import ControlLoop
 from argus.controller.metrics import Metrics
 from argus.controller.settings import OperatorConfig
 from argus.core.config import PlatformConfig
@@ -35,7 +35,7 @@ def spec(gpus: int = 1, **extra: Any) -> dict[str, Any]:
 
 
 class World:
-    """A reconciler over fakes, and the means to move time and Ray along."""
+    """A control_loop over fakes, and the means to move time and Ray along."""
 
     def __init__(self, *, max_running: int = 4, ray_grace: float = 300, delete_grace: float = 300, gpus: float = 4,
                  ray_job_retention: float | None = None, progress_source: ProgressSource = ProgressSource.stream):
@@ -46,10 +46,10 @@ class World:
                                      poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace,
                                      ray_job_retention_seconds=ray_job_retention, progress_source=progress_source)
         self.files = FakeLogFiles(self.ray)
-        self.reconciler = Reconciler(self.config, self.ray, self.cluster, self.cluster, clock=self.clock, metrics=Metrics(self.clock),
+        self.control_loop = ControlLoop(self.config, self.ray, self.cluster, self.cluster, clock=self.clock, metrics=Metrics(self.clock),
                                      log_files=self.files, secrets=self.cluster)
-        self.reconciler.carrier.strict_transitions = True  # a decision the table does not declare fails the test
-        self.reconciler.logs.file_poll_seconds = 0.001  # log files read as often as the fake stream is (real seconds)
+        self.control_loop.task_reconciler.strict_transitions = True  # a decision the table does not declare fails the test
+        self.control_loop.logs.file_poll_seconds = 0.001  # log files read as often as the fake stream is (real seconds)
         self.cluster.onboard(NS, "alice")
         # One event loop for the world's life: background work (log streams) goes on across ticks.
         self.loop = asyncio.new_event_loop()
@@ -60,23 +60,23 @@ class World:
 
         async def go() -> None:
             await asyncio.sleep(0.01)  # background work (log streams) catches up first
-            await self.reconciler.tick()
-            await self.reconciler.idle()
+            await self.control_loop.tick()
+            await self.control_loop.idle()
         self.loop.run_until_complete(go())
 
     def close(self) -> None:
         if self.loop.is_closed():
             return
-        self.reconciler.logs.close()
+        self.control_loop.logs.close()
         self.loop.run_until_complete(asyncio.sleep(0))
         self.loop.close()
 
     def free_gpus(self) -> list[float]:
         """Free GPUs per worker node as the queue's decision sees them now (Ray's report
         minus what admitted tasks claim)."""
-        inputs = self.reconciler.queue.inputs
-        active = [v for v in self.reconciler.views() if v.active]
-        nodes = self.reconciler.fleet.implicit.nodes
+        inputs = self.control_loop.scheduler.snapshot
+        active = [v for v in self.control_loop.views() if v.active]
+        nodes = self.control_loop.fleet.implicit.nodes
         capacity, _ = self.loop.run_until_complete(nodes.capacity())
         assert capacity is not None
         return free_per_node(capacity, inputs.claims(active, nodes))
@@ -572,8 +572,8 @@ def test_state_kept_per_task_is_dropped_with_the_task(world: World) -> None:
         world.cluster.delete(key)
     world.settle()
     assert world.cluster.objects == {}
-    rec = world.reconciler
-    assert rec.carrier._locks == {} and rec.jobs.followed() == [] and rec.intake._retry_at == {}
+    rec = world.control_loop
+    assert rec.task_reconciler._locks == {} and rec.jobs.followed() == [] and rec.intake._retry_at == {}
 
 
 # --------------------------------------------------------------------------- progress (issue 13)
@@ -678,7 +678,7 @@ def test_progress_from_the_log_file_asks_ray_for_no_log() -> None:
     assert {path for path, _ in world.files.reads} == {status["logFile"]["jobPath"]}
     offsets = [offset for _, offset in world.files.reads]
     assert offsets == sorted(offsets) and offsets[-1] > 0  # read on from where it stopped, not again from the start
-    assert len(world.reconciler.logs) == 0
+    assert len(world.control_loop.logs) == 0
     world.close()
 
 
@@ -976,7 +976,7 @@ def test_a_user_over_quota_waits_and_others_go_on() -> None:
 
 def test_ended_tasks_are_passed_by_until_they_change_or_their_timer_runs_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """A tick's work follows the tasks that live: an ended task is looked at once, then passed
-    by (controller/settled.py) until the watch brings a change or its TTL runs out."""
+    by (controller/idle.py) until the watch brings a change or its TTL runs out."""
     from argus.core import lifecycle
     world = World(max_running=2)
     ended = [world.cluster.create(f"done{i}", spec(cancel=True)) for i in range(30)]
@@ -985,7 +985,7 @@ def test_ended_tasks_are_passed_by_until_they_change_or_their_timer_runs_out(mon
     world.ray.finish(world.sid(timed))
     world.settle(ticks=3, every=0.5)
     assert {world.phase(k) for k in ended} == {"Stopped"} and world.phase(timed) == "Succeeded"
-    assert len(world.reconciler.settled) == 31
+    assert len(world.control_loop.idle_tasks) == 31
 
     looked_at: list[str] = []
     real = lifecycle.needs_ray
@@ -1005,11 +1005,11 @@ def test_ended_tasks_are_passed_by_until_they_change_or_their_timer_runs_out(mon
     assert len(looked_at) == seen
     looked_at.clear()
     # the next timer among the settled tasks sets the loop's wait, and its TTL is kept
-    assert world.reconciler.next_wait() == pytest.approx(2.0)
+    assert world.control_loop.next_wait() == pytest.approx(2.0)
     world.tick(600)
     world.tick(0.2)
     assert timed not in world.cluster.objects and "timed" in looked_at
-    assert len(world.reconciler.settled) == 30
+    assert len(world.control_loop.idle_tasks) == 30
 
 
 def test_a_long_queue_is_not_stepped_again_while_nothing_about_it_changes() -> None:
@@ -1020,13 +1020,13 @@ def test_a_long_queue_is_not_stepped_again_while_nothing_about_it_changes() -> N
     keys = [world.cluster.create(f"t{i}", spec()) for i in range(40)]
     world.settle(ticks=3, every=0.5)
     told: list[str] = []
-    step = world.reconciler.carrier.step
+    step = world.control_loop.task_reconciler.step
 
     def counting(view: Any, seen: Any) -> Any:
         if isinstance(seen, Waiting):
             told.append(view.name)
         return step(view, seen)
-    world.reconciler.carrier.step = counting  # type: ignore[method-assign]
+    world.control_loop.task_reconciler.step = counting  # type: ignore[method-assign]
     world.settle(ticks=5, every=2.0)
     assert told == []
     world.ray.finish(world.sid(keys[0]))  # the head starts; the new head's message changes
@@ -1048,13 +1048,13 @@ def test_a_first_start_over_many_new_tasks_validates_a_batch_per_tick() -> None:
     assert len(phased) == INTAKE_PER_TICK
     assert world.phase(urgent) == "Submitted"  # the highest priority went first, and runs
     assert phased[:-1] == keys[:INTAKE_PER_TICK - 1]  # then the oldest
-    assert world.reconciler.next_wait() == pytest.approx(0.05)
-    held = world.reconciler.intake.not_ready(world.reconciler.views(), {}, world.clock.now())
+    assert world.control_loop.next_wait() == pytest.approx(0.05)
+    held = world.control_loop.intake.not_ready(world.control_loop.views(), {}, world.clock.now())
     assert {v.key for v in held} == set(keys[INTAKE_PER_TICK - 1:])
     world.tick(0.05)
     world.tick(0.05)
     assert all(world.phase(k) == "Queued" for k in keys)
-    assert world.reconciler.next_wait() > 0.05
+    assert world.control_loop.next_wait() > 0.05
 
 
 def test_the_tick_age_runs_while_a_tick_waits_and_is_zero_between_ticks(world: World) -> None:
@@ -1067,18 +1067,18 @@ def test_the_tick_age_runs_while_a_tick_waits_and_is_zero_between_ticks(world: W
         entered.set()
         await release.wait()
 
-    reconciler = world.reconciler
-    reconciler.tick = stuck_tick  # type: ignore[method-assign]
-    assert reconciler.tick_age() == 0.0
+    control_loop = world.control_loop
+    control_loop.tick = stuck_tick  # type: ignore[method-assign]
+    assert control_loop.tick_age() == 0.0
 
     async def scenario() -> tuple[float, float]:
-        loop_task = asyncio.create_task(reconciler.run())
+        loop_task = asyncio.create_task(control_loop.run())
         await entered.wait()
         world.clock.advance(400)
-        during = reconciler.tick_age()
+        during = control_loop.tick_age()
         release.set()
         await asyncio.sleep(0.01)
-        after = reconciler.tick_age()
+        after = control_loop.tick_age()
         loop_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await loop_task
@@ -1099,8 +1099,8 @@ def test_failures_alike_are_said_once_with_how_many_tasks_they_hit(world: World,
         raise ApiException(status=409, reason="Conflict")
 
     with caplog.at_level(logging.WARNING, logger="argus"):
-        world.loop.run_until_complete(world.reconciler.carrier.each([*(down() for _ in range(5)), conflict(), conflict()]))
+        world.loop.run_until_complete(world.control_loop.task_reconciler.each([*(down() for _ in range(5)), conflict(), conflict()]))
     lines = [(r.levelno, r.getMessage(), r.exc_info is not None) for r in caplog.records]
     assert lines == [(logging.ERROR, "reconciling a task failed (5 tasks); trying again next tick", True),
                      (logging.WARNING, "Kubernetes API error, trying again next tick (2 tasks): 409 Conflict: 409 Conflict", False)]
-    assert world.reconciler.metrics.registry.get_sample_value("argus_reconcile_errors_total") == 7
+    assert world.control_loop.metrics.registry.get_sample_value("argus_reconcile_errors_total") == 7

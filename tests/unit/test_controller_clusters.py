@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from argus.controller.loop import Reconciler
+from argus.controller.loop import ControlLoop
 from argus.controller.metrics import Metrics
 from argus.controller.settings import OperatorConfig
 from argus.core.clusters import ClusterConfig
@@ -52,7 +52,7 @@ class TreeFiles(FakeLogFiles):
 
 
 class Fleet:
-    """A reconciler over a fake API server, the implicit cluster's FakeRay and one FakeRay per
+    """A control_loop over a fake API server, the implicit cluster's FakeRay and one FakeRay per
     ArgusCluster (made when the operator first connects to it)."""
 
     def __init__(self, *, gpus: dict[str, float], max_running: int = 8, restart_policy_retry: bool = False,
@@ -69,7 +69,7 @@ class Fleet:
         self.files = TreeFiles(self.rays)
         self.loop = asyncio.new_event_loop()
         self.api.onboard(NS, "alice")
-        self.reconciler = self.make()
+        self.control_loop = self.make()
 
     def connect(self, config: ClusterConfig, token: Callable[[], str | None]) -> FakeRay:
         ray = self.rays.get(config.name) or FakeRay(self.clock, worker_gpus=self.gpus[config.name])
@@ -78,10 +78,10 @@ class Fleet:
         self.connected.append((config.name, config.address))
         return ray
 
-    def make(self) -> Reconciler:
-        r = Reconciler(self.config, self.implicit, self.api, self.api, clock=self.clock, metrics=Metrics(self.clock),
+    def make(self) -> ControlLoop:
+        r = ControlLoop(self.config, self.implicit, self.api, self.api, clock=self.clock, metrics=Metrics(self.clock),
                        clusters=self.api, connect=self.connect, token_namespace="argus-system", log_files=self.files)
-        r.carrier.strict_transitions = True
+        r.task_reconciler.strict_transitions = True
         return r
 
     def tick(self, after: float = 2.0) -> None:
@@ -89,8 +89,8 @@ class Fleet:
 
         async def go() -> None:
             await asyncio.sleep(0)
-            await self.reconciler.tick()
-            await self.reconciler.idle()
+            await self.control_loop.tick()
+            await self.control_loop.idle()
         self.loop.run_until_complete(go())
 
     def status(self, key: tuple[str, str]) -> dict[str, Any]:
@@ -102,7 +102,7 @@ class Fleet:
         return view.state.submission_id
 
     def close(self) -> None:
-        self.reconciler.logs.close()
+        self.control_loop.logs.close()
         self.loop.run_until_complete(asyncio.sleep(0))
         self.loop.close()
 
@@ -170,7 +170,7 @@ def test_the_placement_is_written_with_the_finalizer_and_a_restart_submits_to_th
     # placement says, finds the job on a and adopts it; nothing goes to b.
     node = f.rays["a"].nodes_[1]
     f.rays["a"].nodes_[1] = node.__class__("w1", node.resources_total, gpus_used=1.0)
-    f.reconciler = f.make()
+    f.control_loop = f.make()
     f.tick()
     f.tick()
     assert (f.status(key)["phase"], f.status(key)["reason"]) == ("Submitted", "AdoptedExistingJob")
@@ -322,7 +322,7 @@ def test_a_read_of_the_clusters_beside_another_waits_for_it_and_sees_its_cluster
     second caller must not return before the first has the clusters (it once checked none)."""
     f = fleet_of(made, gpus={"a": 4})
     f.api.add_cluster("a", address="http://ray-a:8265")
-    fleet = f.reconciler.fleet
+    fleet = f.control_loop.fleet
     listed = f.api.list_clusters
 
     async def slow() -> list[dict[str, Any]]:
@@ -375,7 +375,7 @@ def test_the_doctor_verdict_shows_in_the_clusters_status(made: list[Fleet]) -> N
     f.api.add_cluster("a", address="http://ray-a:8265")
     f.tick()
     assert "doctor" not in f.api.clusters["a"]["status"]
-    f.reconciler.doctor_verdicts["a"] = doctor_summary([Row("w1", Check.python3, Status.fail, "no python3")], "2026-12-05T10:00:00Z")
+    f.control_loop.doctor_verdicts["a"] = doctor_summary([Row("w1", Check.python3, Status.fail, "no python3")], "2026-12-05T10:00:00Z")
     f.tick()
     assert f.api.clusters["a"]["status"]["doctor"] == {"checkedAt": "2026-12-05T10:00:00Z", "verdict": "Failed", "failed": 1,
                                                        "warnings": 0, "message": "w1 python3: no python3"}
@@ -446,7 +446,7 @@ def test_verl_drift_holds_new_tasks_back_leaves_running_ones_and_a_clean_verdict
     assert f.status(running)["phase"] == "Submitted"
     f.rays["a"].run(f.sid(running))
     # The doctor finds verl 0.6.1 in a's snapshot; Argus composes with 0.9.1.
-    f.reconciler.doctor_verdicts["a"] = verl_verdict("0.6.1")
+    f.control_loop.doctor_verdicts["a"] = verl_verdict("0.6.1")
     held = f.api.create("held", spec())
     f.tick()
     f.tick()
@@ -462,7 +462,7 @@ def test_verl_drift_holds_new_tasks_back_leaves_running_ones_and_a_clean_verdict
     assert drift is not None and (drift["status"], drift["reason"]) == ("True", "VerlDrift")
     assert "runs verl 0.6.1, but Argus composes with verl 0.9.1" in drift["message"]
     # The next verdict is clean: the task goes, and the condition turns False.
-    f.reconciler.doctor_verdicts["a"] = verl_verdict("0.9.1")
+    f.control_loop.doctor_verdicts["a"] = verl_verdict("0.9.1")
     f.tick()
     f.tick()
     assert f.status(held)["phase"] == "Submitted" and f.status(held)["cluster"] == "a"
@@ -475,7 +475,7 @@ def test_a_cluster_whose_verl_is_not_known_yet_holds_nothing_back(made: list[Fle
     # queue does not guess; verl's own start still says it when the version is wrong.
     f = fleet_of(made, gpus={"a": 4})
     f.api.add_cluster("a", address="http://ray-a:8265")
-    f.reconciler.doctor_verdicts["a"] = verl_verdict(None)
+    f.control_loop.doctor_verdicts["a"] = verl_verdict(None)
     key = f.api.create("t", spec())
     f.tick()
     assert f.status(key)["phase"] == "Submitted"
@@ -486,8 +486,8 @@ def test_a_task_that_may_use_a_clean_cluster_runs_there_past_a_drifted_one(made:
     f = fleet_of(made, gpus={"a": 4, "b": 4})
     f.api.add_cluster("a", address="http://ray-a:8265", preference=10)
     f.api.add_cluster("b", address="http://ray-b:8265")
-    f.reconciler.doctor_verdicts["a"] = verl_verdict("0.6.1")
-    f.reconciler.doctor_verdicts["b"] = verl_verdict("0.9.1")
+    f.control_loop.doctor_verdicts["a"] = verl_verdict("0.6.1")
+    f.control_loop.doctor_verdicts["b"] = verl_verdict("0.9.1")
     anywhere, pinned = f.api.create("anywhere", spec()), f.api.create("pinned", spec(cluster="a"))
     f.tick()
     f.tick()
@@ -535,7 +535,7 @@ def test_a_restarted_operator_holds_back_by_the_verdict_the_status_keeps(made: l
     f.tick()
     f.tick()
     assert (f.status(key)["phase"], f.status(key)["reason"]) == ("Queued", "VerlDrift")
-    assert f.reconciler.doctor_verdicts == {}
+    assert f.control_loop.doctor_verdicts == {}
 
 
 # --- without one rule of the chart's roles (tests/integration/test_chart.py removes each for real,
@@ -618,7 +618,7 @@ def test_a_drifted_implicit_cluster_holds_new_tasks_back_too(made: list[Fleet]) 
     # ArgusCluster's does (it has no status to show it, and a restart forgets it until the
     # first doctor run, which comes at once).
     f = fleet_of(made, gpus={})
-    f.reconciler.doctor_verdicts[""] = verl_verdict("0.6.1")
+    f.control_loop.doctor_verdicts[""] = verl_verdict("0.6.1")
     key = f.api.create("t", spec())
     f.tick()
     f.tick()
@@ -626,7 +626,7 @@ def test_a_drifted_implicit_cluster_holds_new_tasks_back_too(made: list[Fleet]) 
     assert (status["phase"], status["reason"]) == ("Queued", "VerlDrift")
     assert "the Ray cluster of --ray-address runs verl 0.6.1" in status["message"], status["message"]
     assert not any(op == "submit" for op, _ in f.implicit.calls)
-    f.reconciler.doctor_verdicts[""] = verl_verdict("0.9.1")
+    f.control_loop.doctor_verdicts[""] = verl_verdict("0.9.1")
     f.tick()
     f.tick()
     assert f.status(key)["phase"] == "Submitted"

@@ -15,7 +15,7 @@ import pytest
 
 from argus.adapters.verlcompose import HydraComposer
 from argus.controller.inputcheck import InputChecks
-from argus.controller.loop import Reconciler
+from argus.controller.loop import ControlLoop
 from argus.controller.metrics import Metrics
 from argus.controller.view import TaskView
 from argus.core.config import PlatformConfig
@@ -51,9 +51,9 @@ def tree() -> FakeSharedTree:
 @pytest.fixture
 def world(tree: FakeSharedTree) -> World:
     w = World(gpus=1)
-    w.reconciler = Reconciler(w.config, w.ray, w.cluster, w.cluster, clock=w.clock, metrics=Metrics(w.clock), composer=COMPOSER,
+    w.control_loop = ControlLoop(w.config, w.ray, w.cluster, w.cluster, clock=w.clock, metrics=Metrics(w.clock), composer=COMPOSER,
                               shared_tree=tree)
-    w.reconciler.carrier.strict_transitions = True
+    w.control_loop.task_reconciler.strict_transitions = True
     return w
 
 
@@ -131,7 +131,7 @@ def test_a_task_goes_only_to_the_clusters_whose_tree_holds_its_inputs(made: list
     tree = FakeSharedTree(*(p.replace("/private/", "/private-b/") for p in (TRAIN, VAL, REWARD)), VAL.replace("/private/", "/private-a/"))
     f = Fleet(gpus={"a": 1, "b": 1})
     made.append(f)
-    f.reconciler = Reconciler(f.config, f.implicit, f.api, f.api, clock=f.clock, metrics=Metrics(f.clock), clusters=f.api,
+    f.control_loop = ControlLoop(f.config, f.implicit, f.api, f.api, clock=f.clock, metrics=Metrics(f.clock), clusters=f.api,
                               connect=f.connect, token_namespace="argus-system", composer=COMPOSER, shared_tree=tree)
     f.api.add_cluster("a", address="http://ray-a:8265", root="/private-a", preference=10)
     f.api.add_cluster("b", address="http://ray-b:8265", root="/private-b")

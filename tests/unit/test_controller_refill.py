@@ -33,9 +33,9 @@ def old_running_job(world: World) -> tuple[tuple[str, str], tuple[str, str], str
 
 
 def due_in(world: World, key: tuple[str, str]) -> float:
-    view = world.reconciler.view(key)
+    view = world.control_loop.view(key)
     assert view is not None
-    return world.reconciler.jobs.due_in(view, world.clock.now(), 1)
+    return world.control_loop.jobs.due_in(view, world.clock.now(), 1)
 
 
 def let_background_run(world: World, seconds: float = 0.2) -> None:
@@ -52,8 +52,8 @@ def test_a_job_whose_log_says_it_ended_is_read_and_refilled_in_one_tick(source: 
     reads_before = sum(1 for op, s in world.ray.calls if op == "status" and s == sid)
     let_background_run(world)  # the exit marker is seen / Ray closes the stream
     assert due_in(world, first) <= 0  # due now, not in ~2 s
-    assert world.reconciler.next_wait() == pytest.approx(0.05)  # the loop's shortest wait
-    assert world.reconciler.wake.is_set()
+    assert world.control_loop.next_wait() == pytest.approx(0.05)  # the loop's shortest wait
+    assert world.control_loop.wake.is_set()
     world.tick()  # the fake clock does not move: this is the very next tick
     assert world.phase(first) == Phase.Succeeded.value
     assert world.phase(second) == Phase.Submitted.value  # the freed slot refilled in that same tick
@@ -69,7 +69,7 @@ def test_an_exit_marker_seen_before_ray_says_the_job_ended_is_read_again_soon() 
     the next poll interval."""
     world = World(max_running=1, progress_source=ProgressSource.file)
     first, second, sid = old_running_job(world)
-    world.reconciler.jobs.hurry(first)  # as the marker watcher does, before Ray's status moved
+    world.control_loop.jobs.hurry(first)  # as the marker watcher does, before Ray's status moved
     world.tick()
     assert world.phase(first) == Phase.Running.value
     assert 0 < due_in(world, first) <= 0.05 + 1e-9
@@ -81,7 +81,7 @@ def test_an_exit_marker_seen_before_ray_says_the_job_ended_is_read_again_soon() 
 def test_the_hurry_runs_out_so_a_wrong_signal_costs_a_few_reads() -> None:
     world = World(max_running=1, progress_source=ProgressSource.file)
     first, _, sid = old_running_job(world)
-    world.reconciler.jobs.hurry(first)
+    world.control_loop.jobs.hurry(first)
     reads = 0
     for _ in range(100):
         before = sum(1 for op, s in world.ray.calls if op == "status" and s == sid)
@@ -106,4 +106,4 @@ def test_exit_markers_of_all_jobs_are_looked_at_together() -> None:
     let_background_run(world)
     world.tick()
     assert [world.phase(k) for k in keys] == ["Running", "Succeeded", "Running"]
-    world.reconciler.logs.close()
+    world.control_loop.logs.close()

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from argus.adapters.ray import RayJobsClient
-from argus.controller.queuepass import SECRET_RECHECK_SECONDS
+from argus.controller.scheduler import SECRET_RECHECK_SECONDS
 from argus.core.plan import validate_task
 from argus.core.rayjobs import RayRefused
 from fakes import forbidden
@@ -55,7 +55,7 @@ def test_a_secrets_value_reaches_the_job_and_nothing_else(caplog: pytest.LogCapt
     assert world.phase(key) == "Succeeded"
     assert VALUE not in everything_written(world)
     assert VALUE not in caplog.text
-    assert VALUE not in generate_latest(world.reconciler.writer.metrics.registry).decode()
+    assert VALUE not in generate_latest(world.control_loop.writer.metrics.registry).decode()
 
 
 def test_a_missing_secret_or_key_holds_the_task_and_says_which_then_it_runs() -> None:

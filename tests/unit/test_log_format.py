@@ -21,14 +21,14 @@ pytestmark = pytest.mark.unit
 
 
 def record(message: str, *args: object, level: int = logging.INFO, **extra: str) -> logging.LogRecord:
-    logger = logging.getLogger("argus.controller.carryout")
+    logger = logging.getLogger("argus.controller.reconcile")
     return logger.makeRecord(logger.name, level, __file__, 1, message, args, None, extra=extra or None)
 
 
 def test_a_json_line_has_time_level_logger_message_and_the_task() -> None:
     line = json.loads(JsonLines().format(record("submitted %s/%s as Ray job %s", "team", "t1", "argus-x", **task_log("team", "t1"))))
     assert set(line) == {"time", "level", "logger", "message", "task"}
-    assert line["level"] == "info" and line["logger"] == "argus.controller.carryout"
+    assert line["level"] == "info" and line["logger"] == "argus.controller.reconcile"
     assert line["message"] == "submitted team/t1 as Ray job argus-x"
     assert line["task"] == "team/t1"
     assert line["time"].endswith("Z") and "T" in line["time"]
@@ -48,7 +48,7 @@ def test_a_line_about_no_task_has_no_task_field_and_a_traceback_stays_in_the_lin
 
 def test_text_lines_name_the_task_only_when_the_message_does_not() -> None:
     fmt = TextLines("%(levelname)s %(name)s: %(message)s")
-    assert fmt.format(record("released %s/%s", "team", "t1", **task_log("team", "t1"))) == "INFO argus.controller.carryout: released team/t1"
+    assert fmt.format(record("released %s/%s", "team", "t1", **task_log("team", "t1"))) == "INFO argus.controller.reconcile: released team/t1"
     assert fmt.format(record("could not stop it", **task_log("team", "t1"))).endswith("could not stop it [task team/t1]")
 
 

@@ -19,9 +19,9 @@ from ..core.clusters import CLUSTER_FINALIZER, REF_UNRESOLVED, ArgusClusterStatu
 from ..core.queue import Claim, free_per_node
 from ..core.times import format_time
 from ..core.vocabulary import END_PHASES
-from .fleet import Cluster, Fleet
-from .jobsync import NodeCache
+from .fleet import Fleet
 from .ports import ClusterStore
+from .rayclusters import Cluster, NodeCache
 from .view import TaskView
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class ClusterReports:
         """Every ArgusCluster's status and finalizer, at most once per poll interval (the
         clusters themselves are read as often): the tasks are looked through only then.
         ``claims``: the GPUs of a cluster's active tasks that Ray does not show yet
-        (``AdmissionInputs.claims``); ``clusters_for``: the clusters a queued task may use."""
+        (``QueueSnapshot.claims``); ``clusters_for``: the clusters a queued task may use."""
         if not self.fleet.named:
             return
         now = self.clock.monotonic()

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ..adapters.kube import api_error
 from ..core.clusters import (
@@ -42,11 +42,8 @@ from ..core.clusters import (
     parse_cluster,
     preference_order,
 )
-from ..core.doctor import ProbeJob
-from ..core.plan import SubmissionPlan
-from ..core.rayjobs import PlacementGroup, RayJob, RayNode, RayUnreachable
-from .jobsync import NodeCache
 from .ports import ClusterStore, RayJobs
+from .rayclusters import Cluster, NodeCache, NoRay
 from .view import TaskView
 
 log = logging.getLogger(__name__)
@@ -55,64 +52,6 @@ REF_REREAD_SECONDS = 30.0
 
 # connect(config, token) -> a Ray client for the cluster; token() is the cluster's token now.
 Connect = Callable[[ClusterConfig, Callable[[], str | None]], RayJobs]
-
-
-class NoRay:
-    """The Ray client of a cluster that cannot be asked (no ArgusCluster of that name, or its
-    rayClusterRef names no head Service): every call is ``RayUnreachable`` saying why."""
-
-    def __init__(self, why: str):
-        self.why = why
-
-    async def submit(self, plan: SubmissionPlan) -> bool:
-        raise RayUnreachable(self.why)
-
-    async def job(self, submission_id: str) -> RayJob:
-        raise RayUnreachable(self.why)
-
-    async def stop(self, submission_id: str) -> bool:
-        raise RayUnreachable(self.why)
-
-    async def delete(self, submission_id: str) -> bool:
-        raise RayUnreachable(self.why)
-
-    async def tail_logs(self, submission_id: str) -> AsyncIterator[str]:
-        raise RayUnreachable(self.why)
-        yield ""  # pragma: no cover - makes this an async generator
-
-    async def nodes(self) -> list[RayNode]:
-        raise RayUnreachable(self.why)
-
-    async def placement_groups(self) -> list[PlacementGroup]:
-        raise RayUnreachable(self.why)
-
-    async def submit_probe(self, probe: ProbeJob) -> str:
-        raise RayUnreachable(self.why)
-
-    async def logs(self, submission_id: str) -> str:
-        raise RayUnreachable(self.why)
-
-    async def cluster_version(self) -> str:
-        raise RayUnreachable(self.why)
-
-
-@dataclass
-class Cluster:
-    """One Ray cluster the operator drives: its configuration, client and node cache."""
-
-    config: ClusterConfig
-    ray: RayJobs
-    nodes: NodeCache
-    token_read_at: float | None = None
-    token_problem: str | None = None
-    unresolved: str | None = None  # why its rayClusterRef gives no address (its client is a NoRay then)
-    resolved_at: float | None = None  # when its rayClusterRef was last read
-    finalizers: tuple[str, ...] = ()
-    status: dict[str, object] = field(default_factory=dict)  # the object's status as last read
-
-    @property
-    def name(self) -> str:
-        return self.config.name
 
 
 class Fleet:

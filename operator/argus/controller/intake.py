@@ -15,7 +15,7 @@ New tasks are validated at most ``INTAKE_PER_TICK`` a tick, highest priority and
 A first start over thousands of tasks no operator has handled (created while none ran) then
 costs a batch per tick: each tick stays short for the running tasks' sake, memory holds a
 batch of drafts rather than thousands, and the loop comes back at once for the next batch
-(``loop.Reconciler.next_wait``). A task deferred so holds its place until its turn.
+(``loop.ControlLoop.next_wait``). A task deferred so holds its place until its turn.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from ..core.times import parse_time
 from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
-from .carryout import Carrier, Draft
 from .inputcheck import InputChecks
 from .ports import TaskStore
+from .reconcile import Draft, TaskReconciler
 from .view import TaskView
 
 log = logging.getLogger(__name__)
@@ -57,13 +57,13 @@ def manifest(view: TaskView) -> dict[str, Any]:
 
 
 class Intake:
-    def __init__(self, platform: PlatformConfig, composer: Composer | None, store: TaskStore, carrier: Carrier,
+    def __init__(self, platform: PlatformConfig, composer: Composer | None, store: TaskStore, task_reconciler: TaskReconciler,
                  monotonic: Callable[[], float], *, input_checks: InputChecks | None = None):
         self.platform = platform
         self.input_checks = input_checks  # handed each queued task's inputs (the existence checks before the wait)
         self.composer = composer  # composes each task's configuration with verl's config tree
         self.store = store
-        self.carrier = carrier
+        self.task_reconciler = task_reconciler
         self.monotonic = monotonic
         self._retry_at: dict[Key, float] = {}
         self.deferred: set[Key] = set()  # new tasks left for the next ticks (INTAKE_PER_TICK)
@@ -81,7 +81,7 @@ class Intake:
     async def validate(self, drafts: dict[Key, Draft]) -> None:
         """Validate each new task: Queued or Rejected, decided but not written yet."""
         labels = await self._namespace_labels({d.view.namespace for d in drafts.values()}, list(drafts))
-        await self.carrier.each(self._validate(d, labels) for d in drafts.values() if d.view.namespace in labels)
+        await self.task_reconciler.each(self._validate(d, labels) for d in drafts.values() if d.view.namespace in labels)
 
     def not_ready(self, views: list[TaskView], drafts: dict[Key, Draft], now: dt.datetime) -> list[TaskView]:
         """The tasks not validated yet that still hold their place in the queue."""
@@ -128,4 +128,4 @@ class Intake:
                     self.input_checks.remember(view.uid, verdict.inputs)
                 seen = (lifecycle.Validated(user, verdict.expanded_command or "", tuple(verdict.warning_lines()), verl) if verdict.valid
                         else lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), user))
-        await self.carrier.carry_out(draft, self.carrier.step(view, seen))
+        await self.task_reconciler.carry_out(draft, self.task_reconciler.step(view, seen))

@@ -8,105 +8,19 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
 
 from ..core import lifecycle
 from ..core.lifecycle import Observation, TaskState
 from ..core.plan import driver_gpus
 from ..core.polling import ENDING_READ_SECONDS, ENDING_READS_FOR, FASTEST_POLL_SECONDS, poll_delay
-from ..core.queue import Capacity, WorkerNode
-from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.times import parse_time
-from ..core.vocabulary import Key, Reason
+from ..core.vocabulary import Key
 from .ports import RayJobs
+from .rayclusters import Clusters, ray_error_reason
 from .view import TaskView
 
-if TYPE_CHECKING:
-    from .fleet import Cluster
-
-
-class Clusters(Protocol):
-    """Each cluster's Ray client and node cache, by name (``fleet.Fleet``)."""
-
-    def ray(self, name: str | None) -> RayJobs: ...
-    def nodes(self, name: str | None) -> NodeCache | None: ...
-    def get(self, name: str | None) -> Cluster | None: ...  # None: no such cluster
-
 log = logging.getLogger(__name__)
-
-
-def ray_error_reason(exc: Exception) -> Reason:
-    """The condition reason a failed Ray read shows: refused credentials or an outage."""
-    return Reason.RayAuthFailed if isinstance(exc, RayAuthFailed) else Reason.RayUnreachable
-
-
-class NodeCache:
-    """Ray's alive nodes, read at most once per ``max_age`` seconds: ticks come as often as
-    young jobs are due; node sets change rarely."""
-
-    def __init__(self, ray: RayJobs, worker_resource: str, max_age: float, monotonic: Callable[[], float]):
-        self.ray = ray
-        self.worker_resource = worker_resource
-        self.max_age = max_age
-        self.monotonic = monotonic
-        self._read_at: float | None = None
-        self._nodes: list[RayNode] | None = None
-        self._groups: list[PlacementGroup] = []
-        self._error: str | None = None
-        self._warned_no_usage = False
-        self.error_reason = Reason.RayUnreachable  # or RayAuthFailed: why the last read failed
-
-    async def read(self, *, fresh: bool = False) -> tuple[list[RayNode] | None, str | None]:
-        now = self.monotonic()
-        if fresh or self._read_at is None or now - self._read_at >= self.max_age:
-            self._read_at = now
-            try:
-                self._nodes, self._error = await self.ray.nodes(), None
-                self._groups = await self.ray.placement_groups()
-            except (RayUnreachable, RayRefused) as exc:
-                self._nodes, self._error = None, str(exc)
-                self.error_reason = ray_error_reason(exc)
-        return self._nodes, self._error
-
-    @property
-    def refused(self) -> bool:
-        """Whether the last read failed because Ray refused the credentials."""
-        return self._error is not None and self.error_reason == Reason.RayAuthFailed
-
-    @property
-    def error(self) -> str | None:
-        """Why the last read failed (None: it did not)."""
-        return self._error
-
-    def workers(self, nodes: list[RayNode]) -> list[RayNode]:
-        return [n for n in nodes if self.worker_resource in n.resources_total]
-
-    async def capacity(self) -> tuple[Capacity | None, str | None]:
-        """The alive worker nodes (those carrying the worker resource): their GPUs and how
-        many are in use, as Ray reports them."""
-        nodes, error = await self.read()
-        if nodes is None:
-            return None, error
-        workers = self.workers(nodes)
-        if any(n.gpus_used is None for n in workers) and not self._warned_no_usage:
-            self._warned_no_usage = True
-            log.warning("this Ray reports no GPU use per node: free GPUs are counted as the workers' totals minus what Argus "
-                        "admitted (GPUs held by jobs outside Argus are not seen)")
-        return Capacity(tuple(WorkerNode(n.node_id, n.resources_total.get("GPU", 0.0), n.gpus_used or 0.0) for n in workers)), None
-
-    def placed_gpus(self, job_id: str | None) -> float:
-        """GPUs Ray shows in use for a job (its created placement groups)."""
-        return sum(g.gpus for g in self._groups if job_id and g.creator_job_id == job_id)
-
-    async def on_worker(self, node_id: str) -> bool | None:
-        """Whether ``node_id`` carries the worker resource (None: Ray's nodes cannot be read)."""
-        nodes, _ = await self.read()
-        if nodes is not None and any(n.node_id == node_id for n in nodes):
-            return any(n.node_id == node_id for n in self.workers(nodes))
-        nodes, _ = await self.read(fresh=True)  # a node that joined since the last read
-        if nodes is None:
-            return None
-        return any(n.node_id == node_id for n in self.workers(nodes))
 
 
 class JobSync:

@@ -2,7 +2,7 @@
 the background from one of two sources (``ProgressSource``, --progress-source): Ray's log
 stream from the Jobs API (``stream``, one per running task, served by the Ray head), or the
 attempt's log file in the job folder where the shared tree is mounted (``file``, polled every
-FILE_POLL_SECONDS; costs Ray nothing); ``off`` follows nothing. The reconciler takes
+FILE_POLL_SECONDS; costs Ray nothing); ``off`` follows nothing. The control loop takes
 the progress when a status write for it is due (``progress_due``), at most once every
 ``interval`` seconds per task (the first one ``interval`` after it starts running), and
 always with the job's last read.
@@ -11,7 +11,7 @@ A log also tells when its job ends, and the follower says so at once (``on_end``
 its log stream after the job's end (1-2 s after it in Ray 2.60, which looks at the log file
 and the job's status once a second), and by file the job's exit marker (``core.jobscript``)
 appears as the command ends; the exit markers of all the jobs followed by file are looked at
-together every EXIT_POLL_SECONDS, which costs Ray nothing. The reconciler then reads the job
+together every EXIT_POLL_SECONDS, which costs Ray nothing. The control loop then reads the job
 from Ray at once (``jobsync.JobSync.hurry``): the end shows, and the freed GPUs are given out,
 without waiting for the job's next periodic read.
 

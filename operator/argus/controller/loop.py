@@ -1,10 +1,10 @@
-"""The controller loop: level-triggered, one for the whole operator. Each tick it gathers
-what is new about each task, asks the lifecycle (``core.lifecycle.step``) what that means,
-and has the answer carried out; the status writer (``writer``) writes it. Its rooms:
+"""The control loop (``ControlLoop``): level-triggered, one for the whole operator. Each tick
+it gathers what is new about each task, asks the lifecycle (``core.lifecycle.step``) what that
+means, and has the answer carried out; the status writer (``writer``) writes it. Its rooms:
 
 - ``intake``: new tasks; how the command is checked (validation) and the task queued;
-- ``queuepass``: how the queue is decided and an admitted task started;
-- ``carryout``: how a decision is carried out, a Ray job submitted among them;
+- ``scheduler`` (``Scheduler``): how the queue is decided and an admitted task started;
+- ``reconcile`` (``TaskReconciler``): how a decision is carried out, a Ray job submitted among them;
 - ``jobsync`` and ``logfollow``: what Ray says about each job, and its progress.
 
 A tick (when a followed job is due for a read, at the latest every poll interval, or at
@@ -13,8 +13,9 @@ once when the watch shows a change):
    reached Ray and are being cancelled, deleted or were closed while Ray was unreachable;
 2. validate new tasks (``intake``);
 3. give a look to what needs no Ray (a cancelled task that never reached Ray, a time to
-   live or a retention that ran out: ``lifecycle.needs_look``);
-4. admit from the head of the queue and submit; tell the others their place (``queuepass``).
+   live or a retention that ran out: ``lifecycle.needs_look``), passing by the tasks that
+   are idle until they change (``idle``);
+4. admit from the head of the queue and submit; tell the others their place (``scheduler``).
 A new task is written once, after step 4: admitted at once, it goes from nothing to
 Submitted in one status patch.
 
@@ -37,26 +38,26 @@ from ..core.lifecycle import LifecycleSettings
 from ..core.spec import Phase
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key
-from .admission import AdmissionInputs, in_use
-from .carryout import Carrier, Draft
 from .clusterstatus import ClusterReports
 from .fleet import Connect, Fleet, implicit_cluster
+from .idle import IdleTasks
 from .inputcheck import InputChecks
 from .intake import Intake
 from .jobsync import HistoryRemovals, JobSync
 from .logfollow import LogFollowers
 from .metrics import Metrics
 from .ports import ClusterStore, LogFiles, RayJobs, SharedTree, TaskSecrets, TaskSource, TaskStore
-from .queuepass import QueuePass
+from .queuesnapshot import QueueSnapshot, in_use
+from .reconcile import Draft, TaskReconciler
+from .scheduler import Scheduler
 from .settings import OperatorConfig
-from .settled import SettledTasks
 from .view import TaskView
 from .writer import StatusWriter
 
 log = logging.getLogger(__name__)
 
 
-class Reconciler:
+class ControlLoop:
     def __init__(self, config: OperatorConfig, ray: RayJobs, store: TaskStore, tasks: TaskSource, *,
                  clock: Clock, metrics: Metrics, leads: Callable[[], bool] = lambda: True, composer: Composer | None = None,
                  log_files: LogFiles | None = None, clusters: ClusterStore | None = None, connect: Connect | None = None,
@@ -88,19 +89,19 @@ class Reconciler:
         self.logs = LogFollowers(self.fleet.ray, config.progress_metrics, config.progress_interval, clock.now, monotonic,
                                  source=config.progress_source, files=log_files, users_root_of=self._users_root,
                                  on_end=self._job_ended)
-        self.carrier = Carrier(self.fleet, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
+        self.task_reconciler = TaskReconciler(self.fleet, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
         self.input_checks = InputChecks(config.platform, composer, shared_tree, self._root) if shared_tree is not None else None
-        self.intake = Intake(config.platform, composer, store, self.carrier, monotonic, input_checks=self.input_checks)
+        self.intake = Intake(config.platform, composer, store, self.task_reconciler, monotonic, input_checks=self.input_checks)
         # argus doctor's last verdict on each ArgusCluster (written by the operator's DoctorLoop),
         # shown in its status; a cluster whose verl snapshot runs another verl takes no new task.
         self.doctor_verdicts: dict[str, ClusterDoctor] = {}
-        inputs = AdmissionInputs(config, self.fleet, self.jobs, store, monotonic, doctor=self.doctor_verdicts,
+        snapshot = QueueSnapshot(config, self.fleet, self.jobs, store, monotonic, doctor=self.doctor_verdicts,
                                  verl=composer.tree.version if composer is not None else None, input_checks=self.input_checks)
-        self.queue = QueuePass(config.platform, composer, inputs, self.fleet, self.carrier, self.view, self.tasks.views,
+        self.scheduler = Scheduler(config.platform, composer, snapshot, self.fleet, self.task_reconciler, self.view, self.tasks.views,
                                clock=clock, metrics=metrics, secrets=secrets)
         self.cluster_reports = (ClusterReports(self.fleet, clusters, clock, config.poll_interval, self.doctor_verdicts)
                                 if clusters is not None else None)
-        self.settled = SettledTasks(self.settings)
+        self.idle_tasks = IdleTasks(self.settings)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
 
@@ -186,10 +187,10 @@ class Reconciler:
         self._prune(views)
         self.metrics.observe_phases(views)
         now = self.clock.now()
-        each = self.carrier.each
+        each = self.task_reconciler.each
         # Ended tasks with nothing to do until they change or their timer runs out are passed
-        # by (settled.py): what follows costs in proportion to the tasks that live.
-        live = {v.key for v in views if not self.settled.passed_by(v, now)}
+        # by (idle.py): what follows costs in proportion to the tasks that live.
+        live = {v.key for v in views if not self.idle_tasks.passed_by(v, now)}
         # 1. Ray reads that are due.
         following = [v for v in views if v.key in live and lifecycle.needs_ray(v.state)]
         due = [v for v in following if self.jobs.due_in(v, now, len(following)) <= 0.01]
@@ -209,8 +210,8 @@ class Reconciler:
             if lifecycle.needs_look(v.state, now, self.settings):
                 looks.append(v.key)
         await each(self._reconcile(key) for key in looks)
-        settled_timer = self.settled.next_timer(now)
-        self._next_timer = min((t for t in [*timers, settled_timer] if t is not None and t > now), default=None)
+        idle_timer = self.idle_tasks.next_timer(now)
+        self._next_timer = min((t for t in [*timers, idle_timer] if t is not None and t > now), default=None)
         await each(self._final_progress(key) for key in self.logs.finished())
         await self.removals.check()
         # 4. The queue.
@@ -218,24 +219,24 @@ class Reconciler:
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting]
         active = [v for v in views if v.active]
         if queued:
-            await self.queue.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
+            await self.scheduler.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
         else:
             await self.fleet.refresh()  # the clusters' status and finalizers follow them with or without a queue
-        self.metrics.observe_users(in_use(active), queued, self.queue.inputs.quotas)
-        await each(self.carrier.write_locked(d) for d in drafts.values())
+        self.metrics.observe_users(in_use(active), queued, self.scheduler.snapshot.quotas)
+        await each(self.task_reconciler.write_locked(d) for d in drafts.values())
         current = [v for v in self.views() if v.key in live]
         for v in current:
-            self.settled.note(v, now)
+            self.idle_tasks.note(v, now)
         self.logs.follow({v.key: _job_log(v) for v in current if v.phase == Phase.Running.value and not v.deleting})
         if self.cluster_reports is not None:
-            await self.cluster_reports.write(self.views, self.queue.inputs.claims, self.queue.inputs.clusters_for)
+            await self.cluster_reports.write(self.views, self.scheduler.snapshot.claims, self.scheduler.snapshot.clusters_for)
 
     def _prune(self, views: list[TaskView]) -> None:
         """Forget what was kept for tasks that are gone."""
         present = {v.key for v in views}
-        self.carrier.forget(present)
+        self.task_reconciler.forget(present)
         self.intake.forget(present)
-        self.settled.forget(present)
+        self.idle_tasks.forget(present)
         for key in self.jobs.followed():
             if key not in present:
                 self.jobs.forget(key)
@@ -244,7 +245,7 @@ class Reconciler:
     # -- one task ---------------------------------------------------------------------
     async def _follow(self, key: Key) -> None:
         """Read the task's job and act on what Ray says."""
-        async with self.carrier.lock(key):
+        async with self.task_reconciler.lock(key):
             view = self.view(key)
             if view is None or not lifecycle.needs_ray(view.state):
                 return
@@ -257,9 +258,9 @@ class Reconciler:
                 await self.logs.read_the_rest(key)
             progress = self.logs.progress_due(key, view.state.status.progress, final=ended)
             if progress is not None:
-                draft.take(self.carrier.step(view, lifecycle.ProgressObserved(progress)))
+                draft.take(self.task_reconciler.step(view, lifecycle.ProgressObserved(progress)))
             try:
-                await self.carrier.decide_and_write(draft, seen)
+                await self.task_reconciler.decide_and_write(draft, seen)
             except Exception:
                 if progress is not None:
                     self.logs.not_written(key)  # the next look takes it again
@@ -268,19 +269,19 @@ class Reconciler:
     async def _reconcile(self, key: Key) -> None:
         """A task that needs a look without anything new from Ray (cancelled while it never
         reached Ray; its time to live or its Ray jobs' retention ran out)."""
-        async with self.carrier.lock(key):
+        async with self.task_reconciler.lock(key):
             view = self.view(key)
             if view is not None:
-                await self.carrier.decide_and_write(Draft.of(view), lifecycle.Reconcile())
+                await self.task_reconciler.decide_and_write(Draft.of(view), lifecycle.Reconcile())
 
     async def _final_progress(self, key: Key) -> None:
         """The last lines of an ended job's log: its final progress."""
-        async with self.carrier.lock(key):
+        async with self.task_reconciler.lock(key):
             view = self.view(key)
             progress = self.logs.progress_due(key, view.state.status.progress, final=True) if view else None
             if view is not None and progress is not None and not view.deleting:
                 try:
-                    await self.carrier.decide_and_write(Draft.of(view), lifecycle.ProgressObserved(progress))
+                    await self.task_reconciler.decide_and_write(Draft.of(view), lifecycle.ProgressObserved(progress))
                 except Exception:
                     # The follower stays (finished again next tick): a failed write of the
                     # job's last progress must not lose it.

@@ -120,7 +120,7 @@ def settled(task: TaskState) -> bool:
     """Whether nothing but a change to the task or its timer (``timer_due``) can give the
     operator anything to do for it: it has ended, is not being deleted, and has no Ray job
     to read. Most of a big cluster's tasks are settled; the controller's tick passes them by
-    until they change (controller/settled.py), so its cost follows the tasks that live."""
+    until they change (controller/idle.py), so its cost follows the tasks that live."""
     phase = task.phase
     paused = phase is Phase.Suspended and not suspension.needs_look(task)  # only a resume or a cancel moves it
     return phase is not None and (phase.terminal or paused) and not task.deleting and not needs_ray(task)

@@ -3,7 +3,7 @@ starts and stops the ``Operator`` it is handed as ``memo.operator`` (whose own s
 answers the kubelet's probes: ``health``).
 
 There are no per-object kopf handlers: the controller is level-triggered over its own
-task cache (``reconciler``), so creation, cancel and deletion are all seen as states of the
+task cache (``control_loop``), so creation, cancel and deletion are all seen as states of the
 object, and no kopf bookkeeping annotations are written on the tasks.
 """
 

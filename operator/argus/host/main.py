@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import asyncio  # noqa: PLC0415
 
         from ..adapters.kube import load_kube_config  # noqa: PLC0415
-        from .release import release_finalizers  # noqa: PLC0415
+        from .uninstall import release_finalizers  # noqa: PLC0415
         try:
             load_kube_config(args.kubeconfig)
         except KubeConfigError as exc:

@@ -1,5 +1,5 @@
 """The composition root: one ``Operator`` holds everything the process runs on (settings,
-the clock, the metrics, the Kubernetes and Ray clients, the task cache, the reconciler,
+the clock, the metrics, the Kubernetes and Ray clients, the task cache, the control loop,
 leader election, the webhook's settings) and is handed to kopf's handlers as
 ``memo.operator``. Nothing lives in module-level state, and nothing below reads the
 machine's clock but through the ``clock`` made here; tests build the same pieces around
@@ -23,7 +23,7 @@ from ..adapters.taskcache import TaskCache
 from ..controller.crdcheck import CrdCheck
 from ..controller.doctor import Doctor, DoctorLoop
 from ..controller.fleet import Connect, LogRouter
-from ..controller.loop import Reconciler
+from ..controller.loop import ControlLoop
 from ..controller.metrics import Metrics
 from ..controller.settings import OperatorConfig
 from ..controller.view import TaskView, worth_a_look
@@ -66,7 +66,7 @@ class Operator:
     store: KubeTaskStore
     ray: RayJobsClient
     cache: TaskCache[TaskView]
-    reconciler: Reconciler
+    control_loop: ControlLoop
     leader: LeaderElection | None = None
     webhook: WebhookSettings | None = None
     webhook_server: Any = None  # the webhook's ArgusWebhookServer, once kopf starts it
@@ -90,31 +90,31 @@ class Operator:
         metrics.leader.set(0 if leader else 1)
         cache: TaskCache[TaskView] = TaskCache(TaskView.from_body, config.namespaces, watch_seconds=config.watch_seconds, monotonic=clock.monotonic)
         files = LocalLogFiles(config.platform.users_root()) if config.progress_source == ProgressSource.file else None
-        reconciler = Reconciler(config, ray, store, cache, clock=clock, metrics=metrics,
+        control_loop = ControlLoop(config, ray, store, cache, clock=clock, metrics=metrics,
                                 leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer, log_files=files,
                                 clusters=KubeClusterStore(store), connect=connect, token_namespace=config.own_namespace,
                                 shared_tree=LocalSharedTree(), secrets=KubeTaskSecrets(store))
 
         def on_change(old: TaskView | None, new: TaskView | None) -> None:
             if worth_a_look(old, new):
-                reconciler.wake.set()
+                control_loop.wake.set()
 
         cache.on_change = on_change
         metrics.watch_age.set_function(cache.contact_age)
         api = None
         if logs_api is not None:
             from ..adapters.kubeauth import read_front_proxy, subject_access_review  # noqa: PLC0415
-            from ..controller.admission import queue_settings  # noqa: PLC0415
+            from ..controller.queuesnapshot import queue_settings  # noqa: PLC0415
             from ..servers.logapi.server import LogApi  # noqa: PLC0415
-            fleet, base = reconciler.fleet, config.platform
+            fleet, base = control_loop.fleet, config.platform
             tree = LocalLogFiles(base.users_root())
 
             def read_file(path: str) -> str:
                 # Only under the users folders of the operator's clusters, never through a link.
                 return tree.read_text(path, [base.users_root(), *(c.config.platform(base).users_root() for c in fleet.named.values())])
-            api = LogApi(logs_api, LogRouter(reconciler.fleet, cache.views), cache.get, subject_access_review, read_front_proxy, read_file,
+            api = LogApi(logs_api, LogRouter(control_loop.fleet, cache.views), cache.get, subject_access_review, read_front_proxy, read_file,
                          clock=clock, queue=(cache.views, queue_settings(config)))
-        return cls(config=config, clock=clock, metrics=metrics, store=store, ray=ray, cache=cache, reconciler=reconciler, leader=leader, webhook=webhook,
+        return cls(config=config, clock=clock, metrics=metrics, store=store, ray=ray, cache=cache, control_loop=control_loop, leader=leader, webhook=webhook,
                    logs_api=api, composer=composer)
 
     def checks(self) -> Checks:
@@ -124,7 +124,7 @@ class Operator:
             webhook_listening=(lambda: bool(self.webhook_server and self.webhook_server.listening)) if self.webhook else None,
             logs_api_listening=(lambda: bool(self.logs_api.listening)) if self.logs_api is not None else None,
             stale_seconds=self.config.watch_stale_seconds,
-            tick_age=self.reconciler.tick_age, tick_stuck_seconds=self.config.tick_stuck_seconds,
+            tick_age=self.control_loop.tick_age, tick_stuck_seconds=self.config.tick_stuck_seconds,
         )
 
     async def start(self) -> None:
@@ -142,7 +142,7 @@ class Operator:
             # verl's primary PPO config composed once (about a second), before the first
             # task (a webhook request, say) waits for it.
             await asyncio.to_thread(self.composer.compose, ComposeRequest("verl.trainer.main_ppo", (), {}, "/"))
-        self.background.append(asyncio.create_task(self.reconciler.run(), name="argus controller"))
+        self.background.append(asyncio.create_task(self.control_loop.run(), name="argus controller"))
         # Every replica, leader or not: a stale CRD is the cluster's state, not the leader's.
         for crd in await asyncio.to_thread(built_crds):
             crd_check = CrdCheck(self.store, crd.schema_hash, self.metrics, kind=crd.kind, name=crd.name)
@@ -156,7 +156,7 @@ class Operator:
     async def stop(self) -> None:
         for task in self.background:
             task.cancel()
-        self.reconciler.logs.close()
+        self.control_loop.logs.close()
         self.cache.stop()
         if self.logs_api is not None:
             await self.logs_api.stop()
@@ -185,7 +185,7 @@ class Operator:
             async def post(type_: str, reason: str, message: str) -> None:
                 await self.store.event_on("coordination.k8s.io/v1", "Lease", namespace, name, None, type_, reason, message)
         leader = self.leader
-        fleet, base, monotonic = self.reconciler.fleet, self.config.platform, self.clock.monotonic
+        fleet, base, monotonic = self.control_loop.fleet, self.config.platform, self.clock.monotonic
 
         async def named() -> list[tuple[str, Doctor]]:
             await fleet.refresh()
@@ -196,7 +196,7 @@ class Operator:
         return DoctorLoop(Doctor(self.ray, settings, address=self.config.ray_address, monotonic=monotonic),
                           self.config.doctor_interval, leads=(lambda: leader.is_leader) if leader else (lambda: True),
                           observe=self.metrics.observe_doctor, post_event=post, monotonic=monotonic,
-                          named=named, verdicts=self.reconciler.doctor_verdicts, now=lambda: format_time(self.clock.now()),
+                          named=named, verdicts=self.control_loop.doctor_verdicts, now=lambda: format_time(self.clock.now()),
                           forget=self.metrics.forget_doctor)
 
     async def say_ray_version(self, every: float = 30.0) -> None:
@@ -206,7 +206,7 @@ class Operator:
             try:
                 version = await self.ray.cluster_version()
             except (RayUnreachable, RayRefused):
-                await asyncio.sleep(every)  # the reconciler's conditions say why meanwhile
+                await asyncio.sleep(every)  # the control loop's conditions say why meanwhile
                 continue
             level, message = version_note(self.config.ray_address, version, token=bool(self.config.ray_token_file))
             log.log(level, "%s; the operator's Ray client is %s", message, client_version())
@@ -215,7 +215,7 @@ class Operator:
     async def input_warnings(self, found: Sequence[InputPath]) -> list[str]:
         """The admission webhook's warnings for the files a task reads that are not in the
         shared tree (core.inputs): it would wait in the queue for them, not be refused."""
-        checks = self.reconciler.input_checks
+        checks = self.control_loop.input_checks
         return warning_lines(await checks.absent(found)) if checks is not None else []
 
     async def user_of_namespace(self, namespace: str) -> tuple[str | None, str, str]:

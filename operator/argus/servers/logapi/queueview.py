@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from ...adapters.kubeauth import Access
-from ...controller.admission import usage_records
+from ...controller.queuesnapshot import usage_records
 from ...controller.view import TaskView
 from ...core.clock import Clock
 from ...core.queue import QueueSettings, decayed_usage, positions

@@ -1,10 +1,11 @@
-"""The queue pass: how the queue is decided and an admitted task started, once per tick.
+"""The scheduler (``Scheduler``): the queue pass, once per tick, that decides the queue and
+starts each admitted task.
 
-``admission.AdmissionInputs`` gathers what the decision needs (Ray's worker nodes and free
+``queuesnapshot.QueueSnapshot`` gathers what the decision needs (Ray's worker nodes and free
 GPUs, claims, quotas, usage, and the files tasks read that are not in the shared tree:
 ``inputcheck``); ``core.queue.decide`` decides; the lifecycle turns each
 answer into a status: ``Admitted`` (-> Submitted, with the ``Submit`` action that
-``carryout`` carries out) or ``Waiting`` (its reason and message).
+``reconcile`` carries out) or ``Waiting`` (its reason and message).
 
 At admission the spec is validated a second time, on purpose (``_start``): the plan that
 runs is made from the platform configuration in force when the task starts, with this
@@ -34,11 +35,11 @@ from ..core.secretenv import SecretEnv, SecretRead, SecretUnreadable, raw_secret
 from ..core.spec import ArgusTaskSpec, Phase
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
-from .admission import AdmissionInputs
-from .carryout import Carrier, Draft
 from .fleet import Fleet
 from .metrics import Metrics
 from .ports import TaskSecrets
+from .queuesnapshot import QueueSnapshot
+from .reconcile import Draft, TaskReconciler
 from .view import TaskView
 from .writer import status_document
 
@@ -49,16 +50,16 @@ log = logging.getLogger(__name__)
 SECRET_RECHECK_SECONDS = 30.0
 
 
-class QueuePass:
-    def __init__(self, platform: PlatformConfig, composer: Composer | None, inputs: AdmissionInputs, fleet: Fleet,
-                 carrier: Carrier, current: Callable[[Key], TaskView | None], every_task: Callable[[], list[TaskView]], *,
+class Scheduler:
+    def __init__(self, platform: PlatformConfig, composer: Composer | None, snapshot: QueueSnapshot, fleet: Fleet,
+                 task_reconciler: TaskReconciler, current: Callable[[Key], TaskView | None], every_task: Callable[[], list[TaskView]], *,
                  clock: Clock, metrics: Metrics, secrets: TaskSecrets | None = None):
         self.platform = platform
         self.secrets = secrets        # the Secrets spec.env names (None: no reader; such a task waits)
         self.composer = composer
-        self.inputs = inputs
+        self.snapshot = snapshot
         self.fleet = fleet
-        self.carrier = carrier
+        self.task_reconciler = task_reconciler
         self.current = current        # a task as this process knows it now (its own writes included)
         self.every_task = every_task  # every task in the cache (the fair policy's usage)
         self.clock = clock
@@ -77,7 +78,7 @@ class QueuePass:
         held = await self._held_by_secrets(queued)
         by_key = {v.key: v for v in queued}
         queued = [v for v in queued if v.key not in held]
-        decision, ray_errors = await self.inputs.decide(queued, active, not_ready, self.every_task(), self.clock.now())
+        decision, ray_errors = await self.snapshot.decide(queued, active, not_ready, self.every_task(), self.clock.now())
         started = self.clock.monotonic()
         told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
         waiting = [*decision.waiting.items(), *((key, (Reason.SecretMissing, why)) for key, why in held.items())]
@@ -91,16 +92,16 @@ class QueuePass:
             last = self._told.get(key)
             if key not in drafts and last is not None and last[0] is view and last[1] == seen:
                 continue
-            result = self.carrier.step(view, seen)
+            result = self.task_reconciler.step(view, seen)
             if key in drafts or merge_patch(view.status, status_document(result.status)):
                 drafts.setdefault(key, Draft.of(view)).take(result)
         self._told = told
         # The pass's own work, what grows with the queue: the decision and telling the waiting
         # tasks. Its reads (Ray's capacity, the users' quotas) are cached and timed on their own
         # (argus_ray_api_call_duration_seconds); the starts are Ray submissions.
-        self.last_seconds = self.inputs.decide_seconds + self.clock.monotonic() - started
+        self.last_seconds = self.snapshot.decide_seconds + self.clock.monotonic() - started
         self.metrics.admission_pass.observe(self.last_seconds)
-        await self.carrier.each(self._start(drafts, by_key[t.key], decision.placed.get(t.key, "")) for t in decision.admit)
+        await self.task_reconciler.each(self._start(drafts, by_key[t.key], decision.placed.get(t.key, "")) for t in decision.admit)
 
     def platform_on(self, cluster: str) -> PlatformConfig:
         """The platform configuration a task placed on ``cluster`` is planned with: its
@@ -110,7 +111,7 @@ class QueuePass:
 
     async def _start(self, drafts: dict[Key, Draft], view: TaskView, cluster: str = "") -> None:
         """Submit an admitted task (under its lock: a cancel or delete may race it)."""
-        async with self.carrier.lock(view.key):
+        async with self.task_reconciler.lock(view.key):
             draft = drafts.get(view.key)
             if draft is None:
                 current = self.current(view.key)
@@ -131,7 +132,7 @@ class QueuePass:
                 plan, waits = await self._with_secrets(view.namespace, verdict.spec, verdict.plan)
                 seen = (lifecycle.Admitted(plan.model_copy(update={"cluster": cluster})) if waits is None
                         else lifecycle.Waiting(Reason.SecretMissing, waits, None, Reason.RayUnreachable))
-            await self.carrier.decide_and_write(draft, seen)  # under the lock: a cancel or deletion must not overtake it
+            await self.task_reconciler.decide_and_write(draft, seen)  # under the lock: a cancel or deletion must not overtake it
 
     async def _with_secrets(self, namespace: str, spec: ArgusTaskSpec | None, plan: SubmissionPlan) -> tuple[SubmissionPlan, str | None]:
         """The plan with the values of the Secrets its spec.env names, read now (a rotated

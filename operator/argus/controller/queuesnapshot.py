@@ -1,6 +1,6 @@
-"""What the queue's decision (``core.queue.decide``) needs from the world, gathered for one
-admission pass: each Ray cluster's worker nodes and the GPUs in use on each
-(``jobsync.NodeCache``, one per cluster: ``fleet.Fleet``), the GPUs of admitted tasks that
+"""The queue snapshot (``QueueSnapshot``): what the queue's decision (``core.queue.decide``)
+needs from the world, gathered for one admission pass: each Ray cluster's worker nodes and
+the GPUs in use on each (``rayclusters.NodeCache``, one per cluster: ``fleet.Fleet``), the GPUs of admitted tasks that
 Ray does not show yet (claims, on the cluster of each), each user's quota and each
 namespace's labels (from the users' namespaces, read at most once per poll interval), the
 files each task reads that are not in the shared tree (``inputcheck``), the clusters each
@@ -24,8 +24,9 @@ from ..core.user import quotas_by_user
 from ..core.vocabulary import Key, Reason, task_shape
 from .fleet import Fleet
 from .inputcheck import InputChecks
-from .jobsync import JobSync, NodeCache
+from .jobsync import JobSync
 from .ports import TaskStore
+from .rayclusters import NodeCache
 from .settings import OperatorConfig
 from .view import TaskView
 
@@ -47,7 +48,10 @@ def queue_settings(c: OperatorConfig) -> QueueSettings:
                          half_life=c.fair_share_half_life, max_wait=c.fair_share_max_wait, default_quota=c.default_gpu_quota)
 
 
-class AdmissionInputs:
+class QueueSnapshot:
+    """The world as one queue pass sees it, with the reads it caches between passes, and the
+    decision made over it (``decide``)."""
+
     def __init__(self, config: OperatorConfig, fleet: Fleet, jobs: JobSync, store: TaskStore, monotonic: Callable[[], float], *,
                  doctor: Mapping[str, ClusterDoctor] | None = None, verl: str | None = None, input_checks: InputChecks | None = None):
         """``doctor``: argus doctor's last verdict on each ArgusCluster (the verl its snapshot

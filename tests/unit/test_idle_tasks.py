@@ -1,4 +1,4 @@
-"""controller/settled.py: which ended tasks a tick may pass by, and the earliest timer among them."""
+"""controller/idle.py: which ended tasks a tick may pass by, and the earliest timer among them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from argus.controller.settled import SettledTasks
+from argus.controller.idle import IdleTasks
 from argus.controller.view import TaskView
 from argus.core.lifecycle import LifecycleSettings
 
@@ -30,45 +30,45 @@ def view(name: str, phase: str | None, *, finished: dt.datetime | None = None, t
 
 
 def test_an_ended_task_is_passed_by_while_its_view_is_the_same_object() -> None:
-    settled = SettledTasks(LifecycleSettings())
+    idle = IdleTasks(LifecycleSettings())
     v = view("a", "Succeeded", finished=NOW)
-    settled.note(v, NOW)
-    assert settled.passed_by(v, NOW + dt.timedelta(days=365))
+    idle.note(v, NOW)
+    assert idle.passed_by(v, NOW + dt.timedelta(days=365))
     # an equal but new view (the watch brought a change) is looked at again
-    assert not settled.passed_by(view("a", "Succeeded", finished=NOW, rv="2"), NOW)
+    assert not idle.passed_by(view("a", "Succeeded", finished=NOW, rv="2"), NOW)
 
 
 @pytest.mark.parametrize("phase", [None, "Queued", "Submitted", "Running"])
 def test_a_task_that_has_not_ended_is_never_settled(phase: str | None) -> None:
-    settled = SettledTasks(LifecycleSettings())
+    idle = IdleTasks(LifecycleSettings())
     v = view("a", phase)
-    settled.note(v, NOW)
-    assert not settled.passed_by(v, NOW) and len(settled) == 0
+    idle.note(v, NOW)
+    assert not idle.passed_by(v, NOW) and len(idle) == 0
 
 
 def test_a_task_being_deleted_is_not_settled() -> None:
-    settled = SettledTasks(LifecycleSettings())
+    idle = IdleTasks(LifecycleSettings())
     v = view("a", "Failed", finished=NOW, deleting=True)
-    settled.note(v, NOW)
-    assert not settled.passed_by(v, NOW)
+    idle.note(v, NOW)
+    assert not idle.passed_by(v, NOW)
 
 
 def test_a_timer_ends_the_pass_and_the_earliest_one_is_known() -> None:
-    settled = SettledTasks(LifecycleSettings(default_ttl_seconds=3600))
+    idle = IdleTasks(LifecycleSettings(default_ttl_seconds=3600))
     early, late = view("early", "Succeeded", finished=NOW, ttl=60), view("late", "Succeeded", finished=NOW)
-    settled.note(early, NOW)
-    settled.note(late, NOW)
-    assert settled.next_timer(NOW) == NOW + dt.timedelta(seconds=60)
-    assert settled.passed_by(early, NOW + dt.timedelta(seconds=59))
-    assert not settled.passed_by(early, NOW + dt.timedelta(seconds=60))
+    idle.note(early, NOW)
+    idle.note(late, NOW)
+    assert idle.next_timer(NOW) == NOW + dt.timedelta(seconds=60)
+    assert idle.passed_by(early, NOW + dt.timedelta(seconds=59))
+    assert not idle.passed_by(early, NOW + dt.timedelta(seconds=60))
     # noted again once due, it is no longer kept; the next timer is the other's
-    settled.note(early, NOW + dt.timedelta(seconds=60))
-    assert len(settled) == 1 and settled.next_timer(NOW + dt.timedelta(seconds=60)) == NOW + dt.timedelta(seconds=3600)
+    idle.note(early, NOW + dt.timedelta(seconds=60))
+    assert len(idle) == 1 and idle.next_timer(NOW + dt.timedelta(seconds=60)) == NOW + dt.timedelta(seconds=3600)
 
 
 def test_a_task_gone_from_the_cache_is_forgotten() -> None:
-    settled = SettledTasks(LifecycleSettings())
-    settled.note(view("a", "Stopped", finished=NOW), NOW)
-    settled.note(view("b", "Stopped", finished=NOW), NOW)
-    settled.forget({("team", "b")})
-    assert len(settled) == 1
+    idle = IdleTasks(LifecycleSettings())
+    idle.note(view("a", "Stopped", finished=NOW), NOW)
+    idle.note(view("b", "Stopped", finished=NOW), NOW)
+    idle.forget({("team", "b")})
+    assert len(idle) == 1

@@ -1,7 +1,7 @@
-"""Settled tasks, passed by (``loop.Reconciler.tick``): a task that has ended and needs
-nothing from Ray (``core.lifecycle.settled``) can only need the operator again when it
-changes (a new view from the watch, or this process's own write in the overlay) or when its
-timer (time to live, Ray history retention: ``core.lifecycle.timer_due``) runs out. Each such
+"""The idle tasks (``IdleTasks``), the ones a tick may pass by (``loop.ControlLoop.tick``):
+a task that has ended and needs nothing from Ray (``core.lifecycle.settled``) can only need
+the operator again when it changes (a new view from the watch, or this process's own write
+in the overlay) or when its timer (time to live, Ray history retention: ``core.lifecycle.timer_due``) runs out. Each such
 task is looked at once per change, and the tick's work follows the tasks that live rather
 than every object in the cache: a cluster with 10,000 ended tasks ticks as one with none
 (bench/scale.py measures it).
@@ -27,7 +27,7 @@ class _Entry:
     timer: dt.datetime | None  # when its time to live or retention runs out (None: never)
 
 
-class SettledTasks:
+class IdleTasks:
     def __init__(self, settings: LifecycleSettings):
         self.settings = settings
         self._entries: dict[Key, _Entry] = {}

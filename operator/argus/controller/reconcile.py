@@ -1,5 +1,6 @@
-"""Carrying out the lifecycle's decisions for one task: where the controller acts on the
-world. ``core.lifecycle.step`` decides; ``Carrier.carry_out`` does what the decision says
+"""The task reconciler (``TaskReconciler``): the lifecycle's decisions for one task carried
+out, where the controller acts on the world. ``core.lifecycle.step`` decides;
+``TaskReconciler.carry_out`` does what the decision says
 (submit to Ray, stop a job, remove Ray's records, release the finalizer, delete the task)
 and hands each action's outcome back to the lifecycle; the status and the Events are kept
 in a ``Draft`` and written once, by the one writer (``writer.StatusWriter``).
@@ -31,7 +32,7 @@ from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import ArgusTaskStatus, TaskPath
 from ..core.vocabulary import Key, task_log
-from .fleet import Fleet as Clusters
+from .fleet import Fleet
 from .jobsync import HistoryRemovals, JobSync
 from .metrics import Metrics
 from .ports import TaskStore
@@ -71,10 +72,10 @@ class Draft:
         return rest
 
 
-class Carrier:
+class TaskReconciler:
     """Asks the lifecycle and carries out its answer, one task at a time."""
 
-    def __init__(self, clusters: Clusters, store: TaskStore, writer: StatusWriter, jobs: JobSync, removals: HistoryRemovals,
+    def __init__(self, clusters: Fleet, store: TaskStore, writer: StatusWriter, jobs: JobSync, removals: HistoryRemovals,
                  settings: LifecycleSettings, *, clock: Clock, metrics: Metrics):
         self.clusters = clusters
         self.store = store
