@@ -1,5 +1,5 @@
-"""The ``argus`` command line (also ``kubectl argus`` as a kubectl plugin: the same entry
-point installed as ``kubectl-argus``, which names itself ``kubectl argus`` in its usage).
+"""The ``argus`` command line, also ``kubectl argus``: the same entry point installed as the
+kubectl plugin ``kubectl-argus``, which names itself ``kubectl argus`` in its usage.
 
 Offline commands (validate, render, convert, crd) call the pure core only. Exit codes:
 0 all valid, 1 a task is invalid, 2 a usage error (unreadable file, not YAML, bad flag).

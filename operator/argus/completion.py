@@ -1,4 +1,4 @@
-"""Shell completions for the ``argus`` command line (``argus completion bash|zsh|fish``),
+"""Shell completions for the ``argus`` command line: ``argus completion bash|zsh|fish``,
 generated from its own argparse parser, so that a new command or flag completes without
 anyone editing a script. Part of the CLI (``cli.py`` registers the command); reads only the
 parser's structure: its subcommands, each one's flags, which flags take a value, their

@@ -1,5 +1,5 @@
 """``argus logs``: a task's log through the aggregated API logs.argus.io, with the caller's
-kubeconfig (the operator serves it: servers/logapi, docs/logs.md), never from the Ray
+kubeconfig; the operator serves it (servers/logapi, docs/logs.md), never from the Ray
 dashboard, unless an admin asks for that with ``--direct-ray``."""
 
 from __future__ import annotations

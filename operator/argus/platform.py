@@ -1,5 +1,5 @@
-"""The platform's settings (where the data lives, which entrypoints may run, which Ray
-resource marks a worker) as command-line flags with ARGUS_* environment defaults: one
+"""The platform's settings as command-line flags with ARGUS_* environment defaults: where the
+data lives, which entrypoints may run, which Ray resource marks a worker; one
 definition that ``argus validate|render`` and ``argus-operator`` share, so the CLI checks
 a task exactly as the operator will."""
 

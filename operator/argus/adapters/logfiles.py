@@ -1,6 +1,6 @@
-"""The jobs' log files read where the shared tree is mounted in the operator
-(``controller.ports.LogFiles``, for ``--progress-source file``; and ``read_text``, the log
-API's reader of logs Ray no longer has): the cheaper source of
+"""The jobs' log files, read where the operator mounts the shared tree:
+``controller.ports.LogFiles`` (for ``--progress-source file``) and ``read_text`` (the log API's
+reader of logs Ray no longer has), the cheaper source of
 progress, which costs the Ray head nothing (Ray's log stream is served by its dashboard, one
 stream per running job).
 

@@ -1,5 +1,5 @@
-"""The Ray Jobs API and Ray's node list, through Ray's own ``JobSubmissionClient`` and
-state API, with their errors mapped to what they mean for a task: already exists -> adopt;
+"""The Ray Jobs API and Ray's node list: Ray's own ``JobSubmissionClient`` and state API, with
+their errors mapped to what they mean for a task: already exists -> adopt;
 unknown id -> lost; unreachable -> retry later; HTTP 401/403 -> the credentials were refused
 (retry later too, told apart); anything else Ray says -> refused.
 

@@ -1,5 +1,5 @@
-"""The Secrets that tasks' ``spec.env`` names, read by name in the task's namespace
-(``controller.ports.TaskSecrets``): ``get`` only, at a task's start, through a
+"""The Secrets that tasks' ``spec.env`` names, read by name in the task's namespace:
+``controller.ports.TaskSecrets``, ``get`` only, at a task's start, through a
 ``KubeTaskStore``'s client and threads. Nothing here logs or keeps a value."""
 
 from __future__ import annotations

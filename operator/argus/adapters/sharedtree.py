@@ -1,5 +1,5 @@
-"""Whether the files a task reads exist, in the shared tree where the operator mounts it
-(``controller.ports.SharedTree``; ``core.inputs``).
+"""Whether the files a task reads exist in the shared tree, where the operator mounts it:
+``controller.ports.SharedTree`` for ``core.inputs``.
 
 Each cluster's tree is read at the path its jobs see it (an ArgusCluster's ``spec.root``;
 ``--root`` for the implicit cluster): the root is the operator's own configuration for the

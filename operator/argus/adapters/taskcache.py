@@ -1,9 +1,9 @@
-"""Every ArgusTask in scope, kept by one LIST and then a WATCH from the list's
-resourceVersion, as controller-runtime's informers do: the adapter between the API server's
+"""Every ArgusTask in scope, kept by one LIST and then a WATCH: from the list's
+resourceVersion, as controller-runtime's informers do, the adapter between the API server's
 list+watch and the controller, which reads it instead of the API on every tick.
 
 The cache does not know what the controller keeps of a task: the composition root hands it
-``convert`` (``controller.view.V.from_body``), which copies out of each body what the
+``convert`` (``controller.view.TaskView.from_body``), which copies out of each body what the
 loop acts on. It feeds the level-triggered controller loop (``controller.loop``), which acts
 on what it holds; ``on_change(old, new)`` tells the loop when something happened that it should look
 at now (a new task, a spec change such as cancel, a deletion). It replaced kopf's

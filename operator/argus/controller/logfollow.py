@@ -1,5 +1,5 @@
-"""Following each running job's log for verl's progress lines (``core.progress``), read in
-the background from one of two sources (``ProgressSource``, --progress-source): Ray's log
+"""Following each running job's log for verl's progress lines: ``core.progress``, read in the
+background from one of two sources (``ProgressSource``, --progress-source), Ray's log
 stream from the Jobs API (``stream``, one per running task, served by the Ray head), or the
 attempt's log file in the job folder where the shared tree is mounted (``file``, polled every
 FILE_POLL_SECONDS; costs Ray nothing); ``off`` follows nothing. The control loop takes

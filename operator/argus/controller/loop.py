@@ -1,4 +1,4 @@
-"""The control loop (``ControlLoop``): level-triggered, one for the whole operator. Each tick
+"""The control loop (``ControlLoop``), level-triggered, one for the whole operator. Each tick
 it gathers what is new about each task, asks the lifecycle (``core.lifecycle.step``) what that
 means, and has the answer carried out; the status writer (``writer``) writes it. Its rooms:
 

@@ -1,6 +1,6 @@
 """Prometheus metrics (docs/metrics.md lists them; tests/unit/test_metrics.py checks names,
 types and labels). One ``Metrics`` object per process, made by the composition root
-(``controller.operator.Operator.build``) with a registry of its own and handed to what
+(``host.operator.Operator.build``) with a registry of its own and handed to what
 records: the control loop, the status writer, leader election, the webhook, argus doctor's
 loop and the Ray client's call hook. ``--metrics-port`` serves that registry
 (``Metrics.serve``)."""

@@ -1,5 +1,5 @@
-"""The queue snapshot (``QueueSnapshot``): what the queue's decision (``core.queue.decide``)
-needs from the world, gathered for one admission pass: each Ray cluster's worker nodes and
+"""The queue snapshot (``QueueSnapshot``) holds what the queue's decision needs from the
+world: gathered for one admission pass (``core.queue.decide``), each Ray cluster's worker nodes and
 the GPUs in use on each (``rayclusters.NodeCache``, one per cluster: ``fleet.Fleet``), the GPUs of admitted tasks that
 Ray does not show yet (claims, on the cluster of each), each user's quota and each
 namespace's labels (from the users' namespaces, read at most once per poll interval), the

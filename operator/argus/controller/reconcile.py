@@ -1,5 +1,5 @@
-"""The task reconciler (``TaskReconciler``): the lifecycle's decisions for one task carried
-out, where the controller acts on the world. ``core.lifecycle.step`` decides;
+"""The task reconciler (``TaskReconciler``) carries out the lifecycle's decisions for one
+task: where the controller acts on the world. ``core.lifecycle.step`` decides;
 ``TaskReconciler.carry_out`` does what the decision says
 (submit to Ray, stop a job, remove Ray's records, release the finalizer, delete the task)
 and hands each action's outcome back to the lifecycle; the status and the Events are kept

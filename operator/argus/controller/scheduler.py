@@ -1,5 +1,5 @@
-"""The scheduler (``Scheduler``): the queue pass, once per tick, that decides the queue and
-starts each admitted task.
+"""The scheduler (``Scheduler``) decides the queue once per tick and starts each admitted
+task: the queue pass.
 
 ``queuesnapshot.QueueSnapshot`` gathers what the decision needs (Ray's worker nodes and free
 GPUs, claims, quotas, usage, and the files tasks read that are not in the shared tree:

@@ -1,5 +1,5 @@
 """What a clock is, for every component that reads the time: the composition root
-(``controller.operator.Operator.build``, the CLI's commands) makes one
+(``host.operator.Operator.build``, the CLI's commands) makes one
 (``adapters.clock.SystemClock``) and hands it down; tests hand a fake one
 (tests/unit/fakes.py's ``FakeClock``). Nothing past the composition root reads the
 machine's clock itself, so that every time-dependent decision can be driven by a test.

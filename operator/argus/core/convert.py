@@ -1,5 +1,5 @@
-"""v3.x TaskSpec files (snake_case, no apiVersion, no ``kind`` meaning basic) into
-ArgusTask manifests, so existing task files keep working.
+"""v3.x TaskSpec files into ArgusTask manifests, so existing task files keep working:
+snake_case, no apiVersion, no ``kind`` meaning basic.
 
 What v3.x left implicit is made explicit, or named as the field to add: an advanced spec
 without ``workload`` gets it from the module its command runs (read by the command

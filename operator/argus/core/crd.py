@@ -1,5 +1,5 @@
-"""The ArgusTask CustomResourceDefinition, generated from the pydantic models (as
-controller-gen does from Go types), so the schema kubectl and the API server enforce can
+"""The ArgusTask CustomResourceDefinition, generated from the pydantic models: as
+controller-gen does from Go types, so the schema kubectl and the API server enforce can
 never drift from what the operator parses. ``hack/update-crds.sh`` writes it to crds/ and
 the chart; a test fails when the committed files are stale.
 

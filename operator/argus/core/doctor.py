@@ -1,5 +1,5 @@
-"""``argus doctor``: what a Ray cluster must offer for a task to start, checked on every
-worker node by a small probe job, and the verdict on what the probe reports.
+"""``argus doctor``: what a Ray cluster must offer for a task to start; checked on every worker
+node by a small probe job, and the verdict on what the probe reports.
 
 Pure: this module builds the probe job (its entrypoint, resources, runtime env and
 submission id) and judges the facts gathered (Ray's node list, the cluster's version, the

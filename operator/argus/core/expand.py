@@ -1,5 +1,5 @@
-"""Macro expansion: the paths a user writes as seen in the file browser become the paths
-the training process sees (v3.5 design).
+"""Macro expansion: the paths a user writes as seen in the file browser, as the training
+process sees them; the v3.5 design.
 
     $HOME/common/datasets -> <root>/datasets
     $HOME/common/hf       -> <root>/hf

@@ -1,4 +1,4 @@
-"""Whether a GitOps tool keeps an ArgusTask in the cluster from Git, read from the object's own
+"""Whether a GitOps tool keeps an ArgusTask in the cluster from Git: read from the object's own
 labels and annotations. Pure: the lifecycle (``core.lifecycle``) asks it before a task's time
 to live deletes it, because Argo CD creates a deleted object again from Git (``selfHeal``):
 a new UID, a new Ray job, the training run over again, after every TTL.

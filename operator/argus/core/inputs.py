@@ -1,5 +1,5 @@
-"""The files and folders a task reads, and whether they exist in the shared tree (issue 36,
-item 5: existence checks before the wait). Pure: the controller asks the tree.
+"""The files and folders a task reads, and whether they exist in the shared tree: issue 36,
+item 5 (existence checks before the wait). Pure: the controller asks the tree.
 
 **What a task reads.** The checker of the composed configuration (``verlconfig.check``)
 classifies each key verl reads by its role (``verlconfig.keys``): data files (``data``), the

@@ -1,5 +1,5 @@
-"""The environment Argus gives a job through Ray's runtime env (the one verl's Ray actors
-get; the command's own exports reach only the driver's shell)."""
+"""The environment Argus gives a job through Ray's runtime env: the one verl's Ray actors get
+(the command's own exports reach only the driver's shell)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The script every job runs (the Ray job's entrypoint, built by ``core.plan``) and what it
-leaves in the task's job folder, named once here for the plan, the log query and the
+"""The script every job runs and what it leaves in the task's job folder: the Ray job's
+entrypoint (built by ``core.plan``) and its files, named once here for the plan, the log query and the
 operator's log followers. Pure.
 
 In the job folder, per attempt:

@@ -1,4 +1,4 @@
-"""The task lifecycle: one pure function, ``step``, decides what an ArgusTask's status
+"""The task lifecycle: one pure function; ``step`` decides what an ArgusTask's status
 becomes for each thing the operator observes, and which actions follow. The controller
 gathers the observations (validation, the queue's decision, Ray's answers), calls ``step``
 and carries out the actions; one writer patches the status and posts one Event per phase

@@ -1,6 +1,6 @@
-"""The log API's query (``GET .../argustasks/NAME/log?follow=&tailLines=&attempt=&sinceSeconds=``),
-parsed and checked as ``kubectl logs`` checks a pod log's: a mistake is one line naming the
-parameter, its value and the rule. Pure: the HTTP server (servers/logapi/server.py) and the CLI
+"""The log API's query, parsed and checked as ``kubectl logs`` checks a pod log's:
+``GET .../argustasks/NAME/log?follow=&tailLines=&attempt=&sinceSeconds=``; a mistake is one
+line naming the parameter, its value and the rule. Pure: the HTTP server (servers/logapi/server.py) and the CLI
 use it."""
 
 from __future__ import annotations

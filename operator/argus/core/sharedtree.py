@@ -1,5 +1,5 @@
-"""The layout of a user's home on the shared tree (docs/ray-image.md, "The shared tree"), as
-``argus onboard --shared-tree`` makes it and hack/lay-out-shared-tree.sh does: pure, the I/O
+"""The layout of a user's home on the shared tree: docs/ray-image.md, "The shared tree", as
+``argus onboard --shared-tree`` makes it and hack/lay-out-shared-tree.sh does; pure, the I/O
 is the caller's.
 
 Every job runs as the Ray worker's uid (docs/security.md), so a home belongs to that uid, not

@@ -1,5 +1,5 @@
-"""A task as the lifecycle (``core.lifecycle``) knows it, the operator's settings for it, and
-how a decision rewrites its status: entering a phase (with its conditions), Ray's
+"""A task as the lifecycle knows it, the operator's settings for it, and how a decision
+rewrites its status: for ``core.lifecycle``, entering a phase (with its conditions), Ray's
 reachability, the record of its attempts and what follows an attempt that failed.
 
     lifecycle.step(**TaskState**, observation, now, **LifecycleSettings**) -> decides with **enter**, **ray_reachable**, **attempt_ended** -> Decision

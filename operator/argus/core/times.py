@@ -1,5 +1,5 @@
-"""Timestamps as the Kubernetes API writes them (RFC 3339, UTC, whole seconds, ``Z``) and
-Ray reports them (milliseconds since the epoch). One place, so that the status, the
+"""Timestamps as the Kubernetes API writes them and Ray reports them: RFC 3339 (UTC, whole
+seconds, ``Z``) and milliseconds since the epoch. One place, so that the status, the
 lifecycle and the metrics read and write times the same way.
 """
 

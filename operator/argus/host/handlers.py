@@ -1,4 +1,4 @@
-"""kopf's part: it hosts the process (login, signals), serves the admission webhook, and
+"""kopf's part: it hosts the process; login, signals, the admission webhook, and
 starts and stops the ``Operator`` it is handed as ``memo.operator`` (whose own small server
 answers the kubelet's probes: ``health``).
 

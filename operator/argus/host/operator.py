@@ -1,4 +1,4 @@
-"""The composition root: one ``Operator`` holds everything the process runs on (settings,
+"""The composition root: one ``Operator``; it holds everything the process runs on (settings,
 the clock, the metrics, the Kubernetes and Ray clients, the task cache, the control loop,
 leader election, the webhook's settings) and is handed to kopf's handlers as
 ``memo.operator``. Nothing lives in module-level state, and nothing below reads the

@@ -1,5 +1,5 @@
-"""What verl will see: the task's configuration composed with verl's own config tree,
-resolved, and checked (issue 21).
+"""What verl will see: the task's configuration composed with verl's own config tree, resolved
+and checked; issue 21.
 
 The command checks (``argus.core.command``) read the command's text: its program, its
 environment and its overrides as Hydra's parser reads them. verl does not act on that

@@ -2,8 +2,8 @@
 
 verl checks its configuration when a run starts, after the task has waited in the queue for
 its GPUs: ``verl.utils.config.validate_config`` in the driver, the ``__post_init__`` and
-``validate`` of its config dataclasses (``verl/workers/config/actor.py``, ``critic.py``,
-``rollout.py``), and, in the GPU workers, the rollout's device mesh. The checks that read
+``validate`` of its config dataclasses (``verl/workers/config/actor.py``,
+``verl/workers/config/critic.py``, ``verl/workers/config/rollout.py``), and, in the GPU workers, the rollout's device mesh. The checks that read
 only the configuration are restated here, so a task verl would refuse is refused at apply
 time, with verl's own words, instead of after the wait.
 

@@ -1,5 +1,5 @@
-"""Walking the plain containers of a composed configuration (the checks in ``check.py``
-read every node of it, several times, on every validation).
+"""Walking the plain containers of a composed configuration: the checks in ``check.py`` read
+every node of it, several times, on every validation.
 
     check._Check -> **walk** / **walk_changed** (what differs from verl's defaults) / **get** / **role_at**
 """

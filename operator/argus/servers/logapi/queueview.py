@@ -1,4 +1,4 @@
-"""The queue, on demand: the waiting tasks in queue order with their places, served by the
+"""The queue, on demand: the waiting tasks in queue order with their places; served by the
 operator's aggregated API (the same server and front-proxy checks as the log; docs/queue.md):
 
     GET /apis/logs.argus.io/v1alpha1/pendingtasks                       (the whole queue)

@@ -1,4 +1,4 @@
-"""The log API's TLS: its serving certificate, re-read when the files change, and the front
+"""The log API's TLS: its serving certificate, re-read when the files change; and the front
 proxy's CA that client certificates must chain to (servers/logapi/server.py uses it). The
 metrics server's HTTPS (``--metrics-cert-file``) uses the same reloading context, without
 client certificates.
