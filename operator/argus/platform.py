@@ -12,6 +12,15 @@ from typing import Any
 from .core.config import DEFAULT_ENTRYPOINT_ALLOWLIST, DEFAULT_ENTRYPOINT_SHELL, DEFAULT_ROOT, DEFAULT_WORKER_RESOURCE, PlatformConfig
 
 
+def env_bool(name: str, default: bool = False) -> bool:
+    """A boolean flag's ARGUS_* default: 1, true, yes or on (any case) is true; unset or
+    empty is ``default``; anything else is false."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
 class UsageError(Exception):
     """A mistake in how the command was called: exit 2 with one line."""
 

@@ -112,6 +112,8 @@ class InputChecks:
 
     def _mounted_root(self, cluster: str) -> str | None:
         """The root of the cluster's tree if it is mounted here; else None, said once."""
+        # Alike in shape with logfollow's _mounted (duplicates pairs them): each says once what *it*
+        # loses while a tree is not mounted, keyed by what it reads; one helper would only hold the set.
         root = self.root_of(cluster)
         assert self.tree is not None
         if self.tree.mounted(root):

@@ -53,6 +53,8 @@ class OperatorConfig:
     kuberay_dashboard_url: str = DEFAULT_KUBERAY_URL  # where an ArgusCluster's rayClusterRef head Service is reached
 
 
+# The flags, one add_argument each: alike in shape with the servers' flag tables (duplicates lists
+# the pair), each a different flag; argparse is the one definition.
 def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     parser.add_argument("--ray-address", default=env("ARGUS_RAY_ADDRESS", "http://127.0.0.1:8265"), help="Ray dashboard address (env ARGUS_RAY_ADDRESS)")

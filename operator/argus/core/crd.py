@@ -260,6 +260,8 @@ def arguscluster_crd() -> dict[str, Any]:
     schema = _object_schema(CLUSTER_KIND, f"{CLUSTER_KIND} is one Ray cluster Argus places ArgusTasks on: its dashboard, who may use it, "
                             "how many tasks it runs.", spec, _status_schema(ArgusClusterStatus))
     reachable = '.status.conditions[?(@.type=="RayReachable")]'
+    # kubectl's columns, as data: the two CRDs' tables share a shape, not their rows (duplicates lists
+    # them as a pair; each row is one column of one kind).
     columns = [
         {"name": "Address", "type": "string", "jsonPath": ".status.address"},
         {"name": "Reachable", "type": "string", "jsonPath": f"{reachable}.status"},

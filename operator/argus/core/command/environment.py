@@ -84,6 +84,8 @@ EnvName = EnvRule
 _NCCL_PLUGIN = ("NCCL loads the shared library it names into every process that uses NCCL, past the checks "
                 "(only 'none', which turns the plugin off, is allowed)")
 
+# One rule per variable or prefix, as data: the rows share a shape by design (duplicates lists
+# runs of them), each rule is its own.
 ENVIRONMENT_RULES: tuple[EnvRule, ...] = (
     # Python
     EnvRule("PYTHONPATH", SEARCH_PATH, "where Python finds modules: entries in your home or the shared roots"),

@@ -17,6 +17,7 @@ remains of it is whether an unquoted expansion may vanish (``Word.solid``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -89,8 +90,9 @@ class Word:
         return "".join(out)
 
 
-def word(*parts: Part, solid: bool = True, line: int = 0) -> Word:
-    """A ``Word`` from parts, merging adjacent text and dropping empty text."""
+def merge_text(parts: Iterable[Part]) -> list[Part]:
+    """The parts with adjacent text merged and empty text dropped: the one form a ``Word``'s
+    parts take, whichever step (parse, resolve) made them."""
     merged: list[Part] = []
     for p in parts:
         if type(p) is str:
@@ -100,7 +102,12 @@ def word(*parts: Part, solid: bool = True, line: int = 0) -> Word:
                 merged[-1] = merged[-1] + p
                 continue
         merged.append(p)
-    return Word(tuple(merged), solid, line)
+    return merged
+
+
+def word(*parts: Part, solid: bool = True, line: int = 0) -> Word:
+    """A ``Word`` from parts, merging adjacent text and dropping empty text."""
+    return Word(tuple(merge_text(parts)), solid, line)
 
 
 @dataclass(frozen=True, slots=True)

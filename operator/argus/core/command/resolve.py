@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..expand import REMOVED_COMMON, without_common
 from .environment import environment_reason, shell_name_reason
-from .program import Assign, Date, Export, Part, Refusal, Run, Script, SetOptions, Statement, Tee, Var, Word
+from .program import Assign, Date, Export, Part, Refusal, Run, Script, SetOptions, Statement, Tee, Var, Word, merge_text
 
 # A value substituted into itself over and over (A=xx, B=$A$A, C=$B$B ...) grows
 # exponentially; past this size it is refused rather than built.
@@ -124,15 +124,7 @@ class _Resolver:
             out.extend(b.parts)
         if not ok:
             return None
-        merged: list[Part] = []
-        for p in out:
-            if type(p) is str:
-                if not p:
-                    continue
-                if merged and type(merged[-1]) is str:
-                    merged[-1] = merged[-1] + p
-                    continue
-            merged.append(p)
+        merged = merge_text(out)
         if not merged and not w.solid:
             return None  # an unquoted expansion to nothing: bash drops the word
         return Word(tuple(merged), True, w.line, w.source)

@@ -36,7 +36,7 @@ from collections.abc import Collection
 from typing import NamedTuple
 
 from .lexer import MAX_REFUSALS, NAME, Lexer, RawWord, Token
-from .program import Assign, Export, Part, Refusal, Run, Script, SetOptions, Statement, Tee, Var, Word
+from .program import Assign, Export, Part, Refusal, Run, Script, SetOptions, Statement, Tee, Var, Word, merge_text
 
 ADVICE_LANGUAGE = ("a command may only set options (set -euxo pipefail), assign variables (NAME=value, export NAME=value) "
                    "and run the entrypoint ({programs}) once")
@@ -100,17 +100,10 @@ _REDIRECT_ADVICE = "to keep a log, end the entrypoint with 2>&1 | tee $HOME/logs
 def _to_word(raw: RawWord, text: str, parts: list[Part] | None = None, *, assignment: bool = False) -> Word:
     if parts is None and len(raw.parts) == 1 and type(raw.parts[0]) is str and raw.parts[0]:
         return Word((raw.parts[0],), raw.solid, raw.line, text[raw.start:raw.end])
-    merged: list[Part] = []
-    for p in raw.parts if parts is None else parts:
-        if type(p) is str:
-            if not p:
-                continue
-            if merged and type(merged[-1]) is str:
-                merged[-1] = merged[-1] + p
-                continue
-        elif assignment and type(p) is Var and not p.quoted:
-            p = Var(p.name, True)  # bash neither splits nor globs an assignment's value
-        merged.append(p)
+    given: list[Part] = list(raw.parts) if parts is None else parts
+    if assignment:  # bash neither splits nor globs an assignment's value
+        given = [Var(p.name, True) if type(p) is Var and not p.quoted else p for p in given]
+    merged = merge_text(given)
     solid = True if assignment else raw.solid
     return Word(tuple(merged), solid, raw.line, text[raw.start:raw.end])
 

@@ -7,11 +7,9 @@ import argparse
 import os
 from dataclasses import dataclass
 
+from ...platform import env_bool
+
 DEFAULT_PORT = 8443
-
-
-def _env_bool(name: str) -> bool:
-    return (os.environ.get(name) or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,7 @@ class LogApiSettings:
 def add_logapi_flags(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     g = parser.add_argument_group("log API, logs.argus.io (docs/logs.md)")
-    g.add_argument("--logs-api", action=argparse.BooleanOptionalAction, default=_env_bool("ARGUS_LOGS_API"),
+    g.add_argument("--logs-api", action=argparse.BooleanOptionalAction, default=env_bool("ARGUS_LOGS_API"),
                    help="serve the aggregated API logs.argus.io/v1alpha1 (task logs through the Kubernetes API; env ARGUS_LOGS_API=1)")
     g.add_argument("--logs-api-host", default=env("ARGUS_LOGS_API_HOST", "0.0.0.0"), help="address it listens on (default 0.0.0.0)")
     g.add_argument("--logs-api-port", type=int, default=int(env("ARGUS_LOGS_API_PORT", str(DEFAULT_PORT))),
@@ -47,7 +45,7 @@ def add_logapi_flags(parser: argparse.ArgumentParser) -> None:
                    help="logs one user may follow at once, across all tasks (default 5; 0: no limit)")
     g.add_argument("--logs-api-reader-buffer", type=int, default=int(env("ARGUS_LOGS_API_READER_BUFFER", str(256 * 1024))),
                    help="characters of a followed log held for a slow reader before it skips ahead with a marker (default 262144)")
-    g.add_argument("--logs-api-shared-tree", action=argparse.BooleanOptionalAction, default=_env_bool("ARGUS_LOGS_API_SHARED_TREE"),
+    g.add_argument("--logs-api-shared-tree", action=argparse.BooleanOptionalAction, default=env_bool("ARGUS_LOGS_API_SHARED_TREE"),
                    help="the shared tree is mounted here at the jobs' paths (read-only): logs Ray forgot are read from the job folder")
 
 

@@ -11,16 +11,11 @@ import os
 import urllib.parse
 from dataclasses import dataclass
 
+from ...platform import env_bool
+
 FAILURE_POLICIES = ("Ignore", "Fail")
 DEFAULT_CONFIG_NAME = "argus.io"
 DEFAULT_PORT = 9443
-
-
-def _env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or not value.strip():
-        return default
-    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -60,7 +55,7 @@ class WebhookSettings:
 def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     group = parser.add_argument_group("admission webhook (docs/webhook.md)")
-    group.add_argument("--webhook", action=argparse.BooleanOptionalAction, default=_env_bool("ARGUS_WEBHOOK", False),
+    group.add_argument("--webhook", action=argparse.BooleanOptionalAction, default=env_bool("ARGUS_WEBHOOK", False),
                        help="serve the validating admission webhook for ArgusTasks (env ARGUS_WEBHOOK=1; default off)")
     group.add_argument("--webhook-listen-host", default=env("ARGUS_WEBHOOK_LISTEN_HOST", "0.0.0.0"),
                        help="address the webhook server listens on (default 0.0.0.0; env ARGUS_WEBHOOK_LISTEN_HOST)")
@@ -92,7 +87,7 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
                        help="seconds between checks of the certificate files for a renewal (default 60; env ARGUS_WEBHOOK_CERT_RELOAD_SECONDS)")
     group.add_argument("--webhook-config-name", default=env("ARGUS_WEBHOOK_CONFIG_NAME", DEFAULT_CONFIG_NAME),
                        help=f"name of the ValidatingWebhookConfiguration (default {DEFAULT_CONFIG_NAME}; env ARGUS_WEBHOOK_CONFIG_NAME)")
-    group.add_argument("--webhook-manage-config", action=argparse.BooleanOptionalAction, default=_env_bool("ARGUS_WEBHOOK_MANAGE_CONFIG", True),
+    group.add_argument("--webhook-manage-config", action=argparse.BooleanOptionalAction, default=env_bool("ARGUS_WEBHOOK_MANAGE_CONFIG", True),
                        help="create and update the ValidatingWebhookConfiguration (default on; turn off when a Helm chart "
                             "or an admin owns it; env ARGUS_WEBHOOK_MANAGE_CONFIG)")
 
