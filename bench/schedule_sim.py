@@ -7,7 +7,9 @@ driven through a seeded trace, no processes. It compares ``fifo`` and ``fair`` o
 
 and reports GPU utilisation over the busy period, Jain's fairness index of GPU-seconds per
 user, the waits per task size (p50 / p95 / max) and the longest wait of a 16-GPU task. It
-also times one admission pass over 1,000 queued tasks and 100 nodes.
+also times one admission pass over 1,000 queued tasks and 100 nodes, and prints the
+preemption comparison of ``preemption_sim`` (no preemption, by priority, by priority and
+fair share).
 
     .venv/bin/python bench/schedule_sim.py [--seed 7] [--markdown]
 """
@@ -23,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 from argus.core.queue import Capacity, QueuedTask, QueueSettings, UsageRecord, WorkerNode, decayed_usage, decide
+from preemption_sim import table as preemption_table
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 SIZES = {1: (1, 1), 2: (1, 2), 4: (1, 4), 8: (1, 8), 16: (2, 8)}  # GPUs -> (nnodes, per node)
@@ -175,6 +178,9 @@ def main() -> int:
             print(f"| {r['policy']} | {g} | {p50 / 60:.0f} min | {p95 / 60:.0f} min | {mx / 60:.0f} min |")
     print()
     print(f"Admission pass, 1,000 queued tasks over 100 nodes (fair, quotas): {admission_pass() * 1000:.1f} ms (median of 20)")
+    print()
+    print(f"Preemption (bench/preemption_sim.py), seed {args.seed}: long runs and urgent evaluations, fair order\n")
+    print("\n".join(preemption_table(args.seed)))
     return 0
 
 
