@@ -1,5 +1,5 @@
-"""Preemption by lost work: which running tasks a waiting one may take GPUs from, and which
-of them it takes (issue 38). Pure: the scheduler gives it a cluster's free GPUs per node,
+"""Preemption by lost work: the running tasks a waiting one may take GPUs from, and which it
+takes; issue 38. Pure: the scheduler gives it a cluster's free GPUs per node,
 the running tasks there with what each holds and where, and the policy; it decides.
 
 **Who may preempt whom** (``may_preempt``).
@@ -16,7 +16,7 @@ the running tasks there with what each holds and where, and the policy; it decid
 **What a set of victims costs** (``lost_steps``). verl checkpoints when
 ``trainer.save_freq > 0`` and the step is a multiple of it (and at the last step), and with
 ``trainer.resume_mode=auto`` a new attempt resumes from the newest checkpoint
-(``ray_trainer.py``, ``sft_trainer.py``). A stopped task so loses the steps since its last
+(``verl/trainer/ppo/ray_trainer.py``, ``verl/trainer/sft_trainer.py``). A stopped task so loses the steps since its last
 checkpoint: ``step mod save_freq`` (since the step it resumed from, if no checkpoint came
 after). Without checkpoints (``save_freq <= 0``) or with resuming off
 (``resume_mode=disable``) it loses every step of the attempt, and such a task is taken
