@@ -35,8 +35,8 @@ from argus.core.doctor import ProbeJob
 from argus.core.jobscript import exit_marker_for
 from argus.core.lifecycle import RAY_ACTIVE
 from argus.core.patch import apply_merge_patch
-from argus.core.plan import SubmissionPlan
 from argus.core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from argus.core.submission import SubmissionPlan
 from argus.core.times import format_time
 from argus.core.verlconfig import Composed, ComposeRequest, ConfigTree
 

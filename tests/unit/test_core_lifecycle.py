@@ -38,8 +38,8 @@ from argus.core.lifecycle import (
 from argus.core.lifecycle import (
     step as _step,
 )
-from argus.core.plan import SubmissionPlan
 from argus.core.spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, TaskProgress
+from argus.core.submission import SubmissionPlan
 from argus.core.vocabulary import REASONS_BY_PHASE, Reason
 
 pytestmark = pytest.mark.unit

@@ -85,7 +85,8 @@ def _client() -> tuple[object, FakeJobSubmissionClient, list[tuple[str, str]]]:
 
 
 def _plan(sid: str = "argus-ns-t-0a1b2c3d", entrypoint_num_gpus: int = 0) -> object:
-    from argus.core.plan import DRIVER_GPUS_KEY, SubmissionPlan
+    from argus.core.plan import DRIVER_GPUS_KEY
+    from argus.core.submission import SubmissionPlan
     return SubmissionPlan(submission_id=sid, user="alice", command="x", entrypoint="bash -lc x", entrypoint_resources={"worker_node": 1},
                           entrypoint_num_gpus=entrypoint_num_gpus, runtime_env={},
                           metadata={DRIVER_GPUS_KEY: str(entrypoint_num_gpus)} if entrypoint_num_gpus else {}, job_dir="/j", gpus=1)

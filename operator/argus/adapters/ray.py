@@ -34,10 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..core.doctor import ProbeJob
-from ..core.plan import SubmissionPlan
 from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobExists, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core.rayversion import TESTED_RAY, TOKEN_AUTH_SINCE
 from ..core.rayversion import release as _release
+from ..core.submission import SubmissionPlan
 
 DEFAULT_TIMEOUT = 10.0
 # A call's deadline, in request timeouts: a connect and a read may each take one; past three

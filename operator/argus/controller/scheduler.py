@@ -30,9 +30,10 @@ from ..core.clock import Clock
 from ..core.config import PlatformConfig
 from ..core.lifecycle import Observation
 from ..core.patch import merge_patch
-from ..core.plan import SubmissionPlan, validate_spec
+from ..core.plan import validate_spec
 from ..core.secretenv import SecretEnv, SecretRead, SecretUnreadable, raw_secret_env, resolve_secret_env, secret_env
 from ..core.spec import ArgusTaskSpec, Phase
+from ..core.submission import SubmissionPlan
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
 from .fleet import Fleet

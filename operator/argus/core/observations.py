@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .plan import SubmissionPlan
 from .spec import ArgusTaskStatus, TaskPath, TaskProgress
+from .submission import SubmissionPlan
 from .vocabulary import Reason
 
 RAY_ACTIVE = ("PENDING", "RUNNING")

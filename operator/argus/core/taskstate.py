@@ -14,8 +14,8 @@ from typing import Any
 
 from .gitops import DEFAULT_TRACKING_LABEL
 from .observations import Decision
-from .plan import submission_id_for
 from .spec import ArgusTaskStatus, AttemptRecord, Condition, ConditionStatus, Phase, RayJobStatus, RestartPolicy
+from .submission import submission_id_for
 from .times import parse_time
 from .vocabulary import Reason
 
