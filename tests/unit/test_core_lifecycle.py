@@ -10,6 +10,7 @@ import datetime as dt
 import pytest
 
 from argus.core import lifecycle as lc
+from argus.core.conditions import Condition
 from argus.core.lifecycle import (
     Admitted,
     DeleteTask,
@@ -38,7 +39,7 @@ from argus.core.lifecycle import (
 from argus.core.lifecycle import (
     step as _step,
 )
-from argus.core.spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, TaskProgress
+from argus.core.spec import ArgusTaskStatus, AttemptRecord, Phase, RayJobStatus, TaskProgress
 from argus.core.submission import SubmissionPlan
 from argus.core.vocabulary import REASONS_BY_PHASE, Reason
 

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from argus.core import lifecycle as lc
 from argus.core import transitions as tr
+from argus.core.conditions import Condition
 from argus.core.gitops import DEFAULT_TRACKING_LABEL, HELM_RELEASE, TRACKING_ID
-from argus.core.spec import ArgusTaskStatus, AttemptRecord, Condition, RayJobStatus, RestartPolicy, TaskProgress
+from argus.core.spec import ArgusTaskStatus, AttemptRecord, RayJobStatus, RestartPolicy, TaskProgress
 from argus.core.submission import SubmissionPlan, submission_id_for
 from argus.core.times import format_time
 from argus.core.vocabulary import REASONS_BY_PHASE, Phase, Reason

@@ -26,10 +26,11 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from .conditions import Condition, ConditionType, set_condition
 from .config import PlatformConfig
 from .doctor import Check, Row, snapshot_versions
 from .doctor import Status as CheckStatus
-from .spec import GROUP, Condition, _CamelModel, _StatusModel
+from .spec import GROUP, _CamelModel, _StatusModel
 
 CLUSTER_KIND = "ArgusCluster"
 CLUSTER_PLURAL = "argusclusters"
@@ -370,22 +371,20 @@ def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, addre
     """The ArgusCluster's status after a pass: conditions move only when they change (their
     lastTransitionTime with them); the figures of a cluster Ray could not be read for are
     the last known ones."""
-    from .taskstate import set_condition  # noqa: PLC0415 - taskstate imports spec, as this module does
-
     if report.error is None:
-        conditions = set_condition(previous.conditions, "RayReachable", True, "RayReachable", f"Ray answers at {address}",
+        conditions = set_condition(previous.conditions, ConditionType.RayReachable, True, "RayReachable", f"Ray answers at {address}",
                                    now=now, generation=generation)
     elif report.error_reason == REF_UNRESOLVED:  # no address to name: the error says what is missing
-        conditions = set_condition(previous.conditions, "RayReachable", False, report.error_reason, report.error,
+        conditions = set_condition(previous.conditions, ConditionType.RayReachable, False, report.error_reason, report.error,
                                    now=now, generation=generation)
     else:
-        conditions = set_condition(previous.conditions, "RayReachable", False, report.error_reason,
+        conditions = set_condition(previous.conditions, ConditionType.RayReachable, False, report.error_reason,
                                    f"Ray at {address} cannot be read: {report.error}", now=now, generation=generation)
     if report.deleting:
         held = ", ".join(report.holding[:10]) + (f" and {len(report.holding) - 10} more" if len(report.holding) > 10 else "")
         message = (f"waiting for the tasks on it to end before it goes: {held} (set spec.cancel on them to stop them now)"
                    if report.holding else "no task is on it: it goes now")
-        conditions = set_condition(conditions, "Deleting", True, "TasksOnCluster" if report.holding else "NoTasks", message,
+        conditions = set_condition(conditions, ConditionType.Deleting, True, "TasksOnCluster" if report.holding else "NoTasks", message,
                                    now=now, generation=generation)
     conditions = _verl_condition(conditions, report.doctor or previous.doctor, now=now, generation=generation)
     known = report.worker_nodes is not None
@@ -406,15 +405,13 @@ def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, addre
 def _verl_condition(conditions: list[Condition], doctor: ClusterDoctor | None, *, now: str, generation: int | None) -> list[Condition]:
     """VerlDrift, once argus doctor has read the snapshot's version (until then it says nothing:
     nothing is known, and nothing is held back)."""
-    from .taskstate import set_condition  # noqa: PLC0415 - as in cluster_status
-
     if doctor is None or not doctor.expected_verl or not doctor.verl_versions:
         return conditions
     drift = doctor.verl_drift()
     if drift:
-        return set_condition(conditions, VERL_DRIFT, True, VERL_DRIFT,
+        return set_condition(conditions, ConditionType.VerlDrift, True, VERL_DRIFT,
                              f"its verl snapshot runs verl {' and '.join(drift)}, but Argus composes with verl {doctor.expected_verl}: "
                              f"new tasks wait (reason {VERL_DRIFT}) until argus doctor finds verl {doctor.expected_verl} there; "
                              "running tasks are left alone", now=now, generation=generation)
-    return set_condition(conditions, VERL_DRIFT, False, VERL_MATCHES,
+    return set_condition(conditions, ConditionType.VerlDrift, False, VERL_MATCHES,
                          f"its verl snapshot runs verl {doctor.expected_verl}, the release Argus composes with", now=now, generation=generation)

@@ -29,8 +29,8 @@ unknown" is the normal answer). The observations that need Ray are named by
 Here: ``step`` and its decision for each kind of observation, and the timers of an ended
 task. What it is told and answers (observations, actions, ``Decision``) is declared in
 ``core.observations``; the task as it knows it, and how a decision rewrites its status
-(entering a phase, conditions, attempts), in ``core.taskstate``. All of it is importable
-from here.
+(entering a phase, conditions, attempts), in ``core.taskstate``; the conditions' types and
+``set_condition`` in ``core.conditions``. All of it is importable from here.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from . import suspension
+from .conditions import MAX_CONDITION_MESSAGE, ConditionType, set_condition
 from .gitops import tracked_by
 from .observations import (
     RAY_ACTIVE,
@@ -67,7 +68,6 @@ from .observations import (
 from .problems import cap_lines
 from .spec import ArgusTaskStatus, Phase, RayJobStatus, RestartPolicy, VerlConfigSource
 from .taskstate import (
-    MAX_CONDITION_MESSAGE,
     RAY_TO_PHASE,
     LifecycleSettings,
     TaskState,
@@ -78,7 +78,6 @@ from .taskstate import (
     phase_for_ray,
     ray_reachable,
     ray_refused,
-    set_condition,
 )
 from .times import format_time, from_epoch_ms, parse_time
 from .transitions import Move, UndeclaredTransition, event, require
@@ -86,7 +85,7 @@ from .vocabulary import ACTIVE_PHASES, Reason
 
 # The lifecycle's whole vocabulary is importable from here (the controller, the tests): the
 # task and its settings (core.taskstate), the observations, actions and decision
-# (core.observations).
+# (core.observations), the conditions (core.conditions).
 __all__ = [
     "FINALIZER", "MAX_CONDITION_MESSAGE", "RAY_ACTIVE", "RAY_TO_PHASE",
     "Action", "Admitted", "Decision", "DeleteTask", "JobObserved", "JobUnknown", "LifecycleSettings", "Observation", "PostEvent",
@@ -111,8 +110,8 @@ def needs_ray(task: TaskState) -> bool:
     if phase is Phase.Queued:
         return task.holds_finalizer  # submitted before the status said so, perhaps
     if phase is Phase.Failed and task.status.reason == Reason.RayUnreachable and task.holds_finalizer:
-        reachable = task.condition("RayReachable")
-        return reachable is None or reachable.status != "True"  # its job may still run: stop it once Ray answers
+        reachable = task.condition(ConditionType.RayReachable)
+        return reachable is None or not reachable.true  # its job may still run: stop it once Ray answers
     return False
 
 
@@ -246,8 +245,8 @@ def _waiting(task: TaskState, seen: Waiting, now: dt.datetime) -> Decision:
         else:
             reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({seen.ray_error[:200]})"
     status = status.model_copy(update={"reason": reason, "message": message})
-    reachable = task.condition("RayReachable")
-    if seen.ray_error is not None or reachable is None or reachable.status != "True":
+    reachable = task.condition(ConditionType.RayReachable)
+    if seen.ray_error is not None or reachable is None or not reachable.true:
         status = ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", format_time(now), since=None, reason=seen.ray_reason)
     return Decision(status)
 
