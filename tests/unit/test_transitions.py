@@ -20,6 +20,7 @@ from argus.core import lifecycle as lc
 from argus.core import transitions as tr
 from argus.core.conditions import Condition
 from argus.core.gitops import DEFAULT_TRACKING_LABEL, HELM_RELEASE, TRACKING_ID
+from argus.core.rayjobs import RayJobState
 from argus.core.spec import ArgusTaskStatus, AttemptRecord, RayJobStatus, RestartPolicy, TaskProgress
 from argus.core.submission import SubmissionPlan, submission_id_for
 from argus.core.times import format_time
@@ -146,7 +147,9 @@ def tasks(draw: st.DrawFn, phase: Phase | None, deleting: bool) -> lc.TaskState:
 
 
 ERRORS = st.sampled_from(["connection refused", "HTTP 401: the Ray cluster requires a token", "timed out", ""])
-RAY_STATUSES = st.sampled_from(["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED", "running", "NEW_STATE"])
+# What the adapter makes of Ray's word (adapters.ray, RayJobState.parse): a state, or None for
+# one this Argus does not know (its case and unknown words are tested at the adapter).
+RAY_STATUSES = st.sampled_from([*RayJobState, None])
 RAY_REASON = st.sampled_from([Reason.RayUnreachable, Reason.RayAuthFailed])
 SUBMIT_OUTCOMES = st.sampled_from(["submitted", "adopted", "unreachable", "auth_failed", "refused"])
 # Every observation kind but the two that carry the task's submission id (``observations``).
@@ -158,7 +161,8 @@ OBSERVED: dict[str, st.SearchStrategy[lc.Observation]] = {
                          user=st.none() | st.just("alice")),
     "Waiting": st.builds(lc.Waiting, reason=st.sampled_from(tr._WAITING), message=st.just("waiting"),
                          ray_error=st.none() | ERRORS, ray_reason=RAY_REASON),
-    "JobObserved": st.builds(lc.JobObserved, status=RAY_STATUSES, message=st.sampled_from(["", "exit 1"]),
+    "JobObserved": st.builds(lambda status, **fields: lc.JobObserved(status=status, unknown_status="" if status else "NEW_STATE", **fields),
+                             status=RAY_STATUSES, message=st.sampled_from(["", "exit 1"]),
                              driver_node_id=st.none() | st.sampled_from(["node-1", "head"]),
                              start_time_ms=st.none() | st.just(1_796_000_000_000), end_time_ms=st.none() | st.just(1_796_000_100_000),
                              driver_on_worker=st.none() | BOOL),

@@ -43,7 +43,6 @@ from . import suspension
 from .conditions import MAX_CONDITION_MESSAGE, ConditionType, set_condition
 from .gitops import tracked_by
 from .observations import (
-    RAY_ACTIVE,
     Action,
     Admitted,
     Decision,
@@ -66,6 +65,7 @@ from .observations import (
     Waiting,
 )
 from .problems import cap_lines
+from .rayjobs import RAY_ACTIVE, RayJobState
 from .spec import ArgusTaskStatus, Phase, RayJobStatus, RestartPolicy, VerlConfigSource
 from .taskstate import (
     RAY_TO_PHASE,
@@ -278,7 +278,7 @@ def _submit_result(task: TaskState, seen: SubmitResult, now: dt.datetime, settin
                f"Ray already had job {seen.submission_id} (submitted before a restart); adopted it, no second job")
     # A job Ray has just accepted is PENDING by Ray's definition; an adopted one's state
     # is learnt at the next read.
-    ray_job = RayJobStatus(submission_id=seen.submission_id, status="PENDING" if fresh else None,
+    ray_job = RayJobStatus(submission_id=seen.submission_id, status=RayJobState.PENDING.value if fresh else None,
                            dashboard_url=seen.dashboard_url or settings.dashboard_url)
     status = ray_reachable(task, status, True, "", stamp)  # Ray just answered
     status = status.model_copy(update={"cluster": seen.cluster or None})  # before its attempt's record, which names it
@@ -364,7 +364,7 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         actions.append(StopJob(sid))  # the next read sees it stopped
     previous = task.status.ray_job
     ray_job = RayJobStatus(
-        submission_id=sid, status=job.status, driver_node_id=job.driver_node_id,
+        submission_id=sid, status=job.reported, driver_node_id=job.driver_node_id,
         start_time=from_epoch_ms(job.start_time_ms), end_time=from_epoch_ms(job.end_time_ms),
         dashboard_url=job.dashboard_url or (previous.dashboard_url if previous and previous.dashboard_url else settings.dashboard_url),
     )
@@ -385,7 +385,7 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
     if new_phase is Phase.Submitted and Phase(status.phase) is Phase.Submitted:
         # Still pending: the submission's reason and message stay, and so does the recorded
         # job unless its state is new to us (Ray's start time comes with RUNNING: one write).
-        if previous is not None and previous.status == job.status:
+        if previous is not None and previous.status == job.reported:
             status = status.model_copy(update={"ray_job": previous})
         return Decision(status, tuple(actions))
     if reason == Reason.RayJobFailed:

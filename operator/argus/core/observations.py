@@ -11,12 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .rayjobs import RayJobState
 from .spec import ArgusTaskStatus, TaskPath, TaskProgress
 from .submission import SubmissionPlan
 from .vocabulary import Reason
-
-RAY_ACTIVE = ("PENDING", "RUNNING")
-
 
 # --------------------------------------------------------------------------- observations
 
@@ -76,10 +74,11 @@ class SubmitResult:
 
 @dataclass(frozen=True)
 class JobObserved:
-    """Ray knows the task's job. ``driver_on_worker`` is False when the driver runs on a node
-    without the worker resource (None: not known)."""
+    """Ray knows the task's job, in ``status`` (None: a state this Argus does not know, Ray's
+    word for it in ``unknown_status``). ``driver_on_worker`` is False when the driver runs on
+    a node without the worker resource (None: not known)."""
 
-    status: str
+    status: RayJobState | None
     message: str = ""
     driver_node_id: str | None = None
     start_time_ms: int | None = None
@@ -87,10 +86,16 @@ class JobObserved:
     driver_on_worker: bool | None = None
     cluster: str = ""                 # the ArgusCluster it was read from ("": the implicit cluster)
     dashboard_url: str | None = None  # that cluster's dashboard
+    unknown_status: str = ""
 
     @property
     def active(self) -> bool:
-        return self.status.upper() in RAY_ACTIVE
+        return self.status is not None and self.status.active
+
+    @property
+    def reported(self) -> str:
+        """The job's state as Ray reported it (recorded in ``status.rayJob.status``)."""
+        return self.status.value if self.status is not None else self.unknown_status
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from .conditions import Condition
+from .rayjobs import RayJobState
 from .vocabulary import END_PHASES, STATUS_REASONS
 from .vocabulary import Phase as Phase  # noqa: PLC0414 - re-exported: the API's readers take Phase from spec
 
@@ -180,7 +181,7 @@ class ArgusTaskSpec(_CamelModel):
 
 class RayJobStatus(_StatusModel):
     submission_id: str | None = Field(None, description="The Ray job's submission id, derived from the object's UID.")
-    status: str | None = Field(None, description="The Ray job status as Ray reports it (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED).")
+    status: str | None = Field(None, description=f"The Ray job status as Ray reports it ({', '.join(RayJobState)}).")
     driver_node_id: str | None = Field(None, description="The Ray node that runs the job's driver (always a worker node, never the head).")
     start_time: str | None = Field(None, description="When Ray started the job (RFC 3339).")
     end_time: str | None = Field(None, description="When the job ended in Ray (RFC 3339).")

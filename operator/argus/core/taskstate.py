@@ -15,17 +15,18 @@ from typing import Any
 from .conditions import Condition, ConditionType, find_condition, set_condition
 from .gitops import DEFAULT_TRACKING_LABEL
 from .observations import Decision
+from .rayjobs import RayJobState
 from .spec import ArgusTaskStatus, AttemptRecord, Phase, RayJobStatus, RestartPolicy
 from .submission import submission_id_for
 from .times import parse_time
 from .vocabulary import Reason
 
 RAY_TO_PHASE = {
-    "PENDING": Phase.Submitted,
-    "RUNNING": Phase.Running,
-    "SUCCEEDED": Phase.Succeeded,
-    "FAILED": Phase.Failed,
-    "STOPPED": Phase.Stopped,
+    RayJobState.PENDING: Phase.Submitted,
+    RayJobState.RUNNING: Phase.Running,
+    RayJobState.SUCCEEDED: Phase.Succeeded,
+    RayJobState.FAILED: Phase.Failed,
+    RayJobState.STOPPED: Phase.Stopped,
 }
 
 
@@ -133,9 +134,10 @@ def ray_reachable(task: TaskState, status: ArgusTaskStatus, reachable: bool, det
 
 # --------------------------------------------------------------------------- entering a phase
 
-def phase_for_ray(ray_status: str, *, cancelled: bool, deadline_exceeded: bool) -> tuple[Phase, str]:
-    """The phase and reason for a Ray job status; a stop we asked for names its cause."""
-    phase = RAY_TO_PHASE.get(ray_status.upper(), Phase.Submitted)
+def phase_for_ray(ray_status: RayJobState | None, *, cancelled: bool, deadline_exceeded: bool) -> tuple[Phase, str]:
+    """The phase and reason for a Ray job's state (None, a state this Argus does not know:
+    still Submitted); a stop we asked for names its cause."""
+    phase = RAY_TO_PHASE.get(ray_status, Phase.Submitted) if ray_status is not None else Phase.Submitted
     if phase is Phase.Stopped or (phase is Phase.Failed and (cancelled or deadline_exceeded)):
         if deadline_exceeded:
             return Phase.Failed, Reason.DeadlineExceeded

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from .rayjobs import RayJobState
 from .vocabulary import ACTIVE_PHASES, END_PHASES, REASONS_BY_PHASE, Phase, Reason
 
 
@@ -82,15 +83,15 @@ def _job_observed(source: Phase) -> list[Rule]:
     src = (source,)
     rules = [
         Rule(src, "JobObserved", Phase.Running, (Reason.RayJobRunning,), read, "Ray runs the job"),
-        Rule(src, "JobObserved", Phase.Succeeded, (Reason.RayJobSucceeded,), read, "Ray says SUCCEEDED"),
+        Rule(src, "JobObserved", Phase.Succeeded, (Reason.RayJobSucceeded,), read, f"Ray says {RayJobState.SUCCEEDED}"),
         Rule(src, "JobObserved", Phase.Failed, (Reason.RayJobFailed, Reason.DeadlineExceeded, Reason.BackoffLimitExceeded), read,
-             "Ray says FAILED (no restart left, or spec.restartPolicy is not OnFailure), or the job ended past activeDeadlineSeconds"),
+             f"Ray says {RayJobState.FAILED} (no restart left, or spec.restartPolicy is not OnFailure), or the job ended past activeDeadlineSeconds"),
         Rule(src, "JobObserved", Phase.Stopped, (Reason.Cancelled, Reason.RayJobStopped), read,
-             "Ray says STOPPED (Cancelled when spec.cancel asked for it)"),
+             f"Ray says {RayJobState.STOPPED} (Cancelled when spec.cancel asked for it)"),
         Rule(src, "JobObserved", Phase.Queued, (Reason.Retrying,), read,
-             "Ray says FAILED, spec.restartPolicy is OnFailure and spec.backoffLimit allows another attempt"),
+             f"Ray says {RayJobState.FAILED}, spec.restartPolicy is OnFailure and spec.backoffLimit allows another attempt"),
         Rule(src, "JobObserved", Phase.Suspended, (Reason.Suspended,), read,
-             "Ray says STOPPED and spec.suspend asked for it: its GPUs go back to the queue"),
+             f"Ray says {RayJobState.STOPPED} and spec.suspend asked for it: its GPUs go back to the queue"),
     ]
     if source is Phase.Queued:
         rules.insert(0, Rule(src, "JobObserved", Phase.Submitted, (Reason.AdoptedExistingJob,), read + ("StopJob",),
@@ -102,7 +103,7 @@ def _job_observed(source: Phase) -> list[Rule]:
     else:
         rules.insert(0, Rule(src, "JobObserved", SAME, (), read + ("StopJob",),
                              "still running; StopJob if it is cancelled, suspended or past its deadline"))
-        rules.insert(1, Rule(src, "JobObserved", Phase.Submitted, (Reason.RayJobPending,), read, "Ray says PENDING again"))
+        rules.insert(1, Rule(src, "JobObserved", Phase.Submitted, (Reason.RayJobPending,), read, f"Ray says {RayJobState.PENDING} again"))
     return rules
 
 
@@ -237,7 +238,7 @@ PHASE_MEANINGS: dict[Phase | None, str] = {
                   "`spec.env` names is not in its namespace (the message names the variable, the Secret and the key); read again every 30 s, "
                   "it holds no GPUs and no place ahead of others, nothing reached Ray. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
                   "the next waits. `Resumed`: it was suspended, and `spec.suspend` is false again.",
-    Phase.Submitted: "Ray has the job (PENDING). A task admitted at once goes from nothing to `Submitted` in one write. "
+    Phase.Submitted: f"Ray has the job ({RayJobState.PENDING}). A task admitted at once goes from nothing to `Submitted` in one write. "
                      "`RayJobPending`: Ray reports the job pending again after it ran.",
     Phase.Running: "Ray runs the driver (on a worker node).",
     Phase.Suspended: "`spec.suspend` (`argus suspend`): its job was stopped and its GPUs went back to the queue, or it left the "
