@@ -31,7 +31,8 @@ pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
 T0 = dt.datetime(2026, 12, 3, 8, 0, 0, tzinfo=dt.UTC)
 NS, NAME, UID = "ns", "t", "0a1b2c3d-0000-0000-0000-000000000000"
-OBSERVATIONS = [t.__name__ for t in typing.get_args(lc.Observation)]
+OBSERVATION_KINDS = {t.__name__: t for t in typing.get_args(lc.Observation)}
+OBSERVATIONS = list(OBSERVATION_KINDS)
 ACTIONS = [t.__name__ for t in typing.get_args(lc.Action)]
 SOURCES: list[Phase | None] = [None, *Phase]
 STALE = "is stale: run .venv/bin/python hack/update-lifecycle-docs.py (it regenerates it from operator/argus/core/transitions.py) and commit the result"
@@ -59,7 +60,7 @@ def test_the_reasons_each_phase_may_reach_are_the_vocabularys() -> None:
 
 
 def test_the_table_names_the_lifecycles_observations_and_actions() -> None:
-    assert {r.observation for r in tr.RULES} <= set(OBSERVATIONS)
+    assert {r.observation for r in tr.RULES} <= set(OBSERVATION_KINDS.values())
     events = {tr.event(r) for r in Reason}
     for rule in tr.RULES:
         assert set(rule.actions) <= set(ACTIONS) - {"PostEvent"} | events, rule
@@ -197,7 +198,7 @@ def cases(draw: st.DrawFn, phase: Phase | None, deleting: bool, kind: str) -> tu
 def move_of(task: lc.TaskState, seen: lc.Observation, decision: lc.Decision) -> tr.Move:
     """The decision as the table sees it, built here from the decision itself (not by
     ``step``'s own check)."""
-    return tr.Move(source=task.phase, observation=type(seen).__name__, deleting=task.deleting,
+    return tr.Move(source=task.phase, observation=type(seen), deleting=task.deleting,
                    target=Phase(decision.status.phase) if decision.status.phase else None,
                    reason_before=task.status.reason, reason_after=decision.status.reason,
                    actions=tuple(tr.event(a.reason) if isinstance(a, lc.PostEvent) else type(a).__name__ for a in decision.actions))
@@ -223,7 +224,7 @@ def test_step_makes_only_declared_transitions(phase: Phase | None, deleting: boo
 
 # --------------------------------------------------------------------------- every row is reached, and needed
 
-@pytest.mark.parametrize("index", range(len(tr.RULES)), ids=[f"{i}-{r.observation}" for i, r in enumerate(tr.RULES)])
+@pytest.mark.parametrize("index", range(len(tr.RULES)), ids=[f"{i}-{r.observation.__name__}" for i, r in enumerate(tr.RULES)])
 def test_every_declared_row_is_reached(index: int) -> None:
     """For each row, some generated case of one of its sources takes it: no row is dead."""
     rule = tr.RULES[index]
@@ -233,7 +234,7 @@ def test_every_declared_row_is_reached(index: int) -> None:
         move = move_of(task, seen, lc._decide(task, seen, T0, lifecycle_settings_))
         return not move.idle and tr.declared(move, [rule]) is rule
 
-    sources = st.sampled_from(rule.sources).flatmap(lambda source: cases(source, rule.deleting, rule.observation))
+    sources = st.sampled_from(rule.sources).flatmap(lambda source: cases(source, rule.deleting, rule.observation.__name__))
     # Found, not shrunk: the first case that takes the row is enough.
     find(sources, takes_it, settings=settings(max_examples=5000, deadline=None, database=None, phases=[Stage.generate],
                                               suppress_health_check=[HealthCheck.too_slow]))
@@ -241,7 +242,7 @@ def test_every_declared_row_is_reached(index: int) -> None:
 
 def test_step_refuses_a_transition_the_table_does_not_declare(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the row 'an active task fails after the Ray grace', that decision is refused."""
-    row = next(r for r in tr.RULES if r.observation == "RayUnreachable" and r.target is Phase.Failed)
+    row = next(r for r in tr.RULES if r.observation is lc.RayUnreachable and r.target is Phase.Failed)
     index = {key: [r for r in rules if r is not row] for key, rules in tr._INDEX.items()}
     monkeypatch.setattr(tr, "_INDEX", index)
     task = lc.TaskState(namespace=NS, name=NAME, uid=UID, holds_finalizer=True,
@@ -256,7 +257,7 @@ def test_step_refuses_a_transition_the_table_does_not_declare(monkeypatch: pytes
 def test_the_operator_carries_out_an_undeclared_transition_and_reports_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """The operator's way (``undeclared=``): the decision is returned, not refused (a task must
     not stall on a row missing from the table), and reported once."""
-    row = next(r for r in tr.RULES if r.observation == "RayUnreachable" and r.target is Phase.Failed)
+    row = next(r for r in tr.RULES if r.observation is lc.RayUnreachable and r.target is Phase.Failed)
     monkeypatch.setattr(tr, "_INDEX", {key: [r for r in rules if r is not row] for key, rules in tr._INDEX.items()})
     task = lc.TaskState(namespace=NS, name=NAME, uid=UID, holds_finalizer=True,
                         status=ArgusTaskStatus(phase=Phase.Running, reason=Reason.RayJobRunning, ray_unreachable_since=ago(400)))

@@ -142,7 +142,7 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
     operator logs it as an error and counts it, and the tests hold the table complete)."""
     decision = _decide(task, seen, now, settings)
     try:
-        require(Move(source=task.phase, observation=type(seen).__name__, deleting=task.deleting,
+        require(Move(source=task.phase, observation=type(seen), deleting=task.deleting,
                      target=Phase(decision.status.phase) if decision.status.phase else None,
                      reason_before=task.status.reason, reason_after=decision.status.reason,
                      actions=tuple(action_kind(a) for a in decision.actions)))
