@@ -71,7 +71,7 @@ class JobSync:
         """Seconds since the task was admitted (None: not known)."""
         if view.key in self._submitted_at:
             return self.monotonic() - self._submitted_at[view.key]
-        admitted = parse_time(view.status.get("admittedAt"))
+        admitted = parse_time(view.state.status.admitted_at)
         return (now - admitted).total_seconds() if admitted else None
 
     def due_in(self, view: TaskView, now: dt.datetime, active: int) -> float:

@@ -124,11 +124,11 @@ class Scheduler:
             # starts (a path root or verl snapshot changed while it waited applies to it),
             # with this attempt's submission id; intake's validation only admitted it to the
             # queue. A task that no longer passes is Rejected with the reason (docs/lifecycle.md).
-            verdict = validate_spec(draft.view.spec, draft.view.status.get("user") or "", self.platform_on(cluster),
+            verdict = validate_spec(draft.view.spec, draft.view.state.status.user or "", self.platform_on(cluster),
                                     namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt,
                                     composer=self.composer)
             if not verdict.valid or verdict.plan is None:
-                seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.status.get("user"))
+                seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.state.status.user)
             else:
                 plan, waits = await self._with_secrets(view.namespace, verdict.spec, verdict.plan)
                 seen = (lifecycle.Admitted(plan.model_copy(update={"cluster": cluster})) if waits is None
