@@ -1,7 +1,8 @@
 """What the lifecycle's ``step`` (``core.lifecycle``) is told and what it answers: the
 observations the controller gathers (validation, the queue's decision, Ray's answers), the
-actions it carries out, and the ``Decision`` (a task's new status and its actions). Their
-class names are the kinds the transition table (``core.transitions``) names.
+actions it carries out, and the ``Decision`` (a task's new status and its actions). The
+observation classes key the transition table (``core.transitions``); the actions' class
+names are the kinds it names.
 
     controller observes -> **Observation** -> lifecycle.step -> **Decision** (status, **Actions**) -> controller carries out
 """
