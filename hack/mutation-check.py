@@ -38,7 +38,7 @@ FIRST = {
     "operator/argus/adapters/ray.py": ("tests/unit/test_ray_adapter.py", "tests/unit/test_controller.py"),
     "operator/argus/core/lifecycle.py": ("tests/unit/test_core_lifecycle.py", "tests/unit/test_controller.py"),
     "operator/argus/controller/reconcile.py": ("tests/unit/test_controller.py",),
-    "operator/argus/core/plan.py": ("tests/unit/test_core_plan.py", "tests/unit/test_controller.py"),
+    "operator/argus/core/submission.py": ("tests/unit/test_core_plan.py", "tests/unit/test_controller.py"),
     "operator/argus/core/queue.py": ("tests/unit/test_core_queue.py", "tests/unit/test_controller.py"),
 }
 
@@ -59,7 +59,7 @@ MUTATIONS = [
              "        with_finalizer = draft.view"),
     Mutation("failing a running task after the Ray grace period", "operator/argus/core/lifecycle.py",
              "    if elapsed >= settings.ray_grace_seconds:", "    if False:"),
-    Mutation("a new attempt gets a submission id of its own (Ray never reuses one)", "operator/argus/core/plan.py",
+    Mutation("a new attempt gets a submission id of its own (Ray never reuses one)", "operator/argus/core/submission.py",
              '    return base if attempt <= 1 else f"{base}-a{attempt}"', "    return base"),
     Mutation("GPUs that jobs outside Argus hold count as used", "operator/argus/core/queue.py",
              "        return max(0.0, self.total_gpus - self.used_gpus)", "        return self.total_gpus"),

@@ -27,7 +27,7 @@ CLIENT = textwrap.dedent("""
     from argus.adapters.clock import SystemClock
     from argus.adapters.ray import RayJobsClient
     from argus.core.rayjobs import RayJobUnknown
-    from argus.core.plan import SubmissionPlan
+    from argus.core.submission import SubmissionPlan
 
     async def main(address, sid):
         ray = RayJobsClient(address, monotonic=SystemClock().monotonic)

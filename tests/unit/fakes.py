@@ -35,8 +35,8 @@ from argus.core.doctor import ProbeJob
 from argus.core.jobscript import exit_marker_for
 from argus.core.lifecycle import RAY_ACTIVE
 from argus.core.patch import apply_merge_patch
-from argus.core.plan import SubmissionPlan
-from argus.core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from argus.core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobState, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from argus.core.submission import SubmissionPlan
 from argus.core.times import format_time
 from argus.core.verlconfig import Composed, ComposeRequest, ConfigTree
 
@@ -206,7 +206,9 @@ class FakeRay:
             if submission_id in self.rewritten_late and submission_id in self.deleted:
                 self.jobs[submission_id] = self.rewritten_late.pop(submission_id)  # written just after this read
             raise RayJobUnknown(f"Job {submission_id} does not exist.")
-        return RayJob(submission_id, job.status, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms,
+        state = RayJobState.parse(job.status)  # as the adapter parses Ray's word
+        return RayJob(submission_id, state, job.message, job.driver_node_id, job.start_time_ms, job.end_time_ms,
+                      unknown_status="" if state is not None else job.status,
                       job_id=f"job-{submission_id}" if job.status != "PENDING" else None,
                       metadata=dict(job.plan.metadata) if job.plan is not None else {})
 

@@ -11,7 +11,6 @@ import pytest
 from argus.core.clusters import (
     ADDRESS_OR_REF_RULE,
     DEFAULT_KUBERAY_URL,
-    REF_UNRESOLVED,
     ArgusClusterStatus,
     ClusterReport,
     DoctorVerdict,
@@ -30,6 +29,7 @@ from argus.core.clusters import (
     preference_order,
 )
 from argus.core.doctor import Check, Row, Status
+from argus.core.vocabulary import ClusterReason
 
 pytestmark = pytest.mark.unit
 
@@ -138,11 +138,11 @@ def test_the_kuberay_url_flag_is_checked(template: str, words: str | None) -> No
 
 
 def test_an_unresolved_reference_says_why_without_an_address() -> None:
-    report = ClusterReport(error="spec.rayClusterRef: RayCluster ray/gpu does not exist (KubeRay's ray.io/v1)", error_reason=REF_UNRESOLVED,
+    report = ClusterReport(error="spec.rayClusterRef: RayCluster ray/gpu does not exist (KubeRay's ray.io/v1)", error_reason=ClusterReason.RayClusterRefUnresolved,
                            version=None, worker_nodes=None, gpus=None, free_gpus=None, running=0, queued=1)
     status = cluster_status(ArgusClusterStatus(), report, address="", now="2026-12-05T10:00:00Z", generation=1)
     (cond,) = status.conditions or []
-    assert (cond.status, cond.reason, cond.message) == ("False", REF_UNRESOLVED, report.error)
+    assert (cond.status, cond.reason, cond.message) == ("False", ClusterReason.RayClusterRefUnresolved, report.error)
     assert status.address is None
 
 

@@ -10,6 +10,7 @@ import datetime as dt
 import pytest
 
 from argus.core import lifecycle as lc
+from argus.core.conditions import Condition
 from argus.core.lifecycle import (
     Admitted,
     DeleteTask,
@@ -38,8 +39,9 @@ from argus.core.lifecycle import (
 from argus.core.lifecycle import (
     step as _step,
 )
-from argus.core.plan import SubmissionPlan
-from argus.core.spec import ArgusTaskStatus, AttemptRecord, Condition, Phase, RayJobStatus, TaskProgress
+from argus.core.rayjobs import RayJobState
+from argus.core.spec import ArgusTaskStatus, AttemptRecord, Phase, RayJobStatus, TaskProgress
+from argus.core.submission import SubmissionPlan
 from argus.core.vocabulary import REASONS_BY_PHASE, Reason
 
 pytestmark = pytest.mark.unit
@@ -236,16 +238,16 @@ def test_queued_cancel_finds_the_orphaned_job_and_stops_it() -> None:
     """The job reached Ray but its Submitted status was never written (the operator died):
     the cancel adopts it and stops it, and the task is not Stopped until Ray says so."""
     t = task("Queued", cancel=True, finalizer=True)
-    d = step(t, JobObserved("RUNNING"), T0, SETTINGS)
+    d = step(t, JobObserved(RayJobState.RUNNING), T0, SETTINGS)
     assert StopJob(SID) in d.actions
     assert d.status.phase == "Submitted" and d.status.reason == "AdoptedExistingJob"
     assert PostEvent("Normal", "AdoptedExistingJob", "Ray already had job argus-ns-t-0a1b2c3d (submitted before a restart); adopted it, no second job") in d.actions
-    stopped = step(lc.TaskState(**{**t.__dict__, "status": d.status}), JobObserved("STOPPED"), T0, SETTINGS)
+    stopped = step(lc.TaskState(**{**t.__dict__, "status": d.status}), JobObserved(RayJobState.STOPPED), T0, SETTINGS)
     assert (stopped.status.phase, stopped.status.reason) == ("Stopped", "Cancelled")
 
 
 def test_a_queued_task_found_running_in_ray_is_adopted_not_resubmitted() -> None:
-    d = step(task("Queued", finalizer=True), JobObserved("RUNNING", driver_node_id="w1", start_time_ms=1_796_284_800_000), T0, SETTINGS)
+    d = step(task("Queued", finalizer=True), JobObserved(RayJobState.RUNNING, driver_node_id="w1", start_time_ms=1_796_284_800_000), T0, SETTINGS)
     assert (d.status.phase, d.status.reason) == ("Running", "RayJobRunning")
     assert d.status.admitted_at == "2026-12-03T08:00:00Z"
     assert d.status.ray_job.start_time == "2026-12-03T08:00:00Z"
@@ -260,24 +262,25 @@ def test_a_queued_task_unknown_to_ray_stays_queued() -> None:
 # --------------------------------------------------------------------------- following Ray
 
 @pytest.mark.parametrize("ray,cancelled,late,expected", [
-    ("PENDING", False, False, (Phase.Submitted, "RayJobPending")),
-    ("RUNNING", False, False, (Phase.Running, "RayJobRunning")),
-    ("SUCCEEDED", False, False, (Phase.Succeeded, "RayJobSucceeded")),
-    ("FAILED", False, False, (Phase.Failed, "RayJobFailed")),
-    ("STOPPED", False, False, (Phase.Stopped, "RayJobStopped")),
-    ("STOPPED", True, False, (Phase.Stopped, "Cancelled")),
-    ("STOPPED", False, True, (Phase.Failed, "DeadlineExceeded")),
-    ("STOPPED", True, True, (Phase.Failed, "DeadlineExceeded")),
-    ("FAILED", True, False, (Phase.Stopped, "Cancelled")),
-    ("SUCCEEDED", True, False, (Phase.Succeeded, "RayJobSucceeded")),  # finished before the stop: the truth
+    (RayJobState.PENDING, False, False, (Phase.Submitted, "RayJobPending")),
+    (RayJobState.RUNNING, False, False, (Phase.Running, "RayJobRunning")),
+    (RayJobState.SUCCEEDED, False, False, (Phase.Succeeded, "RayJobSucceeded")),
+    (RayJobState.FAILED, False, False, (Phase.Failed, "RayJobFailed")),
+    (RayJobState.STOPPED, False, False, (Phase.Stopped, "RayJobStopped")),
+    (RayJobState.STOPPED, True, False, (Phase.Stopped, "Cancelled")),
+    (RayJobState.STOPPED, False, True, (Phase.Failed, "DeadlineExceeded")),
+    (RayJobState.STOPPED, True, True, (Phase.Failed, "DeadlineExceeded")),
+    (RayJobState.FAILED, True, False, (Phase.Stopped, "Cancelled")),
+    (RayJobState.SUCCEEDED, True, False, (Phase.Succeeded, "RayJobSucceeded")),  # finished before the stop: the truth
+    (None, False, False, (Phase.Submitted, "RayJobPending")),  # a state this Argus does not know (a newer Ray's)
 ])
-def test_phase_for_ray(ray: str, cancelled: bool, late: bool, expected: tuple[Phase, str]) -> None:
+def test_phase_for_ray(ray: RayJobState | None, cancelled: bool, late: bool, expected: tuple[Phase, str]) -> None:
     assert phase_for_ray(ray, cancelled=cancelled, deadline_exceeded=late) == expected
 
 
 def test_running_job_marks_the_task_running() -> None:
     t = task("Submitted", reason="Admitted", admitted_at="2026-12-03T07:59:59Z", finalizer=True)
-    d = step(t, JobObserved("RUNNING", "Job is currently running.", "w1", 1_796_284_800_000, None, True), T0, SETTINGS)
+    d = step(t, JobObserved(RayJobState.RUNNING, "Job is currently running.", "w1", 1_796_284_800_000, None, True), T0, SETTINGS)
     s = d.status
     assert (s.phase, s.reason, s.message) == ("Running", "RayJobRunning", "Job is currently running.")
     assert (s.ray_job.status, s.ray_job.driver_node_id, s.ray_job.start_time, s.ray_job.end_time) == ("RUNNING", "w1", "2026-12-03T08:00:00Z", None)
@@ -287,30 +290,30 @@ def test_running_job_marks_the_task_running() -> None:
 
 def test_a_pending_job_keeps_the_submissions_words() -> None:
     t = task("Submitted", reason="Admitted", message="submitted to Ray as x", finalizer=True)
-    d = step(t, JobObserved("PENDING"), T0, SETTINGS)
+    d = step(t, JobObserved(RayJobState.PENDING), T0, SETTINGS)
     assert (d.status.phase, d.status.reason, d.status.message) == ("Submitted", "Admitted", "submitted to Ray as x")
 
 
 def test_succeeded_job_completes_the_task() -> None:
-    d = step(running(), JobObserved("SUCCEEDED", "Job finished successfully.", "w1", 1, 1_796_284_860_000), T0, SETTINGS)
+    d = step(running(), JobObserved(RayJobState.SUCCEEDED, "Job finished successfully.", "w1", 1, 1_796_284_860_000), T0, SETTINGS)
     assert (d.status.phase, d.status.reason) == ("Succeeded", "RayJobSucceeded")
     assert d.status.ray_job.end_time == "2026-12-03T08:01:00Z"
     assert conditions(d.status)["Complete"] == "True" and conditions(d.status)["Running"] == "False"
 
 
 def test_cancel_stops_a_running_job_and_waits_for_ray() -> None:
-    d = step(running(cancel=True), JobObserved("RUNNING"), T0, SETTINGS)
+    d = step(running(cancel=True), JobObserved(RayJobState.RUNNING), T0, SETTINGS)
     assert d.actions == (StopJob(SID),) and d.status.phase == "Running"
-    after = step(running(cancel=True), JobObserved("STOPPED"), T0, SETTINGS)
+    after = step(running(cancel=True), JobObserved(RayJobState.STOPPED), T0, SETTINGS)
     assert (after.status.phase, after.status.reason, after.status.message) == ("Stopped", "Cancelled", "stopped because spec.cancel was set")
     assert after.actions == ()
 
 
 def test_the_deadline_counts_from_admission() -> None:
     t = running(deadline=60)  # admitted 07:59:00
-    assert step(t, JobObserved("RUNNING"), T0 - dt.timedelta(seconds=1), SETTINGS).actions == ()
-    assert step(t, JobObserved("RUNNING"), T0, SETTINGS).actions == (StopJob(SID),)
-    late = step(t, JobObserved("STOPPED"), T0, SETTINGS)
+    assert step(t, JobObserved(RayJobState.RUNNING), T0 - dt.timedelta(seconds=1), SETTINGS).actions == ()
+    assert step(t, JobObserved(RayJobState.RUNNING), T0, SETTINGS).actions == (StopJob(SID),)
+    late = step(t, JobObserved(RayJobState.STOPPED), T0, SETTINGS)
     assert (late.status.phase, late.status.reason, late.status.message) == ("Failed", "DeadlineExceeded", "stopped after activeDeadlineSeconds=60 from admission")
 
 
@@ -322,12 +325,12 @@ def test_a_job_ray_forgot_is_lost_never_resubmitted() -> None:
 
 
 def test_driver_on_the_head_is_a_placement_violation() -> None:
-    d = step(running(), JobObserved("RUNNING", driver_node_id="head", driver_on_worker=False), T0, SETTINGS)
+    d = step(running(), JobObserved(RayJobState.RUNNING, driver_node_id="head", driver_on_worker=False), T0, SETTINGS)
     assert PostEvent("Warning", "PlacementViolation", "the driver runs on node head, which lacks the 'worker_node' resource (the head?)") in d.actions
     # once reported, the same node is not reported again
     again = running(ray_job=RayJobStatus(submission_id=SID, status="RUNNING", driver_node_id="head"))
-    assert step(again, JobObserved("RUNNING", driver_node_id="head", driver_on_worker=False), T0, SETTINGS).actions == ()
-    assert step(running(), JobObserved("RUNNING", driver_node_id="w1", driver_on_worker=True), T0, SETTINGS).actions == ()
+    assert step(again, JobObserved(RayJobState.RUNNING, driver_node_id="head", driver_on_worker=False), T0, SETTINGS).actions == ()
+    assert step(running(), JobObserved(RayJobState.RUNNING, driver_node_id="w1", driver_on_worker=True), T0, SETTINGS).actions == ()
 
 
 def test_ray_unreachable_within_the_grace_only_says_so() -> None:
@@ -370,7 +373,7 @@ def test_a_refusal_after_an_outage_stops_the_outage_clock() -> None:
 def test_ray_answering_again_clears_the_outage() -> None:
     t = running(ray_unreachable_since="2026-12-03T07:59:00Z",
                 conditions=[Condition(type="RayReachable", status="False", reason="RayUnreachable", message="x", last_transition_time="2026-12-03T07:59:00Z")])
-    d = step(t, JobObserved("RUNNING"), T0, SETTINGS)
+    d = step(t, JobObserved(RayJobState.RUNNING), T0, SETTINGS)
     assert d.status.ray_unreachable_since is None
     assert conditions(d.status)["RayReachable"] == "True"
 
@@ -382,7 +385,7 @@ def test_a_task_failed_for_an_outage_has_its_job_stopped_once_ray_answers() -> N
     t = task("Failed", reason="RayUnreachable", finalizer=True, conditions=unreachable,
              ray_job=RayJobStatus(submission_id=SID, status="RUNNING"))
     assert needs_ray(t)
-    d = step(t, JobObserved("RUNNING"), T0, SETTINGS)
+    d = step(t, JobObserved(RayJobState.RUNNING), T0, SETTINGS)
     assert d.actions == (StopJob(SID),) and d.status.phase == "Failed"
     assert conditions(d.status)["RayReachable"] == "True"
     assert not needs_ray(lc.TaskState(**{**t.__dict__, "status": d.status}))
@@ -404,9 +407,9 @@ def test_deleting_a_task_that_may_have_a_job_asks_ray_first(phase: str | None) -
     about the submission id and what exists is stopped (issue 18: also for ended phases)."""
     t = task(phase, finalizer=True, deleting=T0)
     assert needs_ray(t)
-    assert step(t, JobObserved("RUNNING"), T0, SETTINGS).actions == (StopJob(SID),)
+    assert step(t, JobObserved(RayJobState.RUNNING), T0, SETTINGS).actions == (StopJob(SID),)
     # Once it has stopped (or was never there), its job leaves Ray's history and the object goes.
-    assert step(t, JobObserved("STOPPED"), T0, SETTINGS).actions == (RemoveRayJobs((SID,)), ReleaseFinalizer())
+    assert step(t, JobObserved(RayJobState.STOPPED), T0, SETTINGS).actions == (RemoveRayJobs((SID,)), ReleaseFinalizer())
     assert step(t, JobUnknown(), T0, SETTINGS).actions == (RemoveRayJobs((SID,)), ReleaseFinalizer())
 
 
@@ -440,7 +443,7 @@ def test_delete_grace_also_releases_a_task_while_ray_refuses_the_credentials() -
 
 def test_a_deleted_task_keeps_its_status() -> None:
     t = running(deleting=T0)
-    assert step(t, JobObserved("SUCCEEDED"), T0, SETTINGS).status == t.status
+    assert step(t, JobObserved(RayJobState.SUCCEEDED), T0, SETTINGS).status == t.status
 
 
 # --------------------------------------------------------------------------- conditions
@@ -465,9 +468,9 @@ def test_a_pending_read_after_the_submission_writes_nothing_new() -> None:
     said PENDING, so that read changes nothing (the start time comes with RUNNING)."""
     submitted = step(task("Queued"), SubmitResult("submitted", SID), T0, SETTINGS).status
     t = TaskState(**{**task("Queued").__dict__, "status": submitted, "holds_finalizer": True})
-    d = step(t, JobObserved("PENDING", start_time_ms=1_796_284_800_000), T0, SETTINGS)
+    d = step(t, JobObserved(RayJobState.PENDING, start_time_ms=1_796_284_800_000), T0, SETTINGS)
     assert d.status == submitted and d.actions == ()
-    running = step(t, JobObserved("RUNNING", start_time_ms=1_796_284_800_000, driver_node_id="w1"), T0, SETTINGS)
+    running = step(t, JobObserved(RayJobState.RUNNING, start_time_ms=1_796_284_800_000, driver_node_id="w1"), T0, SETTINGS)
     assert running.status.ray_job.start_time == "2026-12-03T08:00:00Z"
 
 
@@ -505,7 +508,7 @@ def test_a_lost_attempt_is_queued_again_as_the_next_attempt() -> None:
 
 
 def test_on_ray_job_lost_does_not_retry_a_failed_job_but_on_failure_does() -> None:
-    failed = JobObserved("FAILED", "Job entrypoint command failed with exit code 1")
+    failed = JobObserved(RayJobState.FAILED, "Job entrypoint command failed with exit code 1")
     lost_only = step(with_policy(running(), "OnRayJobLost"), failed, T0, SETTINGS).status
     assert (lost_only.phase, lost_only.reason) == ("Failed", "RayJobFailed")
     on_failure = step(with_policy(running(), "OnFailure"), failed, T0, SETTINGS).status
@@ -515,22 +518,22 @@ def test_on_ray_job_lost_does_not_retry_a_failed_job_but_on_failure_does() -> No
 
 def test_the_backoff_limit_ends_the_retries() -> None:
     t = with_policy(running(), "OnFailure", limit=2, attempt=3)
-    d = step(t, JobObserved("FAILED", "exit code 1"), T0, SETTINGS)
+    d = step(t, JobObserved(RayJobState.FAILED, "exit code 1"), T0, SETTINGS)
     assert (d.status.phase, d.status.reason) == ("Failed", "BackoffLimitExceeded")
     assert d.status.message == "attempt 3: job argus-ns-t-0a1b2c3d-a3 failed: exit code 1; no restart left (spec.backoffLimit 2)"
-    zero = step(with_policy(running(), "OnFailure", limit=0), JobObserved("FAILED"), T0, SETTINGS)
+    zero = step(with_policy(running(), "OnFailure", limit=0), JobObserved(RayJobState.FAILED), T0, SETTINGS)
     assert zero.status.reason == "BackoffLimitExceeded"
 
 
 def test_a_cancelled_or_late_job_is_never_retried() -> None:
-    cancelled = step(with_policy(running(cancel=True), "OnFailure"), JobObserved("STOPPED"), T0, SETTINGS)
+    cancelled = step(with_policy(running(cancel=True), "OnFailure"), JobObserved(RayJobState.STOPPED), T0, SETTINGS)
     assert (cancelled.status.phase, cancelled.status.reason) == ("Stopped", "Cancelled")
-    late = step(with_policy(running(deadline=30), "OnFailure"), JobObserved("FAILED"), T0, SETTINGS)
+    late = step(with_policy(running(deadline=30), "OnFailure"), JobObserved(RayJobState.FAILED), T0, SETTINGS)
     assert (late.status.phase, late.status.reason) == ("Failed", "DeadlineExceeded")
 
 
 def test_a_succeeded_attempt_is_recorded() -> None:
-    d = step(running(), JobObserved("SUCCEEDED", "ok", "w1", 1_796_284_800_000, 1_796_284_860_000), T0, SETTINGS)
+    d = step(running(), JobObserved(RayJobState.SUCCEEDED, "ok", "w1", 1_796_284_800_000, 1_796_284_860_000), T0, SETTINGS)
     assert [(r.attempt, r.outcome, r.start_time, r.end_time) for r in d.status.attempts] == [
         (1, "RayJobSucceeded", "2026-12-03T08:00:00Z", "2026-12-03T08:01:00Z")]
     assert d.status.finished_at == "2026-12-03T08:00:00Z"

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from argus.core.config import PlatformConfig
-from argus.core.plan import SubmissionPlan, resolve_plan, submission_id_for, validate_spec, validate_task
+from argus.core.plan import resolve_plan, validate_spec, validate_task
 from argus.core.spec import ArgusTaskSpec
+from argus.core.submission import SubmissionPlan, submission_id_for
 from argus.core.template import DEFAULT_VERL_VERSION, basic_command
 
 pytestmark = pytest.mark.unit

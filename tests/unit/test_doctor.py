@@ -37,8 +37,8 @@ from argus.core.doctor import (
     rows_json,
     worker_resource_row,
 )
-from argus.core.plan import submission_id_for
 from argus.core.rayjobs import RayNode, RayRefused
+from argus.core.submission import submission_id_for
 from fakes import FakeClock, FakeRay
 
 pytestmark = pytest.mark.unit

@@ -78,9 +78,24 @@ def _package_layers() -> dict[str, Any]:
 
 
 def test_the_contract_names_the_io_packages() -> None:
-    contract = _contract("forbidden")
+    contract = _contract("forbidden", "The pure core")
     assert contract["source_modules"] == ["argus.core"]
     assert {"kopf", "kubernetes", "ray", "argus.controller", "argus_testbed", "argus.cli"} <= set(contract["forbidden_modules"])
+
+
+def test_the_lifecycle_contract_names_the_lifecycle_and_the_command_language(tmp_path: Path) -> None:
+    """The lifecycle's modules may not import what builds plans; the same contract with the
+    plan's builder as its source is broken (negative control)."""
+    contract = _contract("forbidden", "The lifecycle")
+    assert {"argus.core.lifecycle", "argus.core.transitions", "argus.core.observations", "argus.core.taskstate",
+            "argus.core.submission", "argus.core.conditions"} <= set(contract["source_modules"])
+    assert {"argus.core.plan", "argus.core.command", "argus.core.verlconfig", "argus.core.template"} <= set(contract["forbidden_modules"])
+    config = _normalised(_pyproject_config())
+    config["contracts"] = [dict(contract, source_modules=["argus.core.plan"], forbidden_modules=["argus.core.command"])]
+    path = tmp_path / "builder.toml"
+    path.write_text(_toml(config))
+    result = _lint(str(path))
+    assert result.returncode != 0 and "BROKEN" in result.stdout, result.stdout + result.stderr
 
 
 def test_import_contract_is_kept(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 import requests
 
 from argus.adapters.ray import classify
-from argus.core.rayjobs import RayAuthFailed, RayJobExists, RayJobUnknown, RayRefused, RayUnreachable
+from argus.core.rayjobs import RayAuthFailed, RayJobExists, RayJobState, RayJobUnknown, RayRefused, RayUnreachable
 from fakes import FakeClock
 
 pytestmark = pytest.mark.unit
@@ -85,7 +85,8 @@ def _client() -> tuple[object, FakeJobSubmissionClient, list[tuple[str, str]]]:
 
 
 def _plan(sid: str = "argus-ns-t-0a1b2c3d", entrypoint_num_gpus: int = 0) -> object:
-    from argus.core.plan import DRIVER_GPUS_KEY, SubmissionPlan
+    from argus.core.plan import DRIVER_GPUS_KEY
+    from argus.core.submission import SubmissionPlan
     return SubmissionPlan(submission_id=sid, user="alice", command="x", entrypoint="bash -lc x", entrypoint_resources={"worker_node": 1},
                           entrypoint_num_gpus=entrypoint_num_gpus, runtime_env={},
                           metadata={DRIVER_GPUS_KEY: str(entrypoint_num_gpus)} if entrypoint_num_gpus else {}, job_dir="/j", gpus=1)
@@ -243,6 +244,38 @@ def test_every_ray_client_is_made_with_the_token(tmp_path, monkeypatch) -> None:
     asyncio.run(without.placement_groups())
     bearer = {"Authorization": "Bearer s3cr3t-t0ken"}
     assert made == [("jobs", bearer), ("state", bearer), ("state", bearer), ("jobs", None), ("state", {}), ("state", {})]
+
+
+@pytest.mark.parametrize("said,state,unknown", [
+    ("RUNNING", RayJobState.RUNNING, ""),
+    ("succeeded", RayJobState.SUCCEEDED, ""),  # any case
+    ("NEW_STATE", None, "NEW_STATE"),          # a newer Ray's state: not one Argus knows, its word kept
+])
+def test_ray_s_word_for_a_job_s_state_is_parsed_at_the_boundary(monkeypatch, said: str, state: RayJobState | None, unknown: str) -> None:
+    """Ray's JobStatus (an enum whose value is its word, or a bare string) becomes a
+    RayJobState; a word Argus does not know is kept, for the status and the messages, and
+    counts as neither active nor ended."""
+    import asyncio
+    from enum import Enum
+    from types import SimpleNamespace
+
+    import argus.adapters.ray as adapter
+
+    class JobStatus(str, Enum):  # as ray.job_submission.JobStatus
+        word = said
+
+    class Answering:
+        def __init__(self, address: str, headers: object = None) -> None:
+            pass
+
+        def get_job_info(self, submission_id: str) -> object:
+            return SimpleNamespace(status=JobStatus.word, message="", driver_node_id=None, start_time=None, end_time=None)
+
+    monkeypatch.setattr(adapter, "_timed_client_class", lambda timeout: Answering)
+    client = adapter.RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, threads=1)
+    job = asyncio.run(client.job("argus-ns-t-0a1b2c3d"))
+    assert (job.status, job.unknown_status, job.reported) == (state, unknown, state.value if state else said)
+    assert job.active == (state is RayJobState.RUNNING) and job.ended == (state is RayJobState.SUCCEEDED)
 
 
 def test_a_refusal_is_logged_at_most_once_a_minute_and_never_with_the_token(tmp_path, caplog) -> None:

@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from argus.core.conditions import ConditionType
+from argus.core.rayjobs import RayJobState
 from argus.core.vocabulary import (
     ACTIVE_PHASES,
+    CLUSTER_REACHABILITY_REASONS,
     END_PHASES,
     EVENT_REASONS,
     REASONS_BY_PHASE,
     STATUS_REASONS,
+    ClusterReason,
     Phase,
     Reason,
     is_active,
@@ -40,6 +44,18 @@ def test_the_values_written_to_the_api_are_pinned() -> None:
         "RayJobStopped", "RaySubmitFailed", "DeadlineExceeded", "BackoffLimitExceeded", "Cancelled", "RayUnreachable",
         "RayAuthFailed", "RayReachable", "WeakCheck", "PlacementViolation", "FinalizerReleased", "KeptForGitOps"])
     assert all(r.name == r.value for r in Reason)
+
+
+def test_the_conditions_and_cluster_reasons_written_to_the_api_are_pinned() -> None:
+    """Condition types (``kubectl wait --for=condition=Finished``), an ArgusCluster's reasons
+    (the Argo CD check's messages) and Ray's job states as recorded: spelt out, not computed."""
+    assert [t.value for t in ConditionType] == ["Admitted", "Running", "Complete", "Failed", "Finished", "Suspended", "RayReachable",
+                                               "Deleting", "VerlDrift"]
+    assert [r.value for r in ClusterReason] == ["RayReachable", "RayUnreachable", "RayAuthFailed", "RayClusterRefUnresolved",
+                                               "VerlDrift", "VerlMatches", "TasksOnCluster", "NoTasks"]
+    assert [r.value for r in CLUSTER_REACHABILITY_REASONS] == ["RayReachable", "RayUnreachable", "RayAuthFailed", "RayClusterRefUnresolved"]
+    assert [s.value for s in RayJobState] == ["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"]
+    assert f"{ConditionType.Finished}" == "Finished" and f"{ClusterReason.NoTasks}" == "NoTasks" and f"{RayJobState.FAILED}" == "FAILED"
 
 
 def test_a_reason_is_its_value_wherever_it_is_written() -> None:
@@ -91,6 +107,14 @@ def test_readme_status_section_is_the_vocabulary() -> None:
         "README.md's 'Reasons you may meet' is stale: make it list core.vocabulary.STATUS_REASONS"
     phases = readme.split("Age; `-o wide` adds User, Ray job, Reason, Attempt, Cluster and Run. Phases:", 1)[1].split("(every problem", 1)[0]
     assert set(_code_words(phases)) == {p.value for p in Phase}
+
+
+def test_the_docs_name_an_argusclusters_reachability_reasons_as_the_vocabulary() -> None:
+    deploy = (REPO / "docs" / "deploy.md").read_text().split("the `RayReachable` condition (reason ", 1)[1].split(")", 1)[0]
+    argocd = (REPO / "docs" / "argocd.md").read_text().split("| `RayReachable=False` (reason ", 1)[1].split(")", 1)[0]
+    assert set(_code_words(deploy)) == {r.value for r in CLUSTER_REACHABILITY_REASONS}, "docs/deploy.md's ArgusCluster status row is stale"
+    assert set(_code_words(argocd)) == {r.value for r in CLUSTER_REACHABILITY_REASONS} - {ClusterReason.RayReachable}, \
+        "docs/argocd.md's ArgusCluster health row is stale"
 
 
 def _lua_phases(condition: str) -> set[str]:

@@ -34,10 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..core.doctor import ProbeJob
-from ..core.plan import SubmissionPlan
-from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobExists, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobExists, RayJobState, RayJobUnknown, RayNode, RayRefused, RayUnreachable
 from ..core.rayversion import TESTED_RAY, TOKEN_AUTH_SINCE
 from ..core.rayversion import release as _release
+from ..core.submission import SubmissionPlan
 
 DEFAULT_TIMEOUT = 10.0
 # A call's deadline, in request timeouts: a connect and a read may each take one; past three
@@ -355,9 +355,10 @@ class RayJobsClient(RayConnection):
 
     async def job(self, submission_id: str) -> RayJob:
         info = await self._run(self._jobs, "status", "get_job_info", submission_id)
-        status = getattr(info.status, "value", str(info.status))
+        said = str(getattr(info.status, "value", info.status))  # Ray's JobStatus, or its word as a string
+        state = RayJobState.parse(said)
         return RayJob(
-            submission_id=submission_id, status=str(status), message=info.message or "",
+            submission_id=submission_id, status=state, unknown_status="" if state is not None else said, message=info.message or "",
             driver_node_id=info.driver_node_id, start_time_ms=info.start_time, end_time_ms=info.end_time,
             job_id=getattr(info, "job_id", None),
             metadata=dict(info.metadata) if isinstance(getattr(info, "metadata", None), dict) else {},

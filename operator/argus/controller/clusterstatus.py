@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 
 from ..adapters.kube import api_error
 from ..core.clock import Clock
-from ..core.clusters import CLUSTER_FINALIZER, REF_UNRESOLVED, ArgusClusterStatus, ClusterDoctor, ClusterReport, cluster_status
+from ..core.clusters import CLUSTER_FINALIZER, ArgusClusterStatus, ClusterDoctor, ClusterReport, cluster_status
 from ..core.queue import Claim, free_per_node
 from ..core.times import format_time
-from ..core.vocabulary import END_PHASES
+from ..core.vocabulary import END_PHASES, ClusterReason, Phase
 from .fleet import Fleet
 from .ports import ClusterStore
 from .rayclusters import Cluster, NodeCache
@@ -58,7 +58,7 @@ class ClusterReports:
         for v in views():
             if v.holds_finalizer and v.phase not in _ENDED:
                 on.setdefault(v.job_cluster, []).append(v)
-            elif v.phase == "Queued" and not v.cancel and not v.suspend and not v.deleting:
+            elif v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting:
                 names = clusters_for(v)
                 if names is None:
                     anywhere += 1
@@ -88,7 +88,7 @@ class ClusterReports:
     async def _status(self, cluster: Cluster, on_it: list[TaskView], queued: int, claims: list[Claim]) -> None:
         capacity, error = await cluster.nodes.capacity()
         version = await self._version(cluster, error is None)
-        reason = REF_UNRESOLVED if cluster.unresolved is not None else str(cluster.nodes.error_reason)
+        reason = ClusterReason.RayClusterRefUnresolved if cluster.unresolved is not None else ClusterReason(cluster.nodes.error_reason)
         report = ClusterReport(
             error=cluster.unresolved or error, error_reason=reason, version=version, doctor=self.doctor.get(cluster.name),
             worker_nodes=len(capacity.workers) if capacity is not None else None,

@@ -31,13 +31,12 @@ from ..core.doctor import (
     probe_rows,
     worker_resource_row,
 )
-from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
+from ..core.rayjobs import RayAuthFailed, RayJobState, RayJobUnknown, RayRefused, RayUnreachable
 from .jobsync import HistoryRemovals
 from .ports import RayJobs
 
 log = logging.getLogger(__name__)
 
-ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 REMOVAL_SETTLE_SECONDS = 2.0  # a probe's record is looked at again this long after its removal
 
 
@@ -84,15 +83,15 @@ class Doctor:
         except (RayUnreachable, RayRefused) as exc:
             return ProbeOutcome("NOT_SUBMITTED", f"Ray refused the probe job: {exc}")
         started = self.monotonic()
-        status, message, running_since = "PENDING", "", None
+        reported, message, running_since = RayJobState.PENDING.value, "", None
         try:
             while True:
                 info = await self.ray.job(sid)
-                status, message = info.status, info.message
-                if status in ENDED:
+                reported, message = info.reported, info.message
+                if info.ended:
                     break
                 now = self.monotonic()
-                if status == "RUNNING" and running_since is None:
+                if info.status == RayJobState.RUNNING and running_since is None:
                     running_since = now
                 if running_since is None and now - started > self.start_timeout:
                     await self._stop(sid)
@@ -102,7 +101,7 @@ class Doctor:
                 if running_since is not None and now - running_since > self.run_timeout:
                     await self._stop(sid)
                     message = f"stopped: still running after {self.run_timeout:.0f} s"
-                    status = "STOPPED"
+                    reported = RayJobState.STOPPED.value
                     break
                 await self.sleep(self.poll)
             text = await self.ray.logs(sid)
@@ -110,13 +109,13 @@ class Doctor:
             await self._stop(sid)
             return ProbeOutcome("LOST", f"lost track of the probe: {exc}", pinned_by=pinned)
         await self._remove(sid)
-        return ProbeOutcome(status, message, text, pinned_by=pinned, waited_seconds=self.monotonic() - started)
+        return ProbeOutcome(reported, message, text, pinned_by=pinned, waited_seconds=self.monotonic() - started)
 
     async def _stop(self, sid: str) -> None:
         try:
             await self.ray.stop(sid)
             for _ in range(40):  # until Ray says it ended (then it may leave the history)
-                if (await self.ray.job(sid)).status in ENDED:
+                if (await self.ray.job(sid)).ended:
                     return
                 await self.sleep(self.poll)
         except (RayUnreachable, RayRefused, RayJobUnknown):

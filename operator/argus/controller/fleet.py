@@ -15,7 +15,7 @@ the RayCluster's head Service (``core.clusters.head_dashboard_address``, reached
 at every read of the clusters while it does not (a head Service that moved is followed within
 a poll interval). While the RayCluster or its head Service does not exist, the cluster's
 client answers every call with ``RayUnreachable`` saying so, and its status says it
-(``REF_UNRESOLVED``); when the API server cannot be read, the address last read is kept.
+(``ClusterReason.RayClusterRefUnresolved``); when the API server cannot be read, the address last read is kept.
 
 A cluster's token comes from the Secret its ``spec.tokenSecret`` names, in the operator's
 namespace, read when the cluster is first seen, again after Ray refused it, and at least

@@ -50,7 +50,7 @@ class InputChecks:
         """The task's inputs (computed once per task: the spec does not change)."""
         found = self._inputs.get(view.uid)
         if found is None:
-            verdict = validate_spec(view.spec, view.status.get("user") or "", self.platform, namespace=view.namespace,
+            verdict = validate_spec(view.spec, view.state.status.user or "", self.platform, namespace=view.namespace,
                                     name=view.name, uid=view.uid, attempt=view.state.attempt, composer=self.composer)
             found = self._inputs[view.uid] = verdict.inputs
         return found

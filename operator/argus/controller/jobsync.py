@@ -71,7 +71,7 @@ class JobSync:
         """Seconds since the task was admitted (None: not known)."""
         if view.key in self._submitted_at:
             return self.monotonic() - self._submitted_at[view.key]
-        admitted = parse_time(view.status.get("admittedAt"))
+        admitted = parse_time(view.state.status.admitted_at)
         return (now - admitted).total_seconds() if admitted else None
 
     def due_in(self, view: TaskView, now: dt.datetime, active: int) -> float:
@@ -102,7 +102,7 @@ class JobSync:
         if job.job_id:
             self.job_ids[key] = job.job_id
         gpus = driver_gpus(job.metadata)
-        if job.driver_node_id and gpus > 0 and job.status.upper() in lifecycle.RAY_ACTIVE:
+        if job.driver_node_id and gpus > 0 and job.active:
             self.gpu_drivers[key] = (task.submission_id, job.driver_node_id, gpus)
         else:
             self.gpu_drivers.pop(key, None)
@@ -113,7 +113,7 @@ class JobSync:
             if on_worker is not None:
                 self._known_drivers[key] = job.driver_node_id
         found = self.clusters.get(cluster)
-        return lifecycle.JobObserved(status=job.status, message=job.message, driver_node_id=job.driver_node_id,
+        return lifecycle.JobObserved(status=job.status, unknown_status=job.unknown_status, message=job.message, driver_node_id=job.driver_node_id,
                                      start_time_ms=job.start_time_ms, end_time_ms=job.end_time_ms, driver_on_worker=on_worker,
                                      cluster=cluster, dashboard_url=found.config.address if found is not None and cluster else None)
 

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 from ..core.doctor import ProbeJob
-from ..core.plan import SubmissionPlan
 from ..core.rayjobs import PlacementGroup, RayJob, RayNode
+from ..core.submission import SubmissionPlan
 from ..core.vocabulary import Key
 from .view import TaskView
 

@@ -37,7 +37,7 @@ def in_use(active: list[TaskView]) -> dict[str, int]:
     """GPUs each user's admitted (Submitted or Running) tasks hold."""
     held: dict[str, int] = {}
     for v in active:
-        user = v.status.get("user") or ""
+        user = v.state.status.user or ""
         held[user] = held.get(user, 0) + v.gpus
     return held
 
@@ -142,7 +142,7 @@ class QueueSnapshot:
         if isinstance(pinned, str) and pinned:
             names = [n for n in names if n == pinned]
         placed = placed_on(v.annotations, v.state.attempt)
-        last = v.status.get("cluster")
+        last = v.state.status.cluster
         if placed is not None:
             names = [n for n in names if n == placed]
         elif v.state.attempt > 1 and v.spec.get("moveOnRetry") is not True and last:
@@ -195,9 +195,9 @@ def usage_records(tasks: list[TaskView]) -> list[UsageRecord]:
     """Every attempt's GPU time, from the tasks' status (so it survives an operator restart)."""
     records = []
     for v in tasks:
-        user = v.status.get("user")
-        for attempt in v.status.get("attempts") or []:
-            start = parse_time(attempt.get("startTime"))
+        user = v.state.status.user
+        for attempt in v.state.status.attempts or []:
+            start = parse_time(attempt.start_time)
             if user and start is not None:
-                records.append(UsageRecord(user, v.gpus, start, parse_time(attempt.get("endTime"))))
+                records.append(UsageRecord(user, v.gpus, start, parse_time(attempt.end_time)))
     return records

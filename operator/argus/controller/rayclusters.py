@@ -13,9 +13,9 @@ from typing import Protocol
 
 from ..core.clusters import ClusterConfig
 from ..core.doctor import ProbeJob
-from ..core.plan import SubmissionPlan
 from ..core.queue import Capacity, WorkerNode
 from ..core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayNode, RayRefused, RayUnreachable
+from ..core.submission import SubmissionPlan
 from ..core.vocabulary import Reason
 from .ports import RayJobs
 

@@ -30,9 +30,10 @@ from ..core.clock import Clock
 from ..core.config import PlatformConfig
 from ..core.lifecycle import Observation
 from ..core.patch import merge_patch
-from ..core.plan import SubmissionPlan, validate_spec
+from ..core.plan import validate_spec
 from ..core.secretenv import SecretEnv, SecretRead, SecretUnreadable, raw_secret_env, resolve_secret_env, secret_env
 from ..core.spec import ArgusTaskSpec, Phase
+from ..core.submission import SubmissionPlan
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
 from .fleet import Fleet
@@ -123,11 +124,11 @@ class Scheduler:
             # starts (a path root or verl snapshot changed while it waited applies to it),
             # with this attempt's submission id; intake's validation only admitted it to the
             # queue. A task that no longer passes is Rejected with the reason (docs/lifecycle.md).
-            verdict = validate_spec(draft.view.spec, draft.view.status.get("user") or "", self.platform_on(cluster),
+            verdict = validate_spec(draft.view.spec, draft.view.state.status.user or "", self.platform_on(cluster),
                                     namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt,
                                     composer=self.composer)
             if not verdict.valid or verdict.plan is None:
-                seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.status.get("user"))
+                seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.state.status.user)
             else:
                 plan, waits = await self._with_secrets(view.namespace, verdict.spec, verdict.plan)
                 seen = (lifecycle.Admitted(plan.model_copy(update={"cluster": cluster})) if waits is None

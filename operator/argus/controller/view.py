@@ -96,6 +96,9 @@ class TaskView:
 
     @property
     def phase(self) -> str | None:
+        """The phase as written, not parsed: one this operator does not know (written by hand,
+        or by a newer operator) is not taken for a new task's (None). The other status fields
+        are read typed, through ``state.status``."""
         return self.status.get("phase")
 
     @property
@@ -129,7 +132,7 @@ class TaskView:
         placement written before its submission, else the status's (the empty name: the
         implicit cluster of --ray-address)."""
         placed = placed_on(self.annotations, self.state.attempt)
-        return placed if placed is not None else (self.status.get("cluster") or "")
+        return placed if placed is not None else (self.state.status.cluster or "")
 
     def cluster_of_job(self, submission_id: str) -> str:
         """The cluster an attempt's job went to (its attempt record), else ``job_cluster``."""
@@ -142,10 +145,10 @@ class TaskView:
         """As the queue sees it; ``verl``: the verl version it is composed for at its start (the
         operator's tree; None: the one its status says it was composed for, if any)."""
         nnodes, per_node = task_shape(self.spec)
-        composed = (self.status.get("verl") or {}).get("version")
+        status = self.state.status
+        composed = status.verl.version if status.verl is not None else None
         return QueuedTask(self.namespace, self.name, self._int("priority") or 0, self.created, gpus_per_node=per_node, nnodes=nnodes,
-                          user=self.status.get("user") or "", clusters=clusters,
-                          verl=verl or (composed if isinstance(composed, str) and composed else None))
+                          user=status.user or "", clusters=clusters, verl=verl or composed or None)
 
     def _int(self, field: str) -> int | None:
         value = self.spec.get(field)

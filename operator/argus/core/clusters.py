@@ -26,10 +26,12 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from .conditions import Condition, ConditionType, set_condition
 from .config import PlatformConfig
 from .doctor import Check, Row, snapshot_versions
 from .doctor import Status as CheckStatus
-from .spec import GROUP, Condition, _CamelModel, _StatusModel
+from .spec import GROUP, _CamelModel, _or, _StatusModel
+from .vocabulary import CLUSTER_REACHABILITY_REASONS, ClusterReason
 
 CLUSTER_KIND = "ArgusCluster"
 CLUSTER_PLURAL = "argusclusters"
@@ -107,10 +109,6 @@ KUBERAY_GROUP, KUBERAY_VERSION, KUBERAY_PLURAL = "ray.io", "v1", "rayclusters"
 KUBERAY_DASHBOARD_PORT = "dashboard"
 DEFAULT_KUBERAY_URL = "http://{service}.{namespace}.svc.cluster.local:{port}"
 KUBERAY_URL_FIELDS = ("service", "namespace", "port", "clusterIP")
-# The RayReachable condition's reason while spec.rayClusterRef names no usable head Service.
-REF_UNRESOLVED = "RayClusterRefUnresolved"
-# The condition saying whether its verl snapshot runs the release Argus composes with, and its reasons.
-VERL_DRIFT, VERL_MATCHES = "VerlDrift", "VerlMatches"
 
 
 class RayClusterRef(_CamelModel):
@@ -194,10 +192,10 @@ class ClusterDoctor(_CamelModel):
 class ArgusClusterStatus(_StatusModel):
     """Written by the operator (its leader), at most once per poll interval and only when it changed."""
 
-    conditions: list[Condition] | None = Field(None, description="RayReachable (reason RayReachable, RayUnreachable, RayAuthFailed or "
-                                               f"{REF_UNRESOLVED}), {VERL_DRIFT} (True: its verl snapshot runs a version other than "
+    conditions: list[Condition] | None = Field(None, description=f"{ConditionType.RayReachable} (reason {_or(CLUSTER_REACHABILITY_REASONS)}), "
+                                               f"{ConditionType.VerlDrift} (True: its verl snapshot runs a version other than "
                                                "the one Argus composes with, and new tasks wait; set once argus doctor has read "
-                                               "the snapshot's version) and Deleting.")
+                                               f"the snapshot's version) and {ConditionType.Deleting}.")
     address: str | None = Field(None, description="The dashboard address the operator uses: spec.address, or the one read from "
                                 "spec.rayClusterRef's head Service.")
     ray_version: str | None = Field(None, description="The Ray version its dashboard reports.")
@@ -353,7 +351,7 @@ class ClusterReport:
     """What the operator saw of one cluster in a pass, for its status (``cluster_status``)."""
 
     error: str | None             # why Ray could not be read (None: it answered)
-    error_reason: str             # RayUnreachable, RayAuthFailed or REF_UNRESOLVED
+    error_reason: ClusterReason   # RayUnreachable, RayAuthFailed or RayClusterRefUnresolved
     version: str | None
     worker_nodes: int | None      # None: not known (Ray could not be read)
     gpus: float | None
@@ -370,22 +368,20 @@ def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, addre
     """The ArgusCluster's status after a pass: conditions move only when they change (their
     lastTransitionTime with them); the figures of a cluster Ray could not be read for are
     the last known ones."""
-    from .taskstate import set_condition  # noqa: PLC0415 - taskstate imports spec, as this module does
-
     if report.error is None:
-        conditions = set_condition(previous.conditions, "RayReachable", True, "RayReachable", f"Ray answers at {address}",
+        conditions = set_condition(previous.conditions, ConditionType.RayReachable, True, ClusterReason.RayReachable, f"Ray answers at {address}",
                                    now=now, generation=generation)
-    elif report.error_reason == REF_UNRESOLVED:  # no address to name: the error says what is missing
-        conditions = set_condition(previous.conditions, "RayReachable", False, report.error_reason, report.error,
+    elif report.error_reason == ClusterReason.RayClusterRefUnresolved:  # no address to name: the error says what is missing
+        conditions = set_condition(previous.conditions, ConditionType.RayReachable, False, report.error_reason, report.error,
                                    now=now, generation=generation)
     else:
-        conditions = set_condition(previous.conditions, "RayReachable", False, report.error_reason,
+        conditions = set_condition(previous.conditions, ConditionType.RayReachable, False, report.error_reason,
                                    f"Ray at {address} cannot be read: {report.error}", now=now, generation=generation)
     if report.deleting:
         held = ", ".join(report.holding[:10]) + (f" and {len(report.holding) - 10} more" if len(report.holding) > 10 else "")
         message = (f"waiting for the tasks on it to end before it goes: {held} (set spec.cancel on them to stop them now)"
                    if report.holding else "no task is on it: it goes now")
-        conditions = set_condition(conditions, "Deleting", True, "TasksOnCluster" if report.holding else "NoTasks", message,
+        conditions = set_condition(conditions, ConditionType.Deleting, True, ClusterReason.TasksOnCluster if report.holding else ClusterReason.NoTasks, message,
                                    now=now, generation=generation)
     conditions = _verl_condition(conditions, report.doctor or previous.doctor, now=now, generation=generation)
     known = report.worker_nodes is not None
@@ -406,15 +402,13 @@ def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, addre
 def _verl_condition(conditions: list[Condition], doctor: ClusterDoctor | None, *, now: str, generation: int | None) -> list[Condition]:
     """VerlDrift, once argus doctor has read the snapshot's version (until then it says nothing:
     nothing is known, and nothing is held back)."""
-    from .taskstate import set_condition  # noqa: PLC0415 - as in cluster_status
-
     if doctor is None or not doctor.expected_verl or not doctor.verl_versions:
         return conditions
     drift = doctor.verl_drift()
     if drift:
-        return set_condition(conditions, VERL_DRIFT, True, VERL_DRIFT,
+        return set_condition(conditions, ConditionType.VerlDrift, True, ClusterReason.VerlDrift,
                              f"its verl snapshot runs verl {' and '.join(drift)}, but Argus composes with verl {doctor.expected_verl}: "
-                             f"new tasks wait (reason {VERL_DRIFT}) until argus doctor finds verl {doctor.expected_verl} there; "
+                             f"new tasks wait (reason {ClusterReason.VerlDrift}) until argus doctor finds verl {doctor.expected_verl} there; "
                              "running tasks are left alone", now=now, generation=generation)
-    return set_condition(conditions, VERL_DRIFT, False, VERL_MATCHES,
+    return set_condition(conditions, ConditionType.VerlDrift, False, ClusterReason.VerlMatches,
                          f"its verl snapshot runs verl {doctor.expected_verl}, the release Argus composes with", now=now, generation=generation)

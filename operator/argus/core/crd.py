@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from .conditions import ConditionType
 from .rules import KIND_RULES, change_rules_cel
 from .spec import (
     API_VERSION,
@@ -259,7 +260,7 @@ def arguscluster_crd() -> dict[str, Any]:
     spec["x-kubernetes-validations"] = [{"rule": ADDRESS_OR_REF_RULE[1], "message": ADDRESS_OR_REF_RULE[0]}]
     schema = _object_schema(CLUSTER_KIND, f"{CLUSTER_KIND} is one Ray cluster Argus places ArgusTasks on: its dashboard, who may use it, "
                             "how many tasks it runs.", spec, _status_schema(ArgusClusterStatus))
-    reachable = '.status.conditions[?(@.type=="RayReachable")]'
+    reachable = f'.status.conditions[?(@.type=="{ConditionType.RayReachable}")]'
     # kubectl's columns, as data: the two CRDs' tables share a shape, not their rows (duplicates lists
     # them as a pair; each row is one column of one kind).
     columns = [

@@ -29,8 +29,8 @@ unknown" is the normal answer). The observations that need Ray are named by
 Here: ``step`` and its decision for each kind of observation, and the timers of an ended
 task. What it is told and answers (observations, actions, ``Decision``) is declared in
 ``core.observations``; the task as it knows it, and how a decision rewrites its status
-(entering a phase, conditions, attempts), in ``core.taskstate``. All of it is importable
-from here.
+(entering a phase, conditions, attempts), in ``core.taskstate``; the conditions' types and
+``set_condition`` in ``core.conditions``. All of it is importable from here.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from collections.abc import Callable
 from typing import Literal
 
 from . import suspension
+from .conditions import MAX_CONDITION_MESSAGE, ConditionType, set_condition
 from .gitops import tracked_by
 from .observations import (
-    RAY_ACTIVE,
     Action,
     Admitted,
     Decision,
@@ -65,9 +65,9 @@ from .observations import (
     Waiting,
 )
 from .problems import cap_lines
+from .rayjobs import RAY_ACTIVE, RayJobState
 from .spec import ArgusTaskStatus, Phase, RayJobStatus, RestartPolicy, VerlConfigSource
 from .taskstate import (
-    MAX_CONDITION_MESSAGE,
     RAY_TO_PHASE,
     LifecycleSettings,
     TaskState,
@@ -78,7 +78,6 @@ from .taskstate import (
     phase_for_ray,
     ray_reachable,
     ray_refused,
-    set_condition,
 )
 from .times import format_time, from_epoch_ms, parse_time
 from .transitions import Move, UndeclaredTransition, event, require
@@ -86,7 +85,7 @@ from .vocabulary import ACTIVE_PHASES, Reason
 
 # The lifecycle's whole vocabulary is importable from here (the controller, the tests): the
 # task and its settings (core.taskstate), the observations, actions and decision
-# (core.observations).
+# (core.observations), the conditions (core.conditions).
 __all__ = [
     "FINALIZER", "MAX_CONDITION_MESSAGE", "RAY_ACTIVE", "RAY_TO_PHASE",
     "Action", "Admitted", "Decision", "DeleteTask", "JobObserved", "JobUnknown", "LifecycleSettings", "Observation", "PostEvent",
@@ -111,8 +110,8 @@ def needs_ray(task: TaskState) -> bool:
     if phase is Phase.Queued:
         return task.holds_finalizer  # submitted before the status said so, perhaps
     if phase is Phase.Failed and task.status.reason == Reason.RayUnreachable and task.holds_finalizer:
-        reachable = task.condition("RayReachable")
-        return reachable is None or reachable.status != "True"  # its job may still run: stop it once Ray answers
+        reachable = task.condition(ConditionType.RayReachable)
+        return reachable is None or not reachable.true  # its job may still run: stop it once Ray answers
     return False
 
 
@@ -143,7 +142,7 @@ def step(task: TaskState, seen: Observation, now: dt.datetime, settings: Lifecyc
     operator logs it as an error and counts it, and the tests hold the table complete)."""
     decision = _decide(task, seen, now, settings)
     try:
-        require(Move(source=task.phase, observation=type(seen).__name__, deleting=task.deleting,
+        require(Move(source=task.phase, observation=type(seen), deleting=task.deleting,
                      target=Phase(decision.status.phase) if decision.status.phase else None,
                      reason_before=task.status.reason, reason_after=decision.status.reason,
                      actions=tuple(action_kind(a) for a in decision.actions)))
@@ -246,8 +245,8 @@ def _waiting(task: TaskState, seen: Waiting, now: dt.datetime) -> Decision:
         else:
             reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({seen.ray_error[:200]})"
     status = status.model_copy(update={"reason": reason, "message": message})
-    reachable = task.condition("RayReachable")
-    if seen.ray_error is not None or reachable is None or reachable.status != "True":
+    reachable = task.condition(ConditionType.RayReachable)
+    if seen.ray_error is not None or reachable is None or not reachable.true:
         status = ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", format_time(now), since=None, reason=seen.ray_reason)
     return Decision(status)
 
@@ -279,7 +278,7 @@ def _submit_result(task: TaskState, seen: SubmitResult, now: dt.datetime, settin
                f"Ray already had job {seen.submission_id} (submitted before a restart); adopted it, no second job")
     # A job Ray has just accepted is PENDING by Ray's definition; an adopted one's state
     # is learnt at the next read.
-    ray_job = RayJobStatus(submission_id=seen.submission_id, status="PENDING" if fresh else None,
+    ray_job = RayJobStatus(submission_id=seen.submission_id, status=RayJobState.PENDING.value if fresh else None,
                            dashboard_url=seen.dashboard_url or settings.dashboard_url)
     status = ray_reachable(task, status, True, "", stamp)  # Ray just answered
     status = status.model_copy(update={"cluster": seen.cluster or None})  # before its attempt's record, which names it
@@ -365,7 +364,7 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         actions.append(StopJob(sid))  # the next read sees it stopped
     previous = task.status.ray_job
     ray_job = RayJobStatus(
-        submission_id=sid, status=job.status, driver_node_id=job.driver_node_id,
+        submission_id=sid, status=job.reported, driver_node_id=job.driver_node_id,
         start_time=from_epoch_ms(job.start_time_ms), end_time=from_epoch_ms(job.end_time_ms),
         dashboard_url=job.dashboard_url or (previous.dashboard_url if previous and previous.dashboard_url else settings.dashboard_url),
     )
@@ -386,7 +385,7 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
     if new_phase is Phase.Submitted and Phase(status.phase) is Phase.Submitted:
         # Still pending: the submission's reason and message stay, and so does the recorded
         # job unless its state is new to us (Ray's start time comes with RUNNING: one write).
-        if previous is not None and previous.status == job.status:
+        if previous is not None and previous.status == job.reported:
             status = status.model_copy(update={"ray_job": previous})
         return Decision(status, tuple(actions))
     if reason == Reason.RayJobFailed:

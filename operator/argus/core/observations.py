@@ -1,7 +1,8 @@
 """What the lifecycle's ``step`` (``core.lifecycle``) is told and what it answers: the
 observations the controller gathers (validation, the queue's decision, Ray's answers), the
-actions it carries out, and the ``Decision`` (a task's new status and its actions). Their
-class names are the kinds the transition table (``core.transitions``) names.
+actions it carries out, and the ``Decision`` (a task's new status and its actions). The
+observation classes key the transition table (``core.transitions``); the actions' class
+names are the kinds it names.
 
     controller observes -> **Observation** -> lifecycle.step -> **Decision** (status, **Actions**) -> controller carries out
 """
@@ -11,12 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .plan import SubmissionPlan
+from .rayjobs import RayJobState
 from .spec import ArgusTaskStatus, TaskPath, TaskProgress
+from .submission import SubmissionPlan
 from .vocabulary import Reason
-
-RAY_ACTIVE = ("PENDING", "RUNNING")
-
 
 # --------------------------------------------------------------------------- observations
 
@@ -76,10 +75,11 @@ class SubmitResult:
 
 @dataclass(frozen=True)
 class JobObserved:
-    """Ray knows the task's job. ``driver_on_worker`` is False when the driver runs on a node
-    without the worker resource (None: not known)."""
+    """Ray knows the task's job, in ``status`` (None: a state this Argus does not know, Ray's
+    word for it in ``unknown_status``). ``driver_on_worker`` is False when the driver runs on
+    a node without the worker resource (None: not known)."""
 
-    status: str
+    status: RayJobState | None
     message: str = ""
     driver_node_id: str | None = None
     start_time_ms: int | None = None
@@ -87,10 +87,16 @@ class JobObserved:
     driver_on_worker: bool | None = None
     cluster: str = ""                 # the ArgusCluster it was read from ("": the implicit cluster)
     dashboard_url: str | None = None  # that cluster's dashboard
+    unknown_status: str = ""
 
     @property
     def active(self) -> bool:
-        return self.status.upper() in RAY_ACTIVE
+        return self.status is not None and self.status.active
+
+    @property
+    def reported(self) -> str:
+        """The job's state as Ray reported it (recorded in ``status.rayJob.status``)."""
+        return self.status.value if self.status is not None else self.unknown_status
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """What Argus knows of Ray, as the core names it: the records Ray's job and node APIs give
-(``RayJob``, ``RayNode``, ``PlacementGroup``) and the errors a Ray call ends in, by what they
-mean for a task (already exists -> adopt; unknown id -> lost; unreachable -> retry later;
-credentials refused -> retry later, told apart; anything else -> refused).
+(``RayJob``, ``RayNode``, ``PlacementGroup``), a job's state (``RayJobState``, parsed from
+Ray's word by the adapter), and the errors a Ray call ends in, by what they mean for a task
+(already exists -> adopt; unknown id -> lost; unreachable -> retry later; credentials refused
+-> retry later, told apart; anything else -> refused).
 
 The controller's ``RayJobs`` protocol (``controller.ports``), the adapter that talks to Ray
 (``adapters.ray``, which maps Ray's client errors onto these) and the controller modules all
@@ -10,6 +11,36 @@ import them from here: the boundary does not depend on what it hides."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class RayJobState(StrEnum):
+    """A Ray job's state, as Ray's Jobs API names it (``ray.job_submission.JobStatus``). A
+    StrEnum: written into ``status.rayJob.status`` and messages as Ray's own word."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+
+    @property
+    def active(self) -> bool:
+        """The job has not ended: it holds (or waits for) its resources."""
+        return self in RAY_ACTIVE
+
+    @classmethod
+    def parse(cls, said: str) -> RayJobState | None:
+        """Ray's word for a job's state, in any case; None for a state this Argus does not
+        know (a newer Ray's), which the lifecycle treats as not yet running: neither active
+        nor ended (``taskstate.phase_for_ray``)."""
+        try:
+            return cls(said.upper())
+        except ValueError:
+            return None
+
+
+RAY_ACTIVE = (RayJobState.PENDING, RayJobState.RUNNING)
 
 
 class RayUnreachable(Exception):
@@ -45,13 +76,27 @@ class RayRefused(Exception):
 @dataclass(frozen=True)
 class RayJob:
     submission_id: str
-    status: str
+    status: RayJobState | None  # None: a state this Argus does not know; ``unknown_status`` has Ray's word for it
     message: str
     driver_node_id: str | None
     start_time_ms: int | None
     end_time_ms: int | None
     job_id: str | None = None  # Ray's own id of the driver (placement groups name their creator by it)
     metadata: dict[str, str] = field(default_factory=dict)  # as submitted (SubmissionPlan.metadata)
+    unknown_status: str = ""
+
+    @property
+    def reported(self) -> str:
+        """The job's state as Ray reported it (what the operator records and says)."""
+        return self.status.value if self.status is not None else self.unknown_status
+
+    @property
+    def active(self) -> bool:
+        return self.status is not None and self.status.active
+
+    @property
+    def ended(self) -> bool:
+        return self.status is not None and not self.status.active
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from .conditions import Condition
+from .rayjobs import RayJobState
 from .vocabulary import END_PHASES, STATUS_REASONS
 from .vocabulary import Phase as Phase  # noqa: PLC0414 - re-exported: the API's readers take Phase from spec
 
@@ -179,28 +181,11 @@ class ArgusTaskSpec(_CamelModel):
 
 class RayJobStatus(_StatusModel):
     submission_id: str | None = Field(None, description="The Ray job's submission id, derived from the object's UID.")
-    status: str | None = Field(None, description="The Ray job status as Ray reports it (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED).")
+    status: str | None = Field(None, description=f"The Ray job status as Ray reports it ({', '.join(RayJobState)}).")
     driver_node_id: str | None = Field(None, description="The Ray node that runs the job's driver (always a worker node, never the head).")
     start_time: str | None = Field(None, description="When Ray started the job (RFC 3339).")
     end_time: str | None = Field(None, description="When the job ended in Ray (RFC 3339).")
     dashboard_url: str | None = Field(None, description="The Ray dashboard the job was submitted to.")
-
-
-class ConditionStatus(str, Enum):
-    true = "True"
-    false = "False"
-    unknown = "Unknown"
-
-
-class Condition(_StatusModel):
-    """The metav1.Condition shape."""
-
-    type: Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")] = Field(description="Condition type: Admitted, Running, Complete, Failed, Finished (any end), Suspended, RayReachable.")
-    status: ConditionStatus = Field(description="True, False or Unknown.")
-    observed_generation: int | None = Field(None, ge=0, description="The .metadata.generation the condition was set for.")
-    last_transition_time: str = Field(json_schema_extra={"format": "date-time"}, description="When the condition last changed status.")
-    reason: Annotated[str, Field(max_length=1024, min_length=1, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")] = Field(description="A CamelCase word saying why.")
-    message: Annotated[str, Field(max_length=32768)] = Field(description="Human-readable detail.")
 
 
 class TaskPath(_StatusModel):

@@ -12,21 +12,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .conditions import Condition, ConditionType, find_condition, set_condition
 from .gitops import DEFAULT_TRACKING_LABEL
 from .observations import Decision
-from .plan import submission_id_for
-from .spec import ArgusTaskStatus, AttemptRecord, Condition, ConditionStatus, Phase, RayJobStatus, RestartPolicy
+from .rayjobs import RayJobState
+from .spec import ArgusTaskStatus, AttemptRecord, Phase, RayJobStatus, RestartPolicy
+from .submission import submission_id_for
 from .times import parse_time
 from .vocabulary import Reason
 
 RAY_TO_PHASE = {
-    "PENDING": Phase.Submitted,
-    "RUNNING": Phase.Running,
-    "SUCCEEDED": Phase.Succeeded,
-    "FAILED": Phase.Failed,
-    "STOPPED": Phase.Stopped,
+    RayJobState.PENDING: Phase.Submitted,
+    RayJobState.RUNNING: Phase.Running,
+    RayJobState.SUCCEEDED: Phase.Succeeded,
+    RayJobState.FAILED: Phase.Failed,
+    RayJobState.STOPPED: Phase.Stopped,
 }
-MAX_CONDITION_MESSAGE = 32768
 
 
 # --------------------------------------------------------------------------- the task
@@ -77,8 +78,8 @@ class TaskState:
         admitted = parse_time(self.status.admitted_at)
         return bool(self.active_deadline_seconds and admitted and (now - admitted).total_seconds() >= self.active_deadline_seconds)
 
-    def condition(self, type_: str) -> Condition | None:
-        return next((c for c in self.status.conditions or () if c.type == type_), None)
+    def condition(self, type_: ConditionType) -> Condition | None:
+        return find_condition(self.status.conditions, type_)
 
 
 @dataclass(frozen=True)
@@ -98,28 +99,6 @@ class LifecycleSettings:
 
 # --------------------------------------------------------------------------- conditions
 
-def set_condition(conditions: list[Condition] | None, type_: str, status: bool, reason: str, message: str, *,
-                  now: str, generation: int | None) -> list[Condition]:
-    """Conditions with ``type_`` set; lastTransitionTime moves only when its status changes."""
-    value = ConditionStatus.true if status else ConditionStatus.false
-    message = message[:MAX_CONDITION_MESSAGE]
-    out: list[Condition] = []
-    found = False
-    for c in conditions or []:
-        if c.type == type_:
-            found = True
-            c = c.model_copy(update={
-                "status": value, "reason": reason, "message": message,
-                "last_transition_time": now if c.status != value else c.last_transition_time,
-                "observed_generation": generation if generation is not None else c.observed_generation,
-            })
-        out.append(c)
-    if not found:
-        out.append(Condition(type=type_, status=value, reason=reason, message=message, last_transition_time=now,
-                             observed_generation=generation))
-    return out
-
-
 def conditions_for_phase(conditions: list[Condition] | None, phase: Phase, reason: str, message: str, *,
                          now: str, generation: int | None) -> list[Condition]:
     """Admitted / Running / Complete / Failed / Finished as the phase implies (and Suspended,
@@ -127,14 +106,14 @@ def conditions_for_phase(conditions: list[Condition] | None, phase: Phase, reaso
     at every end (Succeeded, Failed, Rejected, Stopped; as Kueue's Workload has it), so
     ``kubectl wait --for=condition=Finished`` waits for any end."""
     admitted = phase not in (Phase.Queued, Phase.Rejected, Phase.Suspended)
-    if phase is Phase.Suspended or any(c.type == "Suspended" for c in conditions or ()):  # only once it was ever suspended
-        conditions = set_condition(conditions, "Suspended", phase is Phase.Suspended, reason, message, now=now, generation=generation)
-    c = set_condition(conditions, "Admitted", admitted, Reason.Admitted if admitted else reason,
+    if phase is Phase.Suspended or find_condition(conditions, ConditionType.Suspended):  # only once it was ever suspended
+        conditions = set_condition(conditions, ConditionType.Suspended, phase is Phase.Suspended, reason, message, now=now, generation=generation)
+    c = set_condition(conditions, ConditionType.Admitted, admitted, Reason.Admitted if admitted else reason,
                       "admitted by the queue" if admitted else message, now=now, generation=generation)
-    c = set_condition(c, "Running", phase is Phase.Running, reason, message, now=now, generation=generation)
-    c = set_condition(c, "Complete", phase is Phase.Succeeded, reason, message, now=now, generation=generation)
-    c = set_condition(c, "Failed", phase in (Phase.Failed, Phase.Rejected), reason, message, now=now, generation=generation)
-    return set_condition(c, "Finished", phase.terminal, reason, message, now=now, generation=generation)
+    c = set_condition(c, ConditionType.Running, phase is Phase.Running, reason, message, now=now, generation=generation)
+    c = set_condition(c, ConditionType.Complete, phase is Phase.Succeeded, reason, message, now=now, generation=generation)
+    c = set_condition(c, ConditionType.Failed, phase in (Phase.Failed, Phase.Rejected), reason, message, now=now, generation=generation)
+    return set_condition(c, ConditionType.Finished, phase.terminal, reason, message, now=now, generation=generation)
 
 
 def ray_refused(error: str) -> str:
@@ -146,7 +125,7 @@ def ray_reachable(task: TaskState, status: ArgusTaskStatus, reachable: bool, det
                    since: str | None = None, reason: str = Reason.RayUnreachable) -> ArgusTaskStatus:
     if reason == Reason.RayAuthFailed:
         detail = ray_refused(detail)
-    conditions = set_condition(status.conditions, "RayReachable", reachable,
+    conditions = set_condition(status.conditions, ConditionType.RayReachable, reachable,
                                Reason.RayReachable if reachable else reason,
                                "the Ray dashboard answers" if reachable else detail[:300],
                                now=since or now, generation=task.generation)
@@ -155,9 +134,10 @@ def ray_reachable(task: TaskState, status: ArgusTaskStatus, reachable: bool, det
 
 # --------------------------------------------------------------------------- entering a phase
 
-def phase_for_ray(ray_status: str, *, cancelled: bool, deadline_exceeded: bool) -> tuple[Phase, str]:
-    """The phase and reason for a Ray job status; a stop we asked for names its cause."""
-    phase = RAY_TO_PHASE.get(ray_status.upper(), Phase.Submitted)
+def phase_for_ray(ray_status: RayJobState | None, *, cancelled: bool, deadline_exceeded: bool) -> tuple[Phase, str]:
+    """The phase and reason for a Ray job's state (None, a state this Argus does not know:
+    still Submitted); a stop we asked for names its cause."""
+    phase = RAY_TO_PHASE.get(ray_status, Phase.Submitted) if ray_status is not None else Phase.Submitted
     if phase is Phase.Stopped or (phase is Phase.Failed and (cancelled or deadline_exceeded)):
         if deadline_exceeded:
             return Phase.Failed, Reason.DeadlineExceeded

@@ -4,12 +4,16 @@ to, the reasons it may then carry, and the kinds of action that may follow. Read
 answer to "which moves can a task make at all?"; ``core.lifecycle`` says how one is chosen.
 
 How the two relate (honestly): ``lifecycle.step``'s branches decide, and every decision
-they make is checked against this table before ``step`` returns it; one that is not
-declared raises ``UndeclaredTransition`` (an internal error: the decision is not written;
-the controller logs it and tries again at the next tick). So the table is a contract ``step`` is held to, not
-the code that picks the next phase. A decision that keeps the phase and reason and asks for
-nothing is always allowed: an observation that does not apply (progress lines, a read that
-only refreshes the ``RayReachable`` condition) is not a transition.
+they make is checked against this table (``require``) before ``step`` returns it. What
+happens to one that is not declared is the caller's choice: by default ``step`` raises
+``UndeclaredTransition`` (the tests' way: they hold the table complete); the operator
+passes ``undeclared=`` instead (``controller.reconcile``), so the decision is carried out
+and written all the same (a task must not stall on a row missing from the table), logged
+as an error and counted in ``argus_undeclared_transitions_total``. So the table is a
+contract ``step`` is held to, not the code that picks the next phase. A decision that keeps
+the phase and reason and asks for nothing is always allowed: an observation that does not
+apply (progress lines, a read that only refreshes the ``RayReachable`` condition) is not a
+transition.
 
 docs/lifecycle.md's transition diagram and tables, and the README's phase list, are
 generated from here (``hack/update-lifecycle-docs.py`` writes them; ``python -m
@@ -17,9 +21,10 @@ argus.core.transitions --markdown`` prints them). tests/unit/test_transitions.py
 they are stale, walks every phase and observation with hypothesis to check that ``step``
 makes only declared transitions, and finds a case for every row (none is dead).
 
-Observation and action kinds are named by their class names in ``core.observations`` (which
-``core.lifecycle`` imports them from; this module is imported by it, so it does not import them); a ``PostEvent`` is named with its
-reason, ``PostEvent(WeakCheck)``. The tests check every name against the classes.
+A rule is keyed by the class of its observation (``core.observations``; the docs print the
+class's name). Action kinds are named by their class names, a ``PostEvent`` with its reason,
+``PostEvent(WeakCheck)`` (``lifecycle.action_kind``); the tests check every name against the
+classes.
 """
 
 from __future__ import annotations
@@ -29,6 +34,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from .observations import (
+    Admitted,
+    JobObserved,
+    JobUnknown,
+    Observation,
+    RayUnreachable,
+    Reconcile,
+    Refused,
+    SubmitResult,
+    Validated,
+    Waiting,
+)
+from .rayjobs import RayJobState
 from .vocabulary import ACTIVE_PHASES, END_PHASES, REASONS_BY_PHASE, Phase, Reason
 
 
@@ -37,6 +55,7 @@ class _Same(Enum):
 
 
 SAME = _Same.SAME  # a rule's target: the phase stays what it was
+ObservationKind = type[Observation]  # a rule is keyed by the class of the observation it is taken on
 Source = Phase | None  # None: a new task, no phase yet
 NEW: tuple[Source, ...] = (None,)
 ANY: tuple[Source, ...] = (None, *Phase)
@@ -56,7 +75,7 @@ class Rule:
     subset of these kinds) may follow. ``when`` says in words when the lifecycle takes it."""
 
     sources: tuple[Source, ...]
-    observation: str
+    observation: ObservationKind
     target: Phase | _Same
     reasons: tuple[Reason, ...]
     actions: tuple[str, ...]
@@ -81,90 +100,90 @@ def _job_observed(source: Phase) -> list[Rule]:
     read = adopted + _EVENTS_ON_A_READ
     src = (source,)
     rules = [
-        Rule(src, "JobObserved", Phase.Running, (Reason.RayJobRunning,), read, "Ray runs the job"),
-        Rule(src, "JobObserved", Phase.Succeeded, (Reason.RayJobSucceeded,), read, "Ray says SUCCEEDED"),
-        Rule(src, "JobObserved", Phase.Failed, (Reason.RayJobFailed, Reason.DeadlineExceeded, Reason.BackoffLimitExceeded), read,
-             "Ray says FAILED (no restart left, or spec.restartPolicy is not OnFailure), or the job ended past activeDeadlineSeconds"),
-        Rule(src, "JobObserved", Phase.Stopped, (Reason.Cancelled, Reason.RayJobStopped), read,
-             "Ray says STOPPED (Cancelled when spec.cancel asked for it)"),
-        Rule(src, "JobObserved", Phase.Queued, (Reason.Retrying,), read,
-             "Ray says FAILED, spec.restartPolicy is OnFailure and spec.backoffLimit allows another attempt"),
-        Rule(src, "JobObserved", Phase.Suspended, (Reason.Suspended,), read,
-             "Ray says STOPPED and spec.suspend asked for it: its GPUs go back to the queue"),
+        Rule(src, JobObserved, Phase.Running, (Reason.RayJobRunning,), read, "Ray runs the job"),
+        Rule(src, JobObserved, Phase.Succeeded, (Reason.RayJobSucceeded,), read, f"Ray says {RayJobState.SUCCEEDED}"),
+        Rule(src, JobObserved, Phase.Failed, (Reason.RayJobFailed, Reason.DeadlineExceeded, Reason.BackoffLimitExceeded), read,
+             f"Ray says {RayJobState.FAILED} (no restart left, or spec.restartPolicy is not OnFailure), or the job ended past activeDeadlineSeconds"),
+        Rule(src, JobObserved, Phase.Stopped, (Reason.Cancelled, Reason.RayJobStopped), read,
+             f"Ray says {RayJobState.STOPPED} (Cancelled when spec.cancel asked for it)"),
+        Rule(src, JobObserved, Phase.Queued, (Reason.Retrying,), read,
+             f"Ray says {RayJobState.FAILED}, spec.restartPolicy is OnFailure and spec.backoffLimit allows another attempt"),
+        Rule(src, JobObserved, Phase.Suspended, (Reason.Suspended,), read,
+             f"Ray says {RayJobState.STOPPED} and spec.suspend asked for it: its GPUs go back to the queue"),
     ]
     if source is Phase.Queued:
-        rules.insert(0, Rule(src, "JobObserved", Phase.Submitted, (Reason.AdoptedExistingJob,), read + ("StopJob",),
+        rules.insert(0, Rule(src, JobObserved, Phase.Submitted, (Reason.AdoptedExistingJob,), read + ("StopJob",),
                              "Ray already has the job (submitted before an operator restart): adopted, never a second one; "
                              "StopJob if it is cancelled, suspended or past its deadline"))
     elif source is Phase.Submitted:
-        rules.insert(0, Rule(src, "JobObserved", SAME, (), read + ("StopJob",),
+        rules.insert(0, Rule(src, JobObserved, SAME, (), read + ("StopJob",),
                              "still pending; StopJob if it is cancelled, suspended or past its deadline"))
     else:
-        rules.insert(0, Rule(src, "JobObserved", SAME, (), read + ("StopJob",),
+        rules.insert(0, Rule(src, JobObserved, SAME, (), read + ("StopJob",),
                              "still running; StopJob if it is cancelled, suspended or past its deadline"))
-        rules.insert(1, Rule(src, "JobObserved", Phase.Submitted, (Reason.RayJobPending,), read, "Ray says PENDING again"))
+        rules.insert(1, Rule(src, JobObserved, Phase.Submitted, (Reason.RayJobPending,), read, f"Ray says {RayJobState.PENDING} again"))
     return rules
 
 
 RULES: tuple[Rule, ...] = (
     # a new task
-    Rule(NEW, "Validated", Phase.Queued, (Reason.Validated,), (event(Reason.WeakCheck),),
+    Rule(NEW, Validated, Phase.Queued, (Reason.Validated,), (event(Reason.WeakCheck),),
          "the spec is valid (a WeakCheck Warning per weak-check warning)"),
-    Rule(NEW, "Validated", Phase.Stopped, (Reason.Cancelled,), (event(Reason.WeakCheck),),
+    Rule(NEW, Validated, Phase.Stopped, (Reason.Cancelled,), (event(Reason.WeakCheck),),
          "valid, but spec.cancel is set: it never reached Ray"),
-    Rule(NEW, "Validated", Phase.Suspended, (Reason.Suspended,), (event(Reason.WeakCheck),),
+    Rule(NEW, Validated, Phase.Suspended, (Reason.Suspended,), (event(Reason.WeakCheck),),
          "valid, but spec.suspend is set: it waits outside the queue until resumed"),
-    Rule((None, Phase.Queued), "Refused", Phase.Rejected, _REJECTED, ("StopJob",),
+    Rule((None, Phase.Queued), Refused, Phase.Rejected, _REJECTED, ("StopJob",),
          "the spec is invalid, or the namespace has no valid user; StopJob if it holds the finalizer (it may have reached Ray)"),
     # the queue
-    Rule((Phase.Queued,), "Waiting", SAME, _WAITING, (), "the queue leaves it waiting (the reason and message say why; its place is served on demand)"),
-    Rule((Phase.Queued,), "Admitted", SAME, (), ("Submit",), "the queue admits it: add the finalizer, submit to Ray"),
-    Rule((Phase.Queued,), "Reconcile", Phase.Stopped, (Reason.Cancelled,), (),
+    Rule((Phase.Queued,), Waiting, SAME, _WAITING, (), "the queue leaves it waiting (the reason and message say why; its place is served on demand)"),
+    Rule((Phase.Queued,), Admitted, SAME, (), ("Submit",), "the queue admits it: add the finalizer, submit to Ray"),
+    Rule((Phase.Queued,), Reconcile, Phase.Stopped, (Reason.Cancelled,), (),
          "spec.cancel, and no finalizer: it never reached Ray"),
-    Rule((Phase.Queued,), "Reconcile", Phase.Suspended, (Reason.Suspended,), (),
+    Rule((Phase.Queued,), Reconcile, Phase.Suspended, (Reason.Suspended,), (),
          "spec.suspend, and no finalizer: it leaves the queue"),
     # a suspended task (spec.suspend; core.suspension)
-    Rule((Phase.Suspended,), "Reconcile", Phase.Queued, (Reason.Resumed,), (),
+    Rule((Phase.Suspended,), Reconcile, Phase.Queued, (Reason.Resumed,), (),
          "spec.suspend is false again: queued, a new attempt that resumes from the newest checkpoint (when the last one reached Ray)"),
-    Rule((Phase.Suspended,), "Reconcile", Phase.Stopped, (Reason.Cancelled,), (), "spec.cancel while suspended: no job runs"),
+    Rule((Phase.Suspended,), Reconcile, Phase.Stopped, (Reason.Cancelled,), (), "spec.cancel while suspended: no job runs"),
     # the submission
-    Rule((Phase.Queued,), "SubmitResult", Phase.Submitted, (Reason.Admitted, Reason.AdoptedExistingJob), (),
+    Rule((Phase.Queued,), SubmitResult, Phase.Submitted, (Reason.Admitted, Reason.AdoptedExistingJob), (),
          "Ray accepted the job, or already had its submission id (adopted)"),
-    Rule((Phase.Queued,), "SubmitResult", SAME, (Reason.RayUnreachable, Reason.RayAuthFailed), (),
+    Rule((Phase.Queued,), SubmitResult, SAME, (Reason.RayUnreachable, Reason.RayAuthFailed), (),
          "Ray did not answer, or refused the operator's credentials: it waits, the queue tries again"),
-    Rule((Phase.Queued,), "SubmitResult", Phase.Failed, (Reason.RaySubmitFailed,), (), "Ray refused the job"),
+    Rule((Phase.Queued,), SubmitResult, Phase.Failed, (Reason.RaySubmitFailed,), (), "Ray refused the job"),
     # Ray's answers
     *(rule for source in (Phase.Queued, *ACTIVE_PHASES) for rule in _job_observed(source)),
-    Rule((None, Phase.Suspended, *END_PHASES), "JobObserved", SAME, (), ("StopJob",),
+    Rule((None, Phase.Suspended, *END_PHASES), JobObserved, SAME, (), ("StopJob",),
          "closed while Ray could not be asked (or before a restart), or suspended: stop the job if it still runs"),
-    Rule((Phase.Queued,), "JobUnknown", Phase.Stopped, (Reason.Cancelled,), (),
+    Rule((Phase.Queued,), JobUnknown, Phase.Stopped, (Reason.Cancelled,), (),
          "spec.cancel, and Ray has no job: it never reached Ray"),
-    Rule((Phase.Queued,), "JobUnknown", Phase.Suspended, (Reason.Suspended,), (),
+    Rule((Phase.Queued,), JobUnknown, Phase.Suspended, (Reason.Suspended,), (),
          "spec.suspend, and Ray has no job for this attempt: it leaves the queue"),
-    Rule(ACTIVE, "JobUnknown", Phase.Suspended, (Reason.Suspended,), (),
+    Rule(ACTIVE, JobUnknown, Phase.Suspended, (Reason.Suspended,), (),
          "spec.suspend, and Ray no longer has the job: suspended all the same"),
-    Rule(ACTIVE, "JobUnknown", Phase.Failed, (Reason.RayJobLost, Reason.BackoffLimitExceeded), (),
+    Rule(ACTIVE, JobUnknown, Phase.Failed, (Reason.RayJobLost, Reason.BackoffLimitExceeded), (),
          "Ray forgot the job (its head restarted), and spec.restartPolicy is Never or no restart is left"),
-    Rule(ACTIVE, "JobUnknown", Phase.Queued, (Reason.Retrying,), (),
+    Rule(ACTIVE, JobUnknown, Phase.Queued, (Reason.Retrying,), (),
          "Ray forgot the job, spec.restartPolicy allows a restart and spec.backoffLimit another attempt"),
-    Rule(ACTIVE, "RayUnreachable", Phase.Failed, (Reason.RayUnreachable,), (),
+    Rule(ACTIVE, RayUnreachable, Phase.Failed, (Reason.RayUnreachable,), (),
          "Ray did not answer for longer than --ray-grace (refused credentials never end a task)"),
     # an ended task
-    Rule(ENDED, "Reconcile", SAME, (), ("DeleteTask",), "its time to live (ttlSecondsAfterFinished) ran out"),
-    Rule(ENDED, "Reconcile", SAME, (), ("RemoveRayJobs", event(Reason.KeptForGitOps)),
+    Rule(ENDED, Reconcile, SAME, (), ("DeleteTask",), "its time to live (ttlSecondsAfterFinished) ran out"),
+    Rule(ENDED, Reconcile, SAME, (), ("RemoveRayJobs", event(Reason.KeptForGitOps)),
          "its time to live ran out, but Argo CD tracks it: kept (status.keptBy), its Ray jobs leave Ray's history"),
-    Rule(ENDED, "Reconcile", SAME, (), ("RemoveRayJobs",), "--ray-job-retention ran out: its Ray jobs leave Ray's history"),
+    Rule(ENDED, Reconcile, SAME, (), ("RemoveRayJobs",), "--ray-job-retention ran out: its Ray jobs leave Ray's history"),
     # a deleted task (holding the finalizer; without it the object is already free to go)
-    Rule(ANY, "JobObserved", SAME, (), ("StopJob",), "its job still runs: stop it, read it again", deleting=True),
-    Rule(ANY, "JobObserved", SAME, (), ("RemoveRayJobs", "ReleaseFinalizer"),
+    Rule(ANY, JobObserved, SAME, (), ("StopJob",), "its job still runs: stop it, read it again", deleting=True),
+    Rule(ANY, JobObserved, SAME, (), ("RemoveRayJobs", "ReleaseFinalizer"),
          "its job has ended: remove its Ray jobs, let the object go", deleting=True),
-    Rule(ANY, "JobUnknown", SAME, (), ("RemoveRayJobs", "ReleaseFinalizer"), "Ray has no job: let the object go", deleting=True),
-    Rule(ANY, "RayUnreachable", SAME, (), (event(Reason.FinalizerReleased), "ReleaseFinalizer"),
+    Rule(ANY, JobUnknown, SAME, (), ("RemoveRayJobs", "ReleaseFinalizer"), "Ray has no job: let the object go", deleting=True),
+    Rule(ANY, RayUnreachable, SAME, (), (event(Reason.FinalizerReleased), "ReleaseFinalizer"),
          "Ray could not be asked for longer than --delete-grace: released, with a Warning", deleting=True),
 )
 
 
-_INDEX: dict[tuple[bool, Source, str], list[Rule]] = {}
+_INDEX: dict[tuple[bool, Source, ObservationKind], list[Rule]] = {}
 for _rule in RULES:
     for _source in _rule.sources:
         _INDEX.setdefault((_rule.deleting, _source, _rule.observation), []).append(_rule)
@@ -179,7 +198,7 @@ class Move:
     """One decision of ``step``, as the table sees it."""
 
     source: Source
-    observation: str
+    observation: ObservationKind
     deleting: bool
     target: Source
     reason_before: str | None
@@ -195,11 +214,11 @@ class Move:
         def phase(p: Source) -> str:
             return p.value if p else "(new)"
         where = " (being deleted)" if self.deleting else ""
-        return (f"{phase(self.source)}/{self.reason_before}{where} --{self.observation}--> {phase(self.target)}/{self.reason_after}"
+        return (f"{phase(self.source)}/{self.reason_before}{where} --{self.observation.__name__}--> {phase(self.target)}/{self.reason_after}"
                 f" with actions [{', '.join(self.actions)}]")
 
 
-def rules_for(source: Source, observation: str, *, deleting: bool = False) -> list[Rule]:
+def rules_for(source: Source, observation: ObservationKind, *, deleting: bool = False) -> list[Rule]:
     return list(_INDEX.get((deleting, source, observation), ()))
 
 
@@ -237,7 +256,7 @@ PHASE_MEANINGS: dict[Phase | None, str] = {
                   "`spec.env` names is not in its namespace (the message names the variable, the Secret and the key); read again every 30 s, "
                   "it holds no GPUs and no place ahead of others, nothing reached Ray. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
                   "the next waits. `Resumed`: it was suspended, and `spec.suspend` is false again.",
-    Phase.Submitted: "Ray has the job (PENDING). A task admitted at once goes from nothing to `Submitted` in one write. "
+    Phase.Submitted: f"Ray has the job ({RayJobState.PENDING}). A task admitted at once goes from nothing to `Submitted` in one write. "
                      "`RayJobPending`: Ray reports the job pending again after it ran.",
     Phase.Running: "Ray runs the driver (on a worker node).",
     Phase.Suspended: "`spec.suspend` (`argus suspend`): its job was stopped and its GPUs went back to the queue, or it left the "
@@ -293,7 +312,7 @@ def transitions_markdown() -> str:
     for rule in RULES:
         target = "(stays)" if rule.target is SAME else f"`{rule.target.value}`"
         reasons = _words(rule.reasons) if rule.reasons else "(stays)"
-        lines.append(f"| {_sources(rule)} | `{rule.observation}` | {target} | {reasons} | {_words(rule.actions) or '-'} | {rule.when} |")
+        lines.append(f"| {_sources(rule)} | `{rule.observation.__name__}` | {target} | {reasons} | {_words(rule.actions) or '-'} | {rule.when} |")
     return "\n".join(lines)
 
 
@@ -307,8 +326,8 @@ def diagram_mermaid() -> str:
             if rule.deleting or target == source:
                 continue
             names = edges.setdefault((source.value if source else "[*]", target.value if target else "[*]"), [])
-            if rule.observation not in names:
-                names.append(rule.observation)
+            if rule.observation.__name__ not in names:
+                names.append(rule.observation.__name__)
     lines = ["```mermaid", "stateDiagram-v2"]
     lines += [f"    {a} --> {b}: {', '.join(names)}" for (a, b), names in edges.items()]
     return "\n".join(lines + ["```"])

@@ -1,7 +1,7 @@
 """The words a task is described in, declared once: its phases and the sets they fall into
 (active: Ray has the job; ended), every reason the operator writes into a status, a
-condition or an Event, which reasons each phase carries, a task's key, and how many GPUs a
-task takes. The lifecycle, the queue, the status writer, the metrics, the CLI, the CRD's
+condition or an Event (an ArgusCluster's conditions' too, ``ClusterReason``), which reasons
+each phase carries, a task's key, and how many GPUs a task takes. The lifecycle, the queue, the status writer, the metrics, the CLI, the CRD's
 descriptions (``core.spec``) and the docs' tables (checked by tests/unit/test_vocabulary.py)
 all read them from here.
 
@@ -107,6 +107,28 @@ class Reason(StrEnum):
     PlacementViolation = "PlacementViolation"
     FinalizerReleased = "FinalizerReleased"
     KeptForGitOps = "KeptForGitOps"  # an ended task's TTL ran out, but Argo CD tracks it (core.gitops)
+
+
+class ClusterReason(StrEnum):
+    """Why, on an ArgusCluster's conditions (``clusters.cluster_status``); the CRD's description
+    and the Argo CD health check name them."""
+
+    # RayReachable
+    RayReachable = "RayReachable"
+    RayUnreachable = "RayUnreachable"
+    RayAuthFailed = "RayAuthFailed"
+    RayClusterRefUnresolved = "RayClusterRefUnresolved"  # spec.rayClusterRef names no usable head Service
+    # VerlDrift (argus doctor read the verl snapshot's version)
+    VerlDrift = "VerlDrift"
+    VerlMatches = "VerlMatches"
+    # Deleting (the finalizer waits for the tasks on it)
+    TasksOnCluster = "TasksOnCluster"
+    NoTasks = "NoTasks"
+
+
+# The RayReachable condition's reasons on an ArgusCluster: why Ray could not be read, or that it answers.
+CLUSTER_REACHABILITY_REASONS = (ClusterReason.RayReachable, ClusterReason.RayUnreachable, ClusterReason.RayAuthFailed,
+                                ClusterReason.RayClusterRefUnresolved)
 
 
 # The reasons ``status.reason`` may carry in each phase (docs/lifecycle.md's table; the

@@ -39,7 +39,6 @@ from ..core.spec import GROUP, PLURAL, VERSION
 from .operator import cluster_connector
 
 log = logging.getLogger(__name__)
-ENDED = {"STOPPED", "SUCCEEDED", "FAILED"}
 
 
 def list_tasks(namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -78,10 +77,10 @@ async def _stop_and_wait(ray: RayJobs, submission_id: str, timeout: float, clock
             return None
         except (RayUnreachable, RayRefused) as exc:
             return f"could not read Ray job {submission_id}: {exc}"
-        if job.status.upper() in ENDED:
+        if job.ended:
             return None
         if clock.monotonic() >= deadline:
-            return f"Ray job {submission_id} is still {job.status} after {timeout:.0f} s"
+            return f"Ray job {submission_id} is still {job.reported} after {timeout:.0f} s"
         await asyncio.sleep(1)
 
 

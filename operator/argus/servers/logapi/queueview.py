@@ -55,8 +55,8 @@ def pending_items(views: list[TaskView], settings: QueueSettings, now: Any, name
     places = positions(tasks.values(), settings, usage, now)
     items = [{
         "metadata": {"name": v.name, "namespace": v.namespace, "uid": v.uid, "creationTimestamp": v.created},
-        "position": places[v.key], "user": v.status.get("user") or "", "priority": tasks[v.key].priority, "gpus": v.gpus,
-        "reason": v.status.get("reason") or "", "message": v.status.get("message") or "",
+        "position": places[v.key], "user": v.state.status.user or "", "priority": tasks[v.key].priority, "gpus": v.gpus,
+        "reason": v.state.status.reason or "", "message": v.state.status.message or "",
     } for v in queued if namespace is None or v.namespace == namespace]
     return sorted(items, key=lambda item: item["position"])
 

@@ -59,7 +59,7 @@ from ...core.logquery import (
 from ...core.queue import QueueSettings
 from ...core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ...core.times import parse_time
-from ...core.vocabulary import Key, is_active
+from ...core.vocabulary import Key
 from .queueview import QueueView
 from .settings import LogApiSettings
 from .tls import ReloadingServerContext
@@ -361,9 +361,9 @@ class LogApi:
         except LogQueryError as exc:
             return status_doc(400, "BadRequest", str(exc))
         if not where.submission_id:
-            phase = view.status.get("phase") or "new"
+            phase = view.phase or "new"
             return status_doc(400, "BadRequest", f"ArgusTask {ns}/{name} has not been submitted to Ray yet (phase {phase})")
-        live = where.current and is_active(view.status.get("phase")) and not view.status.get("rayJobsRemoved")
+        live = where.current and view.active and not view.state.status.ray_jobs_removed
         if query.follow and live:
             return await self._follow(request, access, where, query)
         return await self._whole(view, where, query)
@@ -373,8 +373,7 @@ class LogApi:
         sinceSeconds window, so nothing of it is that recent."""
         if query.since_seconds is None:
             return False
-        finished = view.status.get("finishedAt")
-        ended = parse_time(finished) if finished else None
+        ended = parse_time(view.state.status.finished_at)
         return ended is not None and (self.now() - ended).total_seconds() > query.since_seconds
 
     async def _text(self, view: TaskView, where: AttemptLog) -> tuple[str | None, str]:
@@ -382,7 +381,7 @@ class LogApi:
         sid = where.submission_id
         assert sid
         why = removed_from_history(sid)
-        if not view.status.get("rayJobsRemoved"):
+        if not view.state.status.ray_jobs_removed:
             try:
                 return await self.ray.logs(sid), ""
             except RayJobUnknown:
