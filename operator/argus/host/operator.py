@@ -220,6 +220,6 @@ class Operator:
 
     async def user_of_namespace(self, namespace: str) -> tuple[str | None, str, str]:
         """(user, reason, message) from the namespace's label, read live (a label changed a
-        moment ago counts at once). Raises ApiException when it cannot be read."""
+        moment ago counts at once). Raises StoreError when it cannot be read."""
         labels = await self.store.namespace_labels(namespace) if namespace else None
         return user_from_label(namespace, (labels or {}).get(USER_LABEL))

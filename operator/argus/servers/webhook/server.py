@@ -38,12 +38,12 @@ import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ...adapters.kube import api_error
 from ...core.clock import Clock
 from ...core.plan import validate_task
 from ...core.problems import cap_lines
 from ...core.rules import change_problems
 from ...core.spec import GROUP, PLURAL, VERSION
+from ...core.store import StoreError
 from ...core.vocabulary import task_log
 from . import tls
 from .settings import WebhookSettings
@@ -104,8 +104,8 @@ async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None,
     operator = memo.operator
     try:
         user, _reason, message = await operator.user_of_namespace(namespace or "")
-    except ApiException as exc:
-        raise kopf.AdmissionError(f"cannot read namespace {namespace} to find its user: {api_error(exc)}", code=500) from exc
+    except StoreError as exc:
+        raise kopf.AdmissionError(f"cannot read namespace {namespace} to find its user: {exc.message}", code=500) from exc
     if user is None:
         log.info("denied %s: %s", what, message, extra=task_log(namespace or "", name or ""))
         raise kopf.AdmissionError(message, code=FORBIDDEN)
