@@ -78,9 +78,17 @@ def _package_layers() -> dict[str, Any]:
 
 
 def test_the_contract_names_the_io_packages() -> None:
-    contract = _contract("forbidden")
+    contract = _contract("forbidden", "The pure core")
     assert contract["source_modules"] == ["argus.core"]
     assert {"kopf", "kubernetes", "ray", "argus.controller", "argus_testbed", "argus.cli"} <= set(contract["forbidden_modules"])
+
+
+def test_the_control_loop_reaches_kubernetes_only_through_its_ports() -> None:
+    """The API server's refusals reach the controller as core.store's StoreError: it imports
+    neither the kubernetes client nor kopf (as core.rayjobs keeps Ray's errors out)."""
+    contract = _contract("forbidden", "The control loop")
+    assert contract["source_modules"] == ["argus.controller"]
+    assert {"kopf", "kubernetes"} <= set(contract["forbidden_modules"])
 
 
 def test_import_contract_is_kept(tmp_path: Path) -> None:
