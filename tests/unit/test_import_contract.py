@@ -187,7 +187,8 @@ def test_the_operators_entry_point_imports_no_kubernetes_client_before_it_runs()
     --kubeconfig`` sets it first, so nothing the entry point imports at module level may
     import the client (or kopf, which imports it). A module-level import of it in a settings
     module made kopf's login look for ~/.kube/config instead of the flag's file."""
-    code = ("import sys, argus.host.main, argus.controller.settings, argus.servers.webhook.settings, argus.servers.logapi.settings; "
+    code = ("import sys, argus.host.main, argus.controller.settings, argus.servers.webhook.settings, argus.servers.webhook.context, "
+            "argus.servers.logapi.settings; "
             "print(sorted(m for m in ('kubernetes', 'kopf') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode == 0, result.stderr
