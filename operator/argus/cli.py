@@ -353,6 +353,15 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return EXIT_INVALID
 
 
+def kubectl_complete(argv: list[str] | None = None) -> int:
+    """The ``kubectl_complete-argus`` program: kubectl (>= 1.26) runs it for ``kubectl argus
+    <TAB>`` with the words typed (``completion.candidates`` on this CLI's parser)."""
+    from .completion import command_tree, kubectl_answer  # noqa: PLC0415
+
+    sys.stdout.write(kubectl_answer(command_tree(build_parser()), list(sys.argv[1:] if argv is None else argv)))
+    return 0
+
+
 def _cluster_failure(exc: Exception) -> str | None:
     if "kubernetes" not in sys.modules and "urllib3" not in sys.modules:
         return None  # the offline commands load neither

@@ -1,8 +1,9 @@
 """Shell completions for the ``argus`` command line: ``argus completion bash|zsh|fish``,
 generated from its own argparse parser, so that a new command or flag completes without
-anyone editing a script. Part of the CLI (``cli.py`` registers the command); reads only the
-parser's structure: its subcommands, each one's flags, which flags take a value, their
-``choices``, and which values are files (``FILE_OPTIONS``).
+anyone editing a script. Below the CLI: ``cli.py`` registers the command and runs
+``kubectl_complete-argus``, and hands this module its parser; this module never imports the
+CLI. It reads only the parser's structure: its subcommands, each one's flags, which flags
+take a value, their ``choices``, and which values are files (``FILE_OPTIONS``).
 
 No completion library is a dependency of the project (argcomplete, shtab), and the parser
 here is flat (one level of subcommands), so a small generator is enough. The scripts are
@@ -246,12 +247,8 @@ def candidates(tree: Command, words: list[str]) -> tuple[list[str], int]:
     return [a for a in command.arguments if a.startswith(current)], DIRECTIVE_NO_FILES
 
 
-def kubectl_complete(argv: list[str] | None = None) -> int:
-    """The ``kubectl_complete-argus`` program."""
-    import sys  # noqa: PLC0415
-
-    from .cli import build_parser  # noqa: PLC0415 - the CLI imports this module's neighbours, not this one
-
-    words, directive = candidates(command_tree(build_parser()), list(sys.argv[1:] if argv is None else argv))
-    sys.stdout.write("".join(f"{w}\n" for w in words) + f":{directive}\n")
-    return 0
+def kubectl_answer(tree: Command, words: list[str]) -> str:
+    """What ``kubectl_complete-argus`` prints (``cli.kubectl_complete``, which hands it the
+    CLI's parser): the candidates, one a line, then cobra's directive."""
+    found, directive = candidates(tree, words)
+    return "".join(f"{w}\n" for w in found) + f":{directive}\n"

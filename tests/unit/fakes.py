@@ -9,7 +9,7 @@ that drive the real control_loop in milliseconds, without processes:
   annotations; it is also the task source (a watch that shows every write at once, or lags
   when told to).
   ``refused`` makes a port method raise what the API server answers a request its RBAC
-  rules do not allow (``forbidden``).
+  rules do not allow (``forbidden``), as the adapters raise it (``core.store``'s StoreError).
 - ``FakeSharedTree``: the shared trees where the operator mounts them: the paths that
   exist, the roots not mounted, every path looked for.
 - ``FakeClock``: wall and monotonic time that move only when a test says so.
@@ -36,6 +36,7 @@ from argus.core.jobscript import exit_marker_for
 from argus.core.lifecycle import RAY_ACTIVE
 from argus.core.patch import apply_merge_patch
 from argus.core.rayjobs import PlacementGroup, RayAuthFailed, RayJob, RayJobState, RayJobUnknown, RayNode, RayRefused, RayUnreachable
+from argus.core.store import StoreError
 from argus.core.submission import SubmissionPlan
 from argus.core.times import format_time
 from argus.core.verlconfig import Composed, ComposeRequest, ConfigTree
@@ -303,19 +304,15 @@ class FakeRay:
         return sum(1 for op, _ in self.calls if op == operation)
 
 
-def forbidden(verb: str, resource: str, name: str = "", namespace: str | None = None) -> Exception:
-    """The API server's 403 for a request the operator's roles do not allow, with the body the
-    real one sends (``api_error`` logs its message: the verb, the resource and the identity)."""
-    import json
-
-    from kubernetes.client.exceptions import ApiException
+def forbidden(verb: str, resource: str, name: str = "", namespace: str | None = None) -> StoreError:
+    """The API server's 403 for a request the operator's roles do not allow, as the adapters
+    raise it: with the message of the body the real one sends (the verb, the resource and the
+    identity; ``adapters.kube.store_error`` reads it from the Status body)."""
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
     group = "argus.io" if resource.startswith("argus") else "ray.io" if resource == "rayclusters" else ""
     message = (f'{resource} "{name}" is forbidden: User "system:serviceaccount:argus-system:argus" '
                f'cannot {verb} resource "{resource}" in API group "{group}"{where}')
-    exc = ApiException(status=403, reason="Forbidden")
-    exc.body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": "Forbidden", "code": 403})
-    return exc
+    return StoreError(403, "Forbidden", message)
 
 
 @dataclass
@@ -459,8 +456,7 @@ class FakeCluster:
             return False
         if self.failing_status_patches:
             self.failing_status_patches -= 1
-            from kubernetes.client.exceptions import ApiException
-            raise ApiException(status=500, reason="Internal Server Error (a fault the test injected)")
+            raise StoreError(500, "Internal Server Error (a fault the test injected)")
         self.writes.status.append((name, copy.deepcopy(patch)))
         obj["status"] = apply_merge_patch(obj.get("status") or {}, patch)
         self._bump(obj)
@@ -540,8 +536,7 @@ class FakeCluster:
     async def secret_value(self, namespace: str, name: str, key: str) -> str | None:
         self._refuse("secret_value")
         if (namespace, name) not in self.secrets:
-            from kubernetes.client.exceptions import ApiException
-            raise ApiException(status=404, reason=f"secrets \"{name}\" not found")
+            raise StoreError(404, f"secrets \"{name}\" not found")
         return self.secrets[(namespace, name)].get(key) or None
 
     # -- TaskSecrets (the Secrets spec.env names; ``secrets`` above holds them too) ----------

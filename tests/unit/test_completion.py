@@ -124,13 +124,12 @@ def test_kubectl_argus_completes_through_kubectl_complete_argus(capsys: pytest.C
     reads candidates, then cobra's directive (:4 no file names, :0 the shell's file names)."""
     import tomllib  # noqa: PLC0415
 
-    from argus import completion  # noqa: PLC0415
     scripts = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, function = scripts["kubectl_complete-argus"].partition(":")
-    assert (module, getattr(completion, function)) == ("argus.completion", completion.kubectl_complete)
+    assert (module, getattr(cli, function)) == ("argus.cli", cli.kubectl_complete)
 
     def ask(*words: str) -> list[str]:
-        assert completion.kubectl_complete(list(words)) == 0
+        assert cli.kubectl_complete(list(words)) == 0
         return capsys.readouterr().out.splitlines()
 
     assert ask("va") == ["validate", ":4"]

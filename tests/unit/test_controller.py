@@ -1090,13 +1090,13 @@ def test_the_tick_age_runs_while_a_tick_waits_and_is_zero_between_ticks(world: W
 def test_failures_alike_are_said_once_with_how_many_tasks_they_hit(world: World, caplog: pytest.LogCaptureFixture) -> None:
     """The API server down fails every task's write the same way: one line (one traceback) per
     kind of failure with its count, not one per task per tick; each failure is still counted."""
-    from kubernetes.client.exceptions import ApiException
+    from argus.core.store import StoreError
 
     async def down() -> None:
         raise ConnectionRefusedError("[Errno 111] Connection refused")
 
     async def conflict() -> None:
-        raise ApiException(status=409, reason="Conflict")
+        raise StoreError(409, "Conflict")
 
     with caplog.at_level(logging.WARNING, logger="argus"):
         world.loop.run_until_complete(world.control_loop.task_reconciler.each([*(down() for _ in range(5)), conflict(), conflict()]))

@@ -244,9 +244,8 @@ def kuberay(f: Fleet, dashboard_port: int = 8265, *, service_name: str | None = 
 
 
 def test_a_raycluster_ref_is_reached_through_its_head_service_and_followed(made: list[Fleet]) -> None:
-    from kubernetes.client.exceptions import ApiException
-
     from argus.controller.fleet import REF_REREAD_SECONDS
+    from argus.core.store import StoreError
     f = fleet_of(made, gpus={"k": 4})
     kuberay(f)
     f.api.add_cluster("k", rayClusterRef={"name": "gpu", "namespace": "ray"})
@@ -270,7 +269,7 @@ def test_a_raycluster_ref_is_reached_through_its_head_service_and_followed(made:
         f.tick()
     assert f.connected[-1] == ("k", "http://gpu-head-svc.ray.svc.cluster.local:8266")
     # The API server cannot be read: the address last read is kept (no new client).
-    f.api.ref_error = ApiException(status=500, reason="etcdserver: leader changed")
+    f.api.ref_error = StoreError(500, "etcdserver: leader changed")
     made_before = len(f.connected)
     for _ in range(int(REF_REREAD_SECONDS // 2) + 2):
         f.tick()

@@ -98,6 +98,14 @@ def test_the_lifecycle_contract_names_the_lifecycle_and_the_command_language(tmp
     assert result.returncode != 0 and "BROKEN" in result.stdout, result.stdout + result.stderr
 
 
+def test_the_control_loop_reaches_kubernetes_only_through_its_ports() -> None:
+    """The API server's refusals reach the controller as core.store's StoreError: it imports
+    neither the kubernetes client nor kopf (as core.rayjobs keeps Ray's errors out)."""
+    contract = _contract("forbidden", "The control loop")
+    assert contract["source_modules"] == ["argus.controller"]
+    assert {"kopf", "kubernetes"} <= set(contract["forbidden_modules"])
+
+
 def test_import_contract_is_kept(tmp_path: Path) -> None:
     config = tmp_path / "importlinter.toml"
     config.write_text(_toml(_normalised(_pyproject_config())))
@@ -194,7 +202,8 @@ def test_the_operators_entry_point_imports_no_kubernetes_client_before_it_runs()
     --kubeconfig`` sets it first, so nothing the entry point imports at module level may
     import the client (or kopf, which imports it). A module-level import of it in a settings
     module made kopf's login look for ~/.kube/config instead of the flag's file."""
-    code = ("import sys, argus.host.main, argus.controller.settings, argus.servers.webhook.settings, argus.servers.logapi.settings; "
+    code = ("import sys, argus.host.main, argus.controller.settings, argus.servers.webhook.settings, argus.servers.webhook.context, "
+            "argus.servers.logapi.settings; "
             "print(sorted(m for m in ('kubernetes', 'kopf') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode == 0, result.stderr

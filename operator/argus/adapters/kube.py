@@ -4,7 +4,9 @@ the finalizer, Events) plus the live reads it needs (a namespace's user label, t
 ArgusTask CRD's schema hash).
 
 Calls run in a thread pool of their own (see ``adapters.ray``: Ray calls must not queue
-behind a burst of writes here).
+behind a burst of writes here). The client's ``ApiException`` stops here: every call through
+the pool raises the core's ``StoreError`` instead (``core.store``), with the same one-line
+message ``api_error`` gives, so the controller never imports the kubernetes client.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from ..core.lifecycle import FINALIZER
 from ..core.spec import GROUP, KIND, PLURAL, VERSION
+from ..core.store import StoreError
 from ..core.vocabulary import task_log
 
 log = logging.getLogger(__name__)
@@ -61,10 +64,17 @@ def load_kube_config(kubeconfig: str | None = None, context: str | None = None) 
 
 def api_error(exc: Any) -> str:
     """The API server's own one-line message (it names the verb, resource and identity)."""
+    if isinstance(exc, StoreError):
+        return exc.message
     try:
         return str(json.loads(exc.body)["message"])
     except (TypeError, ValueError, KeyError, AttributeError):
         return f"{getattr(exc, 'status', '?')} {getattr(exc, 'reason', exc)}"
+
+
+def store_error(exc: Any) -> StoreError:
+    """The client's ApiException as the core's StoreError, worded as ``api_error`` words it."""
+    return StoreError(exc.status, str(exc.reason), api_error(exc))
 
 
 def _finalizer_ops(before: list[str], after: list[str]) -> list[dict[str, Any]]:
@@ -102,21 +112,21 @@ class KubeTaskStore:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="argus-kube")
 
     async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
-
-    @staticmethod
-    def _gone(exc: Any) -> bool:
-        return getattr(exc, "status", None) == 404
+        """``fn`` in the pool; the API server's refusal raised as a StoreError."""
+        from kubernetes.client.exceptions import ApiException
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        except ApiException as exc:
+            raise store_error(exc) from exc
 
     async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
         """Merge-patch ``.status``; False when the object is gone."""
-        from kubernetes.client.exceptions import ApiException
         try:
             await self._run(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL, name,
                             {"status": patch}, _request_timeout=REQUEST_TIMEOUT)
             return True
-        except ApiException as exc:
-            if self._gone(exc):
+        except StoreError as exc:
+            if exc.not_found:
                 return False
             raise
 
@@ -141,29 +151,27 @@ class KubeTaskStore:
 
     async def _patch_finalizers(self, namespace: str, name: str, before: list[str], after: list[str],
                                 extra: list[dict[str, Any]] | None = None) -> bool:
-        from kubernetes.client.exceptions import ApiException
         ops = [*_finalizer_ops(before, after), *(extra or [])]
         try:
             await self._run(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name, ops,
                             _content_type=JSON_PATCH, _request_timeout=REQUEST_TIMEOUT)
             return True
-        except ApiException as exc:
-            if self._gone(exc):
+        except StoreError as exc:
+            if exc.not_found:
                 return False
-            if exc.status in (409, 422):
+            if exc.changed_meanwhile:
                 log.info("finalizers of %s/%s changed meanwhile; retrying with a fresh view", namespace, name, extra=task_log(namespace, name))
                 return False
             raise
 
     async def delete_task(self, namespace: str, name: str) -> bool:
         """Delete the ArgusTask (its finalizer, if any, still runs). False when already gone."""
-        from kubernetes.client.exceptions import ApiException
         try:
             await self._run(self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
                             _request_timeout=REQUEST_TIMEOUT)
             return True
-        except ApiException as exc:
-            if self._gone(exc):
+        except StoreError as exc:
+            if exc.not_found:
                 return False
             raise
 
@@ -178,12 +186,11 @@ class KubeTaskStore:
 
     async def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         """The namespace's labels, read live; None when there is no such namespace.
-        Raises ApiException otherwise (e.g. 403)."""
-        from kubernetes.client.exceptions import ApiException
+        Raises StoreError otherwise (e.g. 403)."""
         try:
             ns = await self._run(self.core.read_namespace, namespace, _request_timeout=5)
-        except ApiException as exc:
-            if self._gone(exc):
+        except StoreError as exc:
+            if exc.not_found:
                 return None
             raise
         return dict(ns.metadata.labels or {})
@@ -191,16 +198,15 @@ class KubeTaskStore:
     async def crd_annotations(self, name: str) -> dict[str, str] | None:
         """The CustomResourceDefinition's annotations; None when there is none. Raises
         CrdUnreadable (the API server's message) otherwise."""
-        from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         from ..core.crd import CrdUnreadable
         try:
             crd = await self._run(self.extensions.read_custom_resource_definition, name, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as exc:
-            if self._gone(exc):
+        except StoreError as exc:
+            if exc.not_found:
                 return None
-            raise CrdUnreadable(api_error(exc)) from None
+            raise CrdUnreadable(exc.message) from None
         except HTTPError as exc:
             raise CrdUnreadable(str(exc)) from None
         return dict(crd.metadata.annotations or {})
@@ -212,7 +218,6 @@ class KubeTaskStore:
     async def event_on(self, api_version: str, kind: str, namespace: str, name: str, uid: str | None, type_: str, reason: str,
                        message: str) -> None:
         """Post an Event on any object (the operator's Lease: argus doctor's verdict). Best effort."""
-        from kubernetes.client.exceptions import ApiException
         c = self._client
         now = self.now()
         body = c.CoreV1Event(
@@ -224,8 +229,8 @@ class KubeTaskStore:
         )
         try:
             await self._run(self.core.create_namespaced_event, namespace, body, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as exc:
-            log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, api_error(exc),
+        except StoreError as exc:
+            log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, exc.message,
                         extra=task_log(namespace, name) if kind == KIND else None)
 
 
@@ -234,7 +239,7 @@ class KubeClusterStore:
     (``controller.ports.ClusterStore``), through a ``KubeTaskStore``'s client and threads."""
 
     def __init__(self, tasks: KubeTaskStore):
-        self.custom, self.core, self._run, self._gone = tasks.custom, tasks.core, tasks._run, tasks._gone
+        self.custom, self.core, self._run = tasks.custom, tasks.core, tasks._run
 
     async def list_clusters(self) -> list[dict[str, Any]]:
         from ..core.clusters import CLUSTER_PLURAL
@@ -242,56 +247,49 @@ class KubeClusterStore:
         return list(found.get("items") or [])
 
     async def patch_cluster_status(self, name: str, patch: dict[str, Any]) -> bool:
-        from kubernetes.client.exceptions import ApiException
-
         from ..core.clusters import CLUSTER_PLURAL
         try:
             await self._run(self.custom.patch_cluster_custom_object_status, GROUP, VERSION, CLUSTER_PLURAL, name, {"status": patch},
                             _request_timeout=REQUEST_TIMEOUT)
             return True
-        except ApiException as exc:
-            if self._gone(exc):
+        except StoreError as exc:
+            if exc.not_found:
                 return False
             raise
 
     async def set_cluster_finalizers(self, name: str, before: list[str], after: list[str]) -> bool:
-        from kubernetes.client.exceptions import ApiException
-
         from ..core.clusters import CLUSTER_PLURAL
         try:
             await self._run(self.custom.patch_cluster_custom_object, GROUP, VERSION, CLUSTER_PLURAL, name, _finalizer_ops(before, after),
                             _content_type=JSON_PATCH, _request_timeout=REQUEST_TIMEOUT)
             return True
-        except ApiException as exc:
-            if self._gone(exc) or exc.status in (409, 422):
+        except StoreError as exc:
+            if exc.not_found or exc.changed_meanwhile:
                 return False
             raise
 
     async def secret_value(self, namespace: str, name: str, key: str) -> str | None:
-        """A Secret's key, decoded (None: no such key, or empty). Raises ApiException (404
+        """A Secret's key, decoded (None: no such key, or empty). Raises StoreError (404
         included: a missing Secret is the admin's to fix, and the message says which)."""
         return secret_key(await self._run(self.core.read_namespaced_secret, name, namespace, _request_timeout=REQUEST_TIMEOUT), key)
 
     async def ray_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
         """KubeRay's RayCluster (ray.io/v1); None: there is none (or KubeRay's CRD is not installed)."""
-        from kubernetes.client.exceptions import ApiException
-
         from ..core.clusters import KUBERAY_GROUP, KUBERAY_PLURAL, KUBERAY_VERSION
         try:
             return dict(await self._run(self.custom.get_namespaced_custom_object, KUBERAY_GROUP, KUBERAY_VERSION, namespace,
                                         KUBERAY_PLURAL, name, _request_timeout=REQUEST_TIMEOUT))
-        except ApiException as exc:
-            if self._gone(exc):
+        except StoreError as exc:
+            if exc.not_found:
                 return None
             raise
 
     async def service(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A Service, as JSON (camelCase); None: there is none."""
-        from kubernetes.client.exceptions import ApiException
         try:
             found = await self._run(self.core.read_namespaced_service, name, namespace, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as exc:
-            if self._gone(exc):
+        except StoreError as exc:
+            if exc.not_found:
                 return None
             raise
         return dict(self.core.api_client.sanitize_for_serialization(found))

@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from ..adapters.kube import api_error
 from ..core.clock import Clock
 from ..core.clusters import CLUSTER_FINALIZER, ArgusClusterStatus, ClusterDoctor, ClusterReport, cluster_status
 from ..core.queue import Claim, free_per_node
+from ..core.store import store_message
 from ..core.times import format_time
 from ..core.vocabulary import END_PHASES, ClusterReason, Phase
 from .fleet import Fleet
@@ -70,7 +70,7 @@ class ClusterReports:
                 await self._finalizer(cluster, bool(mine))
                 await self._status(cluster, mine, may.get(cluster.name, 0) + anywhere, claims([v for v in mine if v.active], cluster.nodes))
             except Exception as exc:  # noqa: BLE001 - one cluster's write must not stop the others
-                log.warning("cannot update ArgusCluster %s: %s", cluster.name, api_error(exc))
+                log.warning("cannot update ArgusCluster %s: %s", cluster.name, store_message(exc))
 
     async def _finalizer(self, cluster: Cluster, in_use: bool) -> None:
         held = CLUSTER_FINALIZER in cluster.finalizers

@@ -29,7 +29,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
-from ..adapters.kube import api_error
 from ..core.clusters import (
     DEFAULT_KUBERAY_URL,
     IMPLICIT_CLUSTER,
@@ -42,6 +41,7 @@ from ..core.clusters import (
     parse_cluster,
     preference_order,
 )
+from ..core.store import store_message
 from .ports import ClusterStore, RayJobs
 from .rayclusters import Cluster, NodeCache, NoRay
 from .view import TaskView
@@ -98,7 +98,7 @@ class Fleet:
         try:
             objects = await self.store.list_clusters()
         except Exception as exc:  # noqa: BLE001 - keep the clusters last read; say why once
-            self._say("list", f"cannot read the ArgusClusters: {api_error(exc)}; using the ones last read")
+            self._say("list", f"cannot read the ArgusClusters: {store_message(exc)}; using the ones last read")
             return
         self._problems.pop("list", None)
         seen: dict[str, Cluster] = {}
@@ -158,9 +158,9 @@ class Fleet:
             return config, str(exc), now
         except Exception as exc:  # noqa: BLE001 - the API server could not say: keep what was read last
             if known and kept is not None:
-                self._say(key, f"ArgusCluster {config.name}: cannot read RayCluster {ref}: {api_error(exc)}; using {kept.config.address}")
+                self._say(key, f"ArgusCluster {config.name}: cannot read RayCluster {ref}: {store_message(exc)}; using {kept.config.address}")
                 return replace(config, address=kept.config.address), None, kept.resolved_at
-            why = f"spec.rayClusterRef: cannot read RayCluster {ref}: {api_error(exc)}"
+            why = f"spec.rayClusterRef: cannot read RayCluster {ref}: {store_message(exc)}"
             self._say(key, f"ArgusCluster {config.name}: {why}")
             return config, why, now
         self._problems.pop(key, None)
@@ -195,7 +195,7 @@ class Fleet:
         try:
             token = await self.store.secret_value(namespace, ref.name, ref.key)
         except Exception as exc:  # noqa: BLE001 - the refusal that follows says to check the token
-            problem = f"ArgusCluster {cluster.name}: cannot read its token (Secret {namespace}/{ref.name}): {api_error(exc)}"
+            problem = f"ArgusCluster {cluster.name}: cannot read its token (Secret {namespace}/{ref.name}): {store_message(exc)}"
             if problem != cluster.token_problem:
                 log.warning("%s", problem)
             cluster.token_problem = problem

@@ -26,13 +26,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..adapters.kube import api_error
 from ..core import lifecycle
 from ..core.config import PlatformConfig
 from ..core.lifecycle import Observation
 from ..core.plan import check_failed, validate_task
 from ..core.queue import holds_place
 from ..core.spec import API_VERSION, KIND
+from ..core.store import store_message
 from ..core.times import parse_time
 from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import Composer
@@ -104,7 +104,7 @@ class Intake:
                 found[namespace] = await self.store.namespace_labels(namespace)
             except Exception as exc:  # noqa: BLE001 - RBAC or an API hiccup: say which, retry later
                 log.warning("cannot read namespace %s to find the user of its tasks: %s; retrying in %d s",
-                            namespace, api_error(exc), RETRY_SECONDS)
+                            namespace, store_message(exc), RETRY_SECONDS)
                 for key in new:
                     if key[0] == namespace:
                         self._retry_at[key] = self.monotonic() + RETRY_SECONDS

@@ -56,7 +56,9 @@ class SharedTree(Protocol):
 
 
 class TaskStore(Protocol):
-    """The Kubernetes writes the controller makes, and the namespace read it needs."""
+    """The Kubernetes writes the controller makes, and the namespace read it needs. A refusal
+    of the API server is raised as ``core.store``'s StoreError (``adapters.kube.KubeTaskStore``
+    translates the kubernetes client's refusals)."""
 
     async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool: ...
     # The finalizer (and, when placing on a named cluster, the placement annotation) in one patch.
@@ -71,7 +73,8 @@ class TaskStore(Protocol):
 
 class ClusterStore(Protocol):
     """The ArgusClusters (cluster-scoped), the Secrets their tokens are in and the KubeRay
-    RayClusters they refer to (``adapters.kube.KubeClusterStore``; tests/unit/fakes.py)."""
+    RayClusters they refer to (``adapters.kube.KubeClusterStore``; tests/unit/fakes.py). Raises
+    ``core.store``'s StoreError."""
 
     async def list_clusters(self) -> list[dict[str, Any]]: ...
     async def patch_cluster_status(self, name: str, patch: dict[str, Any]) -> bool: ...  # False: gone
@@ -86,7 +89,7 @@ class ClusterStore(Protocol):
 class TaskSecrets(Protocol):
     """The Secrets of the tasks' namespaces that ``spec.env`` names (``adapters.secrets.KubeTaskSecrets``;
     tests/unit/fakes.py). ``data``: the Secret's keys, decoded (None: no such Secret); raises
-    ApiException (a 403 when the operator may not read Secrets there)."""
+    ``core.store``'s StoreError (a 403 when the operator may not read Secrets there)."""
 
     async def data(self, namespace: str, name: str) -> dict[str, str] | None: ...
 

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 
 from pydantic import ValidationError
 
-from ..adapters.kube import api_error
 from ..core.clusters import ClusterDoctor, placed_on
 from ..core.queue import Admission, Claim, QueueSettings, Room, UsageRecord, decayed_usage, decide
+from ..core.store import store_message
 from ..core.times import parse_time
 from ..core.user import quotas_by_user
 from ..core.vocabulary import Key, Reason, task_shape
@@ -188,7 +188,7 @@ class QueueSnapshot:
             self.namespace_labels = {ns: labels for ns, (_, _, labels) in namespaces.items()}
             self._quotas_read_at = self.monotonic()
         except Exception as exc:  # noqa: BLE001 - keep the last quotas; say why
-            log.warning("cannot read the users' namespaces for their GPU quotas: %s; using the last ones read", api_error(exc))
+            log.warning("cannot read the users' namespaces for their GPU quotas: %s; using the last ones read", store_message(exc))
 
 
 def usage_records(tasks: list[TaskView]) -> list[UsageRecord]:

@@ -22,15 +22,13 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from ..adapters.kube import api_error
 from ..core import lifecycle
 from ..core.clock import Clock
 from ..core.clusters import PLACEMENT_ANNOTATION, placement_annotation
 from ..core.lifecycle import Decision, LifecycleSettings, Observation, PostEvent
 from ..core.rayjobs import RayAuthFailed, RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import ArgusTaskStatus, TaskPath
+from ..core.store import StoreError
 from ..core.vocabulary import Key, task_log
 from .fleet import Fleet
 from .jobsync import HistoryRemovals, JobSync
@@ -115,11 +113,11 @@ class TaskReconciler:
                 raise result
             if isinstance(result, Exception):
                 self.metrics.reconcile_errors.inc()
-                what = f"{result.status} {result.reason}: {api_error(result)}" if isinstance(result, ApiException) else str(result)
+                what = f"{result.status} {result.reason}: {result.message}" if isinstance(result, StoreError) else str(result)
                 alike.setdefault((type(result).__name__, what), []).append(result)
         for (_, what), errors in alike.items():
             tasks = f" ({len(errors)} tasks)" if len(errors) > 1 else ""
-            if isinstance(errors[0], ApiException):
+            if isinstance(errors[0], StoreError):
                 log.warning("Kubernetes API error, trying again next tick%s: %s", tasks, what)
             else:
                 log.error("reconciling a task failed%s; trying again next tick", tasks, exc_info=errors[0])

@@ -22,9 +22,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from kubernetes.client.exceptions import ApiException
-
-from ..adapters.kube import api_error
 from ..core import lifecycle
 from ..core.clock import Clock
 from ..core.config import PlatformConfig
@@ -33,6 +30,7 @@ from ..core.patch import merge_patch
 from ..core.plan import validate_spec
 from ..core.secretenv import SecretEnv, SecretRead, SecretUnreadable, raw_secret_env, resolve_secret_env, secret_env
 from ..core.spec import ArgusTaskSpec, Phase
+from ..core.store import StoreError
 from ..core.submission import SubmissionPlan
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
@@ -172,5 +170,5 @@ class Scheduler:
             try:
                 read[name] = await self.secrets.data(namespace, name)
             except Exception as exc:  # noqa: BLE001 - the task waits with the reason; the next pass reads again
-                read[name] = SecretUnreadable(api_error(exc) if isinstance(exc, ApiException) else type(exc).__name__)
+                read[name] = SecretUnreadable(exc.message if isinstance(exc, StoreError) else type(exc).__name__)
         return read

@@ -1,6 +1,7 @@
 """kopf's part: it hosts the process; login, signals, the admission webhook, and
 starts and stops the ``Operator`` it is handed as ``memo.operator`` (whose own small server
-answers the kubelet's probes: ``health``).
+answers the kubelet's probes: ``health``). The memo is typed (``OperatorMemo``): the Operator
+for these handlers, and for the webhook's only its ``WebhookContext``.
 
 There are no per-object kopf handlers: the controller is level-triggered over its own
 task cache (``control_loop``), so creation, cancel and deletion are all seen as states of the
@@ -14,14 +15,27 @@ from typing import Any
 
 import kopf
 
+from ..servers.webhook.context import WebhookContext
 from ..servers.webhook.settings import WebhookSettings
+from .operator import Operator
 
 log = logging.getLogger(__name__)
 WORKER_LIMIT = 64  # kopf workers (the webhook's) at once
 WORKER_IDLE_SECONDS = 0.5
 
 
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+class OperatorMemo(kopf.Memo):
+    """kopf's memo for this process (kopf hands each handler a shallow copy: the same objects)."""
+
+    operator: Operator
+    webhook: WebhookContext | None  # servers.webhook.context.WebhookMemo: the webhook's handlers read it
+
+
+def operator_memo(operator: Operator) -> OperatorMemo:
+    return OperatorMemo(operator=operator, webhook=operator.webhook)
+
+
+async def start(settings: kopf.OperatorSettings, memo: OperatorMemo, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # our own Events tell the story; no kopf chatter
     settings.networking.request_timeout = 60
     settings.queueing.worker_limit = WORKER_LIMIT
@@ -29,7 +43,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     await memo.operator.start()
 
 
-async def stop(memo: kopf.Memo, **_: Any) -> None:
+async def stop(memo: OperatorMemo, **_: Any) -> None:
     await memo.operator.stop()
 
 

@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(release_finalizers(config, clock=clock, stop_jobs=not args.keep_ray_jobs, timeout=args.release_timeout))
     import kopf  # noqa: PLC0415 - imports the kubernetes client, which reads KUBECONFIG once
 
-    from .handlers import registry  # noqa: PLC0415
+    from .handlers import operator_memo, registry  # noqa: PLC0415
     from .operator import Operator  # noqa: PLC0415
 
     metrics = Metrics(clock)
@@ -124,10 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KubeConfigError as exc:  # no cluster to talk to: one line, not a traceback
         print(f"argus-operator: {exc}", file=sys.stderr)
         return 2
-    memo = kopf.Memo(operator=operator)
     kopf.run(
         registry=registry(webhook),
-        memo=memo,
+        memo=operator_memo(operator),
         # kopf only hosts the process and the webhook (no per-object handlers), so it is
         # cluster-wide whatever --namespace says: it then lists no namespaces, and the
         # operator needs only `get` on them. The task cache keeps to --namespace.

@@ -1,9 +1,10 @@
 """The composition root: one ``Operator``; it holds everything the process runs on (settings,
 the clock, the metrics, the Kubernetes and Ray clients, the task cache, the control loop,
-leader election, the webhook's settings) and is handed to kopf's handlers as
-``memo.operator``. Nothing lives in module-level state, and nothing below reads the
-machine's clock but through the ``clock`` made here; tests build the same pieces around
-fakes.
+leader election, the webhook's context) and is handed to kopf's handlers as
+``memo.operator`` (``handlers.OperatorMemo``); the admission webhook gets only its own
+``WebhookContext`` (``memo.webhook``). Nothing lives in module-level state, and nothing
+below reads the machine's clock but through the ``clock`` made here; tests build the same
+pieces around fakes.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ..core.times import format_time
 from ..core.user import USER_LABEL, user_from_label
 from ..core.verlconfig import Composer, ComposeRequest
 from ..servers.logapi.settings import LogApiSettings
+from ..servers.webhook.context import WebhookContext
 from ..servers.webhook.settings import WebhookSettings
 from .health import Checks, HealthServer
 from .leader import LeaderElection
@@ -68,8 +70,7 @@ class Operator:
     cache: TaskCache[TaskView]
     control_loop: ControlLoop
     leader: LeaderElection | None = None
-    webhook: WebhookSettings | None = None
-    webhook_server: Any = None  # the webhook's ArgusWebhookServer, once kopf starts it
+    webhook: WebhookContext | None = None  # what the admission webhook reads (servers.webhook.context)
     health: HealthServer | None = None
     logs_api: Any = None  # controller.logapi.LogApi with --logs-api
     composer: Composer | None = None  # the verl config tree's composer (adapters.verlcompose)
@@ -114,14 +115,24 @@ class Operator:
                 return tree.read_text(path, [base.users_root(), *(c.config.platform(base).users_root() for c in fleet.named.values())])
             api = LogApi(logs_api, LogRouter(control_loop.fleet, cache.views), cache.get, subject_access_review, read_front_proxy, read_file,
                          clock=clock, queue=(cache.views, queue_settings(config)))
-        return cls(config=config, clock=clock, metrics=metrics, store=store, ray=ray, cache=cache, control_loop=control_loop, leader=leader, webhook=webhook,
-                   logs_api=api, composer=composer)
+        operator = cls(config=config, clock=clock, metrics=metrics, store=store, ray=ray, cache=cache, control_loop=control_loop, leader=leader,
+                       logs_api=api, composer=composer)
+        if webhook is not None:
+            operator.webhook = operator.webhook_context(webhook)
+        return operator
+
+    def webhook_context(self, settings: WebhookSettings) -> WebhookContext:
+        """What the admission webhook reads of this operator."""
+        return WebhookContext(settings=settings, clock=self.clock, reviews=self.metrics.webhook_reviews, platform=self.config.platform,
+                              composer=self.composer, namespaces=self.config.namespaces,
+                              replicated=bool(self.config.leader_election_namespace),
+                              user_of_namespace=self.user_of_namespace, input_warnings=self.input_warnings)
 
     def checks(self) -> Checks:
         """What /healthz and /readyz answer from (host/health.py)."""
         return Checks(
             synced=self.cache.synced.is_set, contact_age=self.cache.contact_age,
-            webhook_listening=(lambda: bool(self.webhook_server and self.webhook_server.listening)) if self.webhook else None,
+            webhook_listening=self.webhook.listening if self.webhook is not None else None,
             logs_api_listening=(lambda: bool(self.logs_api.listening)) if self.logs_api is not None else None,
             stale_seconds=self.config.watch_stale_seconds,
             tick_age=self.control_loop.tick_age, tick_stuck_seconds=self.config.tick_stuck_seconds,
@@ -220,6 +231,6 @@ class Operator:
 
     async def user_of_namespace(self, namespace: str) -> tuple[str | None, str, str]:
         """(user, reason, message) from the namespace's label, read live (a label changed a
-        moment ago counts at once). Raises ApiException when it cannot be read."""
+        moment ago counts at once). Raises StoreError when it cannot be read."""
         labels = await self.store.namespace_labels(namespace) if namespace else None
         return user_from_label(namespace, (labels or {}).get(USER_LABEL))

@@ -25,7 +25,7 @@ import asyncio
 import logging
 from typing import Any, cast
 
-from ..adapters.kube import KubeClusterStore, KubeTaskStore, api_error
+from ..adapters.kube import KubeClusterStore, KubeTaskStore
 from ..adapters.ray import RayJobsClient
 from ..controller.fleet import Fleet, implicit_cluster
 from ..controller.ports import RayJobs
@@ -36,6 +36,7 @@ from ..core.clusters import CLUSTER_FINALIZER
 from ..core.lifecycle import FINALIZER
 from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.spec import GROUP, PLURAL, VERSION
+from ..core.store import store_message
 from .operator import cluster_connector
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ async def release_finalizers(config: OperatorConfig, *, clock: Clock, stop_jobs:
                     print(f"{what}: {'Ray job ' + sid + ' stopped or gone; ' if stop_jobs else ''}finalizer removed")
                     return
             except Exception as exc:  # noqa: BLE001 - report it with the others
-                failed.append(f"{what}: cannot remove the finalizer: {api_error(exc)}")
+                failed.append(f"{what}: cannot remove the finalizer: {store_message(exc)}")
                 return
             fresh = next((TaskView.from_body(i) for i in await asyncio.to_thread(list_tasks, (view.namespace,))
                           if i["metadata"]["name"] == view.name), None)
@@ -136,7 +137,7 @@ async def release_finalizers(config: OperatorConfig, *, clock: Clock, stop_jobs:
                         continue
                     failed.append(f"ArgusCluster {cluster.name}: its finalizers changed meanwhile; try again")
                 except Exception as exc:  # noqa: BLE001 - report it with the others
-                    failed.append(f"ArgusCluster {cluster.name}: cannot remove {CLUSTER_FINALIZER}: {api_error(exc)}")
+                    failed.append(f"ArgusCluster {cluster.name}: cannot remove {CLUSTER_FINALIZER}: {store_message(exc)}")
     for line in failed:
         print(f"argus-operator: {line}")
     return 1 if failed else 0

@@ -22,6 +22,10 @@ Served from the operator process by kopf (``--webhook``; docs/webhook.md):
   the webhook when the operator stops (then the failure policy would never apply), so the
   operator writes the object itself and leaves it in place on exit.
 
+The handlers read the operator only through the ``WebhookContext`` the host puts in kopf's
+memo (``context``: the clock, the review histogram, the platform and the composer, the
+namespace's user and the input warnings).
+
 The controller's own validation of new tasks stays the backstop: a task admitted while the webhook
 was unreachable (failure policy Ignore) is still Rejected and never reaches Ray.
 """
@@ -38,14 +42,15 @@ import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ...adapters.kube import api_error
 from ...core.clock import Clock
 from ...core.plan import validate_task
 from ...core.problems import cap_lines
 from ...core.rules import change_problems
 from ...core.spec import GROUP, PLURAL, VERSION
+from ...core.store import StoreError
 from ...core.vocabulary import task_log
 from . import tls
+from .context import WebhookContext, WebhookMemo
 from .settings import WebhookSettings
 
 log = logging.getLogger(__name__)
@@ -75,13 +80,13 @@ def register(registry: kopf.OperatorRegistry, settings: WebhookSettings) -> None
 # --------------------------------------------------------------------------- the handler
 
 async def validate_argustask(*, body: kopf.Body, namespace: str | None, name: str | None, dryrun: bool, warnings: list[str],
-                             memo: kopf.Memo, operation: str | None = None, old: kopf.Body | None = None,
+                             memo: WebhookMemo, operation: str | None = None, old: kopf.Body | None = None,
                              new: kopf.Body | None = None, **_: Any) -> None:
-    operator = memo.operator
-    started = operator.clock.monotonic()
+    context = memo.webhook
+    started = context.clock.monotonic()
     result = "allowed"
     try:
-        await _review(operation, body, old, new, namespace, name, dryrun, warnings, memo)
+        await _review(operation, body, old, new, namespace, name, dryrun, warnings, context)
     except kopf.AdmissionError as exc:
         result = "error" if (exc.code or 0) >= 500 else "denied"
         raise
@@ -89,11 +94,11 @@ async def validate_argustask(*, body: kopf.Body, namespace: str | None, name: st
         result = "error"
         raise
     finally:
-        operator.metrics.webhook_reviews.labels(operation or "", result).observe(operator.clock.monotonic() - started)
+        context.reviews.labels(operation or "", result).observe(context.clock.monotonic() - started)
 
 
 async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None, new: kopf.Body | None,
-                  namespace: str | None, name: str | None, dryrun: bool, warnings: list[str], memo: kopf.Memo) -> None:
+                  namespace: str | None, name: str | None, dryrun: bool, warnings: list[str], context: WebhookContext) -> None:
     what = f"{operation} {namespace}/{name}{' (dry run)' if dryrun else ''}"
     if operation == "UPDATE":
         problems = change_problems(old.get("spec") if old is not None else None, new.get("spec") if new is not None else None)
@@ -101,15 +106,14 @@ async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None,
             log.info("denied %s: %s", what, problems[0], extra=task_log(namespace or "", name or ""))
             raise kopf.AdmissionError("\n".join(problems), code=INVALID)
         return  # metadata/finalizers, or cancel: nothing to re-validate
-    operator = memo.operator
     try:
-        user, _reason, message = await operator.user_of_namespace(namespace or "")
-    except ApiException as exc:
-        raise kopf.AdmissionError(f"cannot read namespace {namespace} to find its user: {api_error(exc)}", code=500) from exc
+        user, _reason, message = await context.user_of_namespace(namespace or "")
+    except StoreError as exc:
+        raise kopf.AdmissionError(f"cannot read namespace {namespace} to find its user: {exc.message}", code=500) from exc
     if user is None:
         log.info("denied %s: %s", what, message, extra=task_log(namespace or "", name or ""))
         raise kopf.AdmissionError(message, code=FORBIDDEN)
-    verdict = validate_task(body, user, operator.config.platform, operator.composer)
+    verdict = validate_task(body, user, context.platform, context.composer)
     if not verdict.valid:
         lines = verdict.error_lines()
         log.info("denied %s for user %s: %d problem(s), first: %s", what, user, len(lines), lines[0], extra=task_log(namespace or "", name or ""))
@@ -117,7 +121,7 @@ async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None,
     warnings.extend(verdict.warning_lines())
     # A file the task reads that is not in the shared tree yet is a warning, not a denial:
     # under GitOps the data may be uploaded after the task is applied; the task waits for it.
-    warnings.extend(await operator.input_warnings(verdict.inputs))
+    warnings.extend(await context.input_warnings(verdict.inputs))
 
 
 def _quiet_outcomes(record: logging.LogRecord) -> bool:
@@ -297,22 +301,22 @@ async def manage_configuration(server: ArgusWebhookServer, settings: WebhookSett
 
 # --------------------------------------------------------------------------- startup / cleanup
 
-async def start_webhook(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    operator = memo.operator
-    webhook: WebhookSettings = operator.webhook
-    if operator.config.leader_election_namespace and not webhook.cert_file:
+async def start_webhook(settings: kopf.OperatorSettings, memo: WebhookMemo, **_: Any) -> None:
+    context = memo.webhook
+    webhook = context.settings
+    if context.replicated and not webhook.cert_file:
         log.warning("several replicas with self-made webhook certificates: each writes its own caBundle and the API "
                     "server trusts only one of them; give all replicas one certificate (--webhook-cert-file, e.g. from cert-manager)")
-    server = ArgusWebhookServer(webhook, operator.clock)
-    operator.webhook_server = server
+    server = ArgusWebhookServer(webhook, context.clock)
+    context.server = server
     settings.admission.server = server
     settings.admission.managed = None  # see the module docstring: the operator writes it itself
     if webhook.manage_config:
-        memo.webhook_manager = asyncio.create_task(
-            manage_configuration(server, webhook, operator.config.namespaces), name="argus webhook configuration")
+        context.configuration_manager = asyncio.create_task(
+            manage_configuration(server, webhook, context.namespaces), name="argus webhook configuration")
 
 
-async def stop_webhook(memo: kopf.Memo, **_: Any) -> None:
-    manager = memo.get("webhook_manager")
+async def stop_webhook(memo: WebhookMemo, **_: Any) -> None:
+    manager = memo.webhook.configuration_manager
     if manager:
         manager.cancel()
