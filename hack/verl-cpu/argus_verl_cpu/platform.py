@@ -20,43 +20,14 @@ Two more things verl does that CPU torch refuses, each answered here without edi
 
 from __future__ import annotations
 
-import functools
 import types
 from contextlib import contextmanager
 from typing import Any
 
-import psutil
 import torch
-import torch.distributed
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
-
-def _dedupe_backend(backend: Any) -> Any:
-    """``cpu:gloo,cpu:gloo`` -> ``cpu:gloo``: one backend per device, as torch requires."""
-    if not isinstance(backend, str) or "," not in backend:
-        return backend
-    seen: dict[str, str] = {}
-    for part in backend.split(","):
-        device, _, name = part.partition(":")
-        seen.setdefault(device.strip(), name.strip())
-    return ",".join(f"{d}:{n}" if n else d for d, n in seen.items())
-
-
-def _wrap_init_process_group() -> None:
-    original = torch.distributed.init_process_group
-    if getattr(original, "_argus_cpu", False):
-        return
-
-    @functools.wraps(original)
-    def init_process_group(*args: Any, **kwargs: Any) -> Any:
-        if "backend" in kwargs:
-            kwargs["backend"] = _dedupe_backend(kwargs["backend"])
-        elif args:
-            args = (_dedupe_backend(args[0]), *args[1:])
-        return original(*args, **kwargs)
-
-    init_process_group._argus_cpu = True  # type: ignore[attr-defined]
-    torch.distributed.init_process_group = init_process_group
+from .cputorch import fill_device_module, wrap_init_process_group
 
 
 def _device_module() -> types.ModuleType:
@@ -65,34 +36,11 @@ def _device_module() -> types.ModuleType:
     for name in dir(torch.cpu):
         if not name.startswith("__"):
             setattr(module, name, getattr(torch.cpu, name))
-
-    def mem_get_info(device: Any = None) -> tuple[int, int]:
-        memory = psutil.virtual_memory()
-        return memory.available, memory.total
-
-    def nothing(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    def zero(*args: Any, **kwargs: Any) -> int:
-        return 0
-
-    module.mem_get_info = mem_get_info  # type: ignore[attr-defined]
-    module.get_rng_state = lambda device=None: torch.get_rng_state()  # type: ignore[attr-defined]
-    module.set_rng_state = lambda state, device=None: torch.set_rng_state(state)  # type: ignore[attr-defined]
-    module.manual_seed = torch.manual_seed  # type: ignore[attr-defined]
-    module.manual_seed_all = torch.manual_seed  # type: ignore[attr-defined]
-    module.get_device_name = lambda device=None: "cpu"  # type: ignore[attr-defined]
-    for name in ("empty_cache", "ipc_collect", "set_per_process_memory_fraction", "reset_peak_memory_stats"):
-        setattr(module, name, nothing)
-    for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved"):
-        setattr(module, name, zero)
-    if not hasattr(module, "set_device"):
-        module.set_device = nothing  # type: ignore[attr-defined]
-    return module
+    return fill_device_module(module, replace=True)
 
 
 _DEVICE_MODULE = _device_module()
-_wrap_init_process_group()
+wrap_init_process_group()
 
 
 @PlatformRegistry.register(platform="cpu")
