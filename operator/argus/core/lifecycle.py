@@ -247,6 +247,8 @@ def _waiting(task: TaskState, seen: Waiting, now: dt.datetime) -> Decision:
             reason, message = Reason.RayAuthFailed, f"waiting: {ray_refused(seen.ray_error)}"
         else:
             reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({seen.ray_error[:200]})"
+    if reason == Reason.Queued and status.reason == Reason.Preempted:  # what happened to it stays in sight while it waits
+        reason, message = Reason.Preempted, f"{(status.message or '').splitlines()[0]}\n{message}"
     status = status.model_copy(update={"reason": reason, "message": message})
     reachable = task.condition(ConditionType.RayReachable)
     if seen.ray_error is not None or reachable is None or not reachable.true:
