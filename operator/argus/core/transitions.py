@@ -111,9 +111,11 @@ def _job_observed(source: Phase) -> list[Rule]:
              f"Ray says {RayJobState.FAILED}, spec.restartPolicy is OnFailure and spec.backoffLimit allows another attempt"),
         Rule(src, JobObserved, Phase.Suspended, (Reason.Suspended,), read,
              f"Ray says {RayJobState.STOPPED} and spec.suspend asked for it: its GPUs go back to the queue"),
-        Rule(src, JobObserved, Phase.Queued, (Reason.Preempted,), read,
-             f"Ray says {RayJobState.STOPPED} and a preemption asked for it: queued again, a new attempt that resumes from the newest checkpoint"),
     ]
+    if source in ACTIVE:
+        rules.append(Rule(src, JobObserved, Phase.Queued, (Reason.Preempted,), read,
+                          f"Ray says {RayJobState.STOPPED} and a preemption asked for it: queued again, a new attempt that resumes "
+                          "from the newest checkpoint"))
     if source is Phase.Queued:
         rules.insert(0, Rule(src, JobObserved, Phase.Submitted, (Reason.AdoptedExistingJob,), read + ("StopJob",),
                              "Ray already has the job (submitted before an operator restart): adopted, never a second one; "
