@@ -48,6 +48,9 @@ def add_platform_flags(parser: argparse.ArgumentParser) -> None:
         help="a rollout engine (actor_rollout_ref.rollout.name) that the cluster's verl plugins register beside verl's own "
              "vllm, sglang and trtllm, accepted by the start-up check; repeatable (env ARGUS_VERL_PLUGIN_ROLLOUTS, comma-separated)",
     )
+    parser.add_argument("--preemption-opt-out", action=argparse.BooleanOptionalAction, default=env_bool("ARGUS_PREEMPTION_OPT_OUT", True),
+                        help="let a task opt out of preemption with spec.preemptible: false (default true; --no-preemption-opt-out "
+                             "rejects such a task; env ARGUS_PREEMPTION_OPT_OUT)")
     add_verl_config_flag(parser)
 
 
@@ -75,6 +78,7 @@ def platform_config(args: argparse.Namespace) -> PlatformConfig:
             args.allowlist, root=args.root, worker_resource=args.worker_resource,
             verl_code_path=args.verl_code_path, entrypoint_shell=args.entrypoint_shell, hf_home=args.hf_home,
             verl_plugin_rollouts=tuple(getattr(args, "verl_plugin_rollouts", None) or ()),
+            preemption_opt_out=getattr(args, "preemption_opt_out", True),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

@@ -18,6 +18,7 @@ from argus.controller.metrics import Metrics
 from argus.controller.settings import OperatorConfig
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
+from argus.core.preemption import PreemptionPolicy
 from argus.core.progress import ProgressSource
 from argus.core.queue import free_per_node
 from argus.core.rayjobs import PlacementGroup
@@ -38,13 +39,15 @@ class World:
     """A control_loop over fakes, and the means to move time and Ray along."""
 
     def __init__(self, *, max_running: int = 4, ray_grace: float = 300, delete_grace: float = 300, gpus: float = 4,
-                 ray_job_retention: float | None = None, progress_source: ProgressSource = ProgressSource.stream):
+                 ray_job_retention: float | None = None, progress_source: ProgressSource = ProgressSource.stream,
+                 preemption: PreemptionPolicy | None = None):
         self.clock = FakeClock()
         self.cluster = FakeCluster(self.clock)
         self.ray = FakeRay(self.clock, worker_gpus=gpus)
         self.config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=max_running,
                                      poll_interval=2.0, ray_grace_seconds=ray_grace, delete_grace_seconds=delete_grace,
-                                     ray_job_retention_seconds=ray_job_retention, progress_source=progress_source)
+                                     ray_job_retention_seconds=ray_job_retention, progress_source=progress_source,
+                                     preemption=preemption or PreemptionPolicy())
         self.files = FakeLogFiles(self.ray)
         self.control_loop = ControlLoop(self.config, self.ray, self.cluster, self.cluster, clock=self.clock, metrics=Metrics(self.clock),
                                      log_files=self.files, secrets=self.cluster)

@@ -167,7 +167,7 @@ def _python(rule: str) -> str:
 
 def _defaults(spec: dict[str, Any]) -> dict[str, Any]:
     # as the API server defaults
-    return {"kind": "basic", "cancel": False, "priority": 0, "restartPolicy": "Never", "backoffLimit": 3, "moveOnRetry": False, **spec}
+    return {"kind": "basic", "cancel": False, "priority": 0, "restartPolicy": "Never", "backoffLimit": 3, "moveOnRetry": False, "preemptible": True, **spec}
 
 
 def _failing(rules: list[dict[str, str]], new: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
@@ -201,7 +201,7 @@ def test_unchanged_spec_passes_every_rule(spec_schema: dict[str, Any], spec: dic
 def test_every_field_but_cancel_suspend_and_the_ttl_is_immutable(spec_schema: dict[str, Any]) -> None:
     rules = spec_schema["x-kubernetes-validations"]
     changed_values = {"kind": "basic", "workload": "sft", "command": "python3 -m verl.trainer.other", "cancel": True,
-                      "overrides": ["trainer.total_epochs=2"],
+                      "overrides": ["trainer.total_epochs=2"], "preemptible": False,
                       "env": [{"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "other", "key": "k"}}}]}
     mutable = {"cancel", "suspend", "ttlSecondsAfterFinished"}  # cancel one-way; suspend both ways; the TTL may move, as on a Job
     assert not [r for r in rules if "oldSelf.ttlSecondsAfterFinished" in r["rule"] or "oldSelf.suspend" in r["rule"]]
@@ -212,7 +212,7 @@ def test_every_field_but_cancel_suspend_and_the_ttl_is_immutable(spec_schema: di
         assert len(rule) == 1, f"no immutability rule for spec.{field}"
         assert rule[0]["message"].startswith(f"spec.{field} is immutable")
         base = dict(ADVANCED if field in ("command",) else BASIC)
-        value = changed_values.get(field) or {"integer": 7, "number": 0.5, "string": "other-value", "boolean": True}[prop["type"]]
+        value = changed_values[field] if field in changed_values else {"integer": 7, "number": 0.5, "string": "other-value", "boolean": True}[prop["type"]]
         if field == "kind":
             base, new = dict(ADVANCED), {**ADVANCED, "kind": "basic"}
         else:

@@ -34,6 +34,8 @@ EXPECTED = {
     "argus_tasks_finished_total": ("counter", ("phase", "reason")),
     "argus_reconcile_errors_total": ("counter", ()),
     "argus_undeclared_transitions_total": ("counter", ()),
+    "argus_preemptions_total": ("counter", ("cluster",)),
+    "argus_preemption_lost_gpu_steps_total": ("counter", ("cluster",)),
     "argus_admission_pass_seconds": ("histogram", ()),
     "argus_webhook_review_duration_seconds": ("histogram", ("operation", "result")),
     "argus_leader": ("gauge", ()),

@@ -395,3 +395,28 @@ def test_a_call_that_does_not_end_is_given_up_at_its_deadline() -> None:
             asyncio.run(client.job("argus-ns-t-0a1b2c3d"))
     finally:
         release.set()
+
+
+def test_placement_groups_say_where_their_gpus_are() -> None:
+    """Ray's state API details each bundle's node: a job's GPUs per node (what preemption frees
+    where); a bundle not placed yet (no node_id) and GPU-less bundles count nowhere."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import argus.adapters.ray as adapter
+
+    groups = [SimpleNamespace(creator_job_id="02000000", bundles=[
+        {"bundle_id": "b0", "node_id": "n1", "unit_resources": {"GPU": 4.0, "CPU": 1.0}},
+        {"bundle_id": "b1", "node_id": "n2", "unit_resources": {"GPU": 4.0}},
+        {"bundle_id": "b2", "node_id": "n1", "unit_resources": {"GPU": 2.0}},
+        {"bundle_id": "b3", "unit_resources": {"GPU": 1.0}},
+        {"bundle_id": "b4", "node_id": "n3", "unit_resources": {"CPU": 8.0}},
+    ]), SimpleNamespace(creator_job_id="03000000", bundles=[{"bundle_id": "c0", "node_id": "n1", "unit_resources": {"CPU": 1.0}}])]
+
+    class State:
+        def list(self, resource: object, options: object, raise_on_missing_output: bool) -> list[object]:
+            return groups
+
+    client = adapter.RayJobsClient("http://ray:8265", monotonic=FakeClock().monotonic, state_client_factory=lambda a, h: State(), threads=1)
+    found = asyncio.run(client.placement_groups())
+    assert [(g.creator_job_id, g.gpus, g.nodes) for g in found] == [("02000000", 11.0, (("n1", 6.0), ("n2", 4.0)))]

@@ -104,6 +104,7 @@ GENERATION = st.none() | st.integers(1, 3)
 DEADLINE = st.none() | st.sampled_from([1, 60, 300, 3600])
 RESTART_POLICY = st.sampled_from([p.value for p in RestartPolicy])
 TTL = st.none() | st.sampled_from([0, 60, 3600])
+PREEMPTED_BY = st.none() | st.just("team-a/urgent")
 LIFECYCLE_SETTINGS = st.builds(
     lc.LifecycleSettings,
     ray_grace_seconds=st.sampled_from([0.0, 60.0, 300.0]),
@@ -132,6 +133,7 @@ def tasks(draw: st.DrawFn, phase: Phase | None, deleting: bool) -> lc.TaskState:
         admitted_at=draw(AGO), ray_unreachable_since=draw(AGO),
         finished_at=draw(AGO) if phase is not None and phase.terminal else None,
         ray_jobs_removed=draw(MAYBE_BOOL), kept_by=draw(KEPT_BY), progress=draw(PROGRESS),
+        preempted_by=draw(PREEMPTED_BY) if phase in (Phase.Submitted, Phase.Running) else None,
     )
     marks = draw(MARKS)
     labels = {DEFAULT_TRACKING_LABEL: "app"} if marks in ("label", "helm") else {}
@@ -172,6 +174,7 @@ OBSERVED: dict[str, st.SearchStrategy[lc.Observation]] = {
     "Reconcile": st.just(lc.Reconcile()),
     "ProgressObserved": st.builds(lc.ProgressObserved, progress=st.builds(TaskProgress, step=st.none() | st.integers(0, 500))),
     "RayJobsRemoved": st.just(lc.RayJobsRemoved()),
+    "Preempt": st.builds(lc.Preempt, by=st.just("team-a/urgent"), message=st.just("preempted for team-a/urgent: loses 3 steps")),
 }
 
 

@@ -39,7 +39,8 @@ def test_the_values_written_to_the_api_are_pinned() -> None:
     alerts and the Argo CD check, so it is spelled out here, not computed."""
     assert [p.value for p in Phase] == ["Queued", "Submitted", "Running", "Suspended", "Succeeded", "Failed", "Stopped", "Rejected"]
     assert sorted(r.value for r in Reason) == sorted([
-        "Validated", "Queued", "Unschedulable", "QuotaExceeded", "NoCluster", "VerlDrift", "InputMissing", "SecretMissing", "Retrying", "Resumed", "Suspended", "InvalidSpec", "NamespaceNotOnboarded", "InvalidUser",
+        "Validated", "Queued", "Unschedulable", "QuotaExceeded", "NoCluster", "VerlDrift", "InputMissing", "SecretMissing", "Retrying", "Resumed",
+        "Preempted", "Preempting", "Suspended", "InvalidSpec", "NamespaceNotOnboarded", "InvalidUser",
         "Admitted", "AdoptedExistingJob", "RayJobPending", "RayJobRunning", "RayJobSucceeded", "RayJobFailed", "RayJobLost",
         "RayJobStopped", "RaySubmitFailed", "DeadlineExceeded", "BackoffLimitExceeded", "Cancelled", "RayUnreachable",
         "RayAuthFailed", "RayReachable", "WeakCheck", "PlacementViolation", "FinalizerReleased", "KeptForGitOps"])

@@ -149,6 +149,16 @@ app.kubernetes.io/component: uninstall
 - {{ printf "--queue-policy=%v" $o.queuePolicy | quote }}
 - {{ printf "--fair-share-half-life=%v" $o.fairShare.halfLifeSeconds | quote }}
 - {{ printf "--fair-share-max-wait=%v" $o.fairShare.maxWaitSeconds | quote }}
+{{- if $o.preemption.enabled }}
+- "--preemption"
+- {{ printf "--preemption-min-runtime=%v" $o.preemption.minRuntimeSeconds | quote }}
+{{- if not (kindIs "invalid" $o.preemption.fairShareRatio) }}
+- {{ printf "--preemption-fair-share-ratio=%v" $o.preemption.fairShareRatio | quote }}
+{{- end }}
+{{- end }}
+{{- if not $o.preemption.optOut }}
+- "--no-preemption-opt-out"
+{{- end }}
 {{- if not (kindIs "invalid" $o.defaultGpuQuota) }}
 - {{ printf "--default-gpu-quota=%v" $o.defaultGpuQuota | quote }}
 {{- end }}

@@ -432,8 +432,20 @@ class RayJobsClient(RayConnection):
                                 raise_on_missing_output=False)
             out = []
             for pg in found:
-                gpus = sum(float((b.get("unit_resources") or {}).get("GPU", 0.0)) for b in (pg.bundles or []) if isinstance(b, dict))
+                bundles = [b for b in (pg.bundles or []) if isinstance(b, dict)]
+                gpus = sum(float((b.get("unit_resources") or {}).get("GPU", 0.0)) for b in bundles)
                 if gpus and pg.creator_job_id:
-                    out.append(PlacementGroup(creator_job_id=str(pg.creator_job_id), gpus=gpus))
+                    out.append(PlacementGroup(creator_job_id=str(pg.creator_job_id), gpus=gpus, nodes=_bundle_nodes(bundles)))
             return out
         return await self._run(self._call, "nodes", read)
+
+
+def _bundle_nodes(bundles: list[dict]) -> tuple[tuple[str, float], ...]:
+    """GPUs per node of a placement group's bundles, as Ray's state API details them (each
+    bundle's ``node_id``; a bundle not placed yet has none and is left out)."""
+    per_node: dict[str, float] = {}
+    for b in bundles:
+        gpus = float((b.get("unit_resources") or {}).get("GPU", 0.0))
+        if gpus and b.get("node_id"):
+            per_node[str(b["node_id"])] = per_node.get(str(b["node_id"]), 0.0) + gpus
+    return tuple(sorted(per_node.items()))

@@ -281,6 +281,13 @@ class LogFollowers:
         return progress
 
 
+def latest_steps(followers: LogFollowers, key: Key) -> tuple[int | None, int | None]:
+    """The last step verl reported in a followed job's log and the step it resumed from, as
+    read so far, written to the status yet or not: what a preemption would lose now."""
+    follower = followers._followers.get(key)
+    return (follower.reader.step, follower.reader.resumed_from) if follower is not None else (None, None)
+
+
 async def watch_exit_markers(files: LogFiles, followers: dict[Key, _Follower], on_end: Callable[[Key], None] | None) -> None:
     """Look for the exit markers of the jobs followed by file, all in one look, every
     EXIT_POLL_SECONDS while any job is followed by file."""

@@ -44,9 +44,10 @@ from .idle import IdleTasks
 from .inputcheck import InputChecks
 from .intake import Intake
 from .jobsync import HistoryRemovals, JobSync
-from .logfollow import LogFollowers
+from .logfollow import LogFollowers, latest_steps
 from .metrics import Metrics
 from .ports import ClusterStore, LogFiles, RayJobs, SharedTree, TaskSecrets, TaskSource, TaskStore
+from .preemptor import Preemptor
 from .queuesnapshot import QueueSnapshot, in_use
 from .reconcile import Draft, TaskReconciler
 from .scheduler import Scheduler
@@ -99,6 +100,10 @@ class ControlLoop:
                                  verl=composer.tree.version if composer is not None else None, input_checks=self.input_checks)
         self.scheduler = Scheduler(config.platform, composer, snapshot, self.fleet, self.task_reconciler, self.view, self.tasks.views,
                                clock=clock, metrics=metrics, secrets=secrets)
+        if config.preemption.enabled:
+            self.scheduler.preemptor = Preemptor(config.preemption, snapshot, self.fleet, self.jobs, self.task_reconciler,
+                                                 self.scheduler.platform_on, composer, metrics=metrics,
+                                                 steps=lambda key: latest_steps(self.logs, key))
         self.cluster_reports = (ClusterReports(self.fleet, clusters, clock, config.poll_interval, self.doctor_verdicts)
                                 if clusters is not None else None)
         self.idle_tasks = IdleTasks(self.settings)
@@ -237,6 +242,8 @@ class ControlLoop:
         self.task_reconciler.forget(present)
         self.intake.forget(present)
         self.idle_tasks.forget(present)
+        if self.scheduler.preemptor is not None:
+            self.scheduler.preemptor.forget({v.uid for v in views})
         for key in self.jobs.followed():
             if key not in present:
                 self.jobs.forget(key)

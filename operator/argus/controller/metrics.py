@@ -98,6 +98,10 @@ class Metrics:
         self.tasks_finished = Counter("argus_tasks_finished_total", "Tasks that reached an end phase (Succeeded, Failed, Stopped, Rejected), "
                                       "by phase and reason", ["phase", "reason"], registry=r)
         self.reconcile_errors = Counter("argus_reconcile_errors_total", "Reconcile ticks that failed unexpectedly", registry=r)
+        self.preemptions = Counter("argus_preemptions_total", "Running tasks stopped for a waiting task of higher priority (or fair "
+                                   "share), by cluster", ["cluster"], registry=r)
+        self.preemption_lost_gpu_steps = Counter("argus_preemption_lost_gpu_steps_total", "Training steps since their last checkpoint "
+                                                 "that preempted tasks lose, times their GPUs, by cluster", ["cluster"], registry=r)
         self.undeclared_transitions = Counter("argus_undeclared_transitions_total",
                                               "Lifecycle decisions the declared transition table does not hold (carried out, logged)", registry=r)
         self.admission_pass = Histogram("argus_admission_pass_seconds", "Duration of admission passes over the queue: the queue "

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pydantic import ValidationError
 
 from ..core.clusters import ClusterDoctor, placed_on
-from ..core.queue import Admission, Claim, QueueSettings, Room, UsageRecord, decayed_usage, decide
+from ..core.queue import Admission, Claim, QueuedTask, QueueSettings, Room, UsageRecord, decayed_usage, decide
 from ..core.store import store_message
 from ..core.times import parse_time
 from ..core.user import quotas_by_user
@@ -68,6 +68,8 @@ class QueueSnapshot:
         self.quotas: dict[str, int | None] = {}
         self.namespace_labels: dict[str, dict[str, str]] = {}  # the users' namespaces' labels (namespaceSelector)
         self.rooms: list[Room] = []  # the last pass's clusters, as the queue saw them
+        self.usage: dict[str, float] = {}  # the last pass's recent usage per user (fair), and its tasks
+        self.queued: list[QueuedTask] = []
         self._quotas_read_at: float | None = None
         self._usage: dict[Key, tuple[TaskView, list[UsageRecord]]] = {}  # each task's attempts, read once per view
         self.decide_seconds = 0.0  # the last decision's own time (no waiting on Ray or the API server)
@@ -97,6 +99,7 @@ class QueueSnapshot:
         tasks = [v.as_queued(narrowed.get(v.key) or self.clusters_for(v), self.verl) for v in queued] + [v.as_queued() for v in unvalidated]
         decision = decide(tasks, running=len(active), settings=self.settings, quotas=self.quotas, in_use=in_use(active),
                           usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated), rooms=self.rooms, held_back=held)
+        self.usage, self.queued = usage, tasks  # the preemptor's view of the same pass
         ray_errors: dict[Key, tuple[str, Reason]] = {}
         if errors:
             for task in tasks:

@@ -85,6 +85,16 @@ class NodeCache:
         """GPUs Ray shows in use for a job (its created placement groups)."""
         return sum(g.gpus for g in self._groups if job_id and g.creator_job_id == job_id)
 
+    def placed_on(self, job_id: str | None) -> dict[str, float]:
+        """Where a job's placement groups hold GPUs: GPUs per node id (empty: none placed,
+        or this Ray does not say)."""
+        out: dict[str, float] = {}
+        for g in self._groups:
+            if job_id and g.creator_job_id == job_id:
+                for node, gpus in g.nodes:
+                    out[node] = out.get(node, 0.0) + gpus
+        return out
+
     async def on_worker(self, node_id: str) -> bool | None:
         """Whether ``node_id`` carries the worker resource (None: Ray's nodes cannot be read)."""
         nodes, _ = await self.read()

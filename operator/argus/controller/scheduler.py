@@ -37,6 +37,7 @@ from ..core.vocabulary import Key, Reason
 from .fleet import Fleet
 from .metrics import Metrics
 from .ports import TaskSecrets
+from .preemptor import Preemptor
 from .queuesnapshot import QueueSnapshot
 from .reconcile import Draft, TaskReconciler
 from .view import TaskView
@@ -55,6 +56,7 @@ class Scheduler:
                  clock: Clock, metrics: Metrics, secrets: TaskSecrets | None = None):
         self.platform = platform
         self.secrets = secrets        # the Secrets spec.env names (None: no reader; such a task waits)
+        self.preemptor: Preemptor | None = None  # stops lower-priority tasks for a waiting one (--preemption)
         self.composer = composer
         self.snapshot = snapshot
         self.fleet = fleet
@@ -78,6 +80,8 @@ class Scheduler:
         by_key = {v.key: v for v in queued}
         queued = [v for v in queued if v.key not in held]
         decision, ray_errors = await self.snapshot.decide(queued, active, not_ready, self.every_task(), self.clock.now())
+        if self.preemptor is not None:  # before the waiting tasks are told: it may change what they wait for
+            await self.preemptor.run(decision, active, self.clock.now().timestamp())
         started = self.clock.monotonic()
         told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
         waiting = [*decision.waiting.items(), *((key, (Reason.SecretMissing, why)) for key, why in held.items())]
@@ -128,6 +132,8 @@ class Scheduler:
             if not verdict.valid or verdict.plan is None:
                 seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.state.status.user)
             else:
+                if self.preemptor is not None:
+                    self.preemptor.remember(draft.view, verdict.save_freq, verdict.resume_mode)
                 plan, waits = await self._with_secrets(view.namespace, verdict.spec, verdict.plan)
                 seen = (lifecycle.Admitted(plan.model_copy(update={"cluster": cluster})) if waits is None
                         else lifecycle.Waiting(Reason.SecretMissing, waits, None, Reason.RayUnreachable))

@@ -10,7 +10,9 @@ from ..core.clusters import DEFAULT_KUBERAY_URL, check_kuberay_url
 from ..core.config import PlatformConfig
 from ..core.gitops import DEFAULT_TRACKING_LABEL
 from ..core.polling import read_slack
+from ..core.preemption import PreemptionPolicy
 from ..core.progress import ProgressSource
+from ..platform import env_bool
 
 DEFAULT_PROGRESS_METRICS = ("critic/score/mean",)
 
@@ -51,6 +53,7 @@ class OperatorConfig:
     doctor_interval: float = 3600.0                 # argus doctor at start and this often (0: never)
     crd_check_interval: float = 600.0               # the served CRD against this build's, at start and this often (0: at start only)
     kuberay_dashboard_url: str = DEFAULT_KUBERAY_URL  # where an ArgusCluster's rayClusterRef head Service is reached
+    preemption: PreemptionPolicy = PreemptionPolicy()  # off by default (core.preemption)
 
 
 # The flags, one add_argument each: alike in shape with the servers' flag tables (duplicates lists
@@ -105,6 +108,15 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
                         help="fair: a user's past GPU-seconds count half after this many seconds (default 3600)")
     parser.add_argument("--fair-share-max-wait", type=float, default=float(env("ARGUS_FAIR_SHARE_MAX_WAIT", str(24 * 3600))),
                         help="fair: a task queued longer than this goes first in its priority band, whatever its user's usage (default 86400 s)")
+    parser.add_argument("--preemption", action=argparse.BooleanOptionalAction, default=env_bool("ARGUS_PREEMPTION"),
+                        help="a waiting task may stop running tasks of lower priority to take their GPUs, those that lose the "
+                             "fewest steps since their last checkpoint; they go back to the queue and resume (docs/queue.md) "
+                             "(default false; env ARGUS_PREEMPTION)")
+    parser.add_argument("--preemption-fair-share-ratio", type=float, default=_optional_number(env("ARGUS_PREEMPTION_FAIR_SHARE_RATIO")),
+                        help="with --preemption and --queue-policy fair: a task of a user below the mean recent usage may also stop "
+                             "a task of its own priority whose user is at this many times the mean or more (above 1; default: off)")
+    parser.add_argument("--preemption-min-runtime", type=float, default=float(env("ARGUS_PREEMPTION_MIN_RUNTIME", "1800")),
+                        help="fair-share preemption takes no task that has run less than this many seconds (default 1800)")
     parser.add_argument("--default-gpu-quota", type=_optional_number, default=_optional_number(env("ARGUS_DEFAULT_GPU_QUOTA")),
                         help="GPUs a user's running tasks may hold in all, unless the user's namespace says otherwise "
                              "(annotation argus.io/gpu-quota, set by argus onboard --gpu-quota) (default: unlimited)")
@@ -161,6 +173,12 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
     if args.crd_check_interval < 0:
         raise ValueError(f"--crd-check-interval: {args.crd_check_interval:g}: must not be negative (0: at start only)")
     check_kuberay_url(args.kuberay_dashboard_url)
+    ratio = args.preemption_fair_share_ratio
+    if ratio is not None and (ratio <= 1 or not args.preemption or args.queue_policy != "fair"):
+        raise ValueError(f"--preemption-fair-share-ratio: {ratio:g}: must be above 1 (the hysteresis that keeps two users from taking "
+                         "GPUs back and forth), with --preemption and --queue-policy fair")
+    if args.preemption_min_runtime < 0:
+        raise ValueError(f"--preemption-min-runtime: {args.preemption_min_runtime:g}: must not be negative")
     if args.default_gpu_quota is not None and (args.default_gpu_quota < 0 or args.default_gpu_quota != int(args.default_gpu_quota)):
         raise ValueError(f"--default-gpu-quota: {args.default_gpu_quota:g}: must be a whole number of GPUs, 0 or more")
     return OperatorConfig(
@@ -181,4 +199,5 @@ def operator_config(args: argparse.Namespace, platform: PlatformConfig) -> Opera
         health_host=args.health_host, health_port=args.health_port,
         watch_seconds=args.watch_timeout, watch_stale_seconds=args.watch_stale_seconds,
         tick_stuck_seconds=args.tick_stuck_seconds, kuberay_dashboard_url=args.kuberay_dashboard_url,
+        preemption=PreemptionPolicy(enabled=args.preemption, fair_share_ratio=ratio, fair_share_min_runtime=args.preemption_min_runtime),
     )

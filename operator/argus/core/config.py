@@ -58,6 +58,9 @@ class PlatformConfig:
     # register beside verl's own (verl's RolloutReplicaRegistry is open to plugins loaded
     # through VERL_USE_EXTERNAL_MODULES): the start-up check accepts them too.
     verl_plugin_rollouts: tuple[str, ...] = ()
+    # Whether a task may opt out of preemption (spec.preemptible: false): a platform that
+    # preempts may refuse it, so that no task holds GPUs beyond the reach of urgent work.
+    preemption_opt_out: bool = True
 
     def __post_init__(self) -> None:
         if not posixpath.isabs(self.root):

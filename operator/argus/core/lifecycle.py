@@ -39,7 +39,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Literal
 
-from . import suspension
+from . import preempted, suspension
 from .conditions import MAX_CONDITION_MESSAGE, ConditionType, set_condition
 from .gitops import tracked_by
 from .observations import (
@@ -51,6 +51,7 @@ from .observations import (
     JobUnknown,
     Observation,
     PostEvent,
+    Preempt,
     ProgressObserved,
     RayJobsRemoved,
     RayUnreachable,
@@ -89,7 +90,7 @@ from .vocabulary import ACTIVE_PHASES, Reason
 __all__ = [
     "FINALIZER", "MAX_CONDITION_MESSAGE", "RAY_ACTIVE", "RAY_TO_PHASE",
     "Action", "Admitted", "Decision", "DeleteTask", "JobObserved", "JobUnknown", "LifecycleSettings", "Observation", "PostEvent",
-    "ProgressObserved", "RayJobsRemoved", "RayUnreachable", "Reconcile", "Refused", "ReleaseFinalizer", "RemoveRayJobs", "StopJob",
+    "Preempt", "ProgressObserved", "RayJobsRemoved", "RayUnreachable", "Reconcile", "Refused", "ReleaseFinalizer", "RemoveRayJobs", "StopJob",
     "Submit", "SubmitResult", "TaskState", "Validated", "Waiting",
     "action_kind", "conditions_for_phase", "needs_look", "needs_ray", "phase_for_ray", "ray_refused", "set_condition", "settled",
     "step", "stopping", "timer_due",
@@ -126,8 +127,8 @@ def settled(task: TaskState) -> bool:
 
 
 def stopping(task: TaskState, now: dt.datetime) -> bool:
-    """The task's job is to be stopped (cancel, suspend, deadline or delete): read it often."""
-    return task.deleting or task.cancel or task.suspend or task.deadline_passed(now)
+    """The task's job is to be stopped (cancel, suspend, preemption, deadline or delete): read it often."""
+    return task.deleting or task.cancel or task.suspend or task.preempting or task.deadline_passed(now)
 
 
 def step(task: TaskState, seen: Observation, now: dt.datetime, settings: LifecycleSettings, *,
@@ -185,6 +186,8 @@ def _decide(task: TaskState, seen: Observation, now: dt.datetime, settings: Life
         return Decision(task.status.model_copy(update={"ray_jobs_removed": True}))
     if isinstance(seen, RayUnreachable):
         return _ray_unreachable(task, seen, now, settings)
+    if isinstance(seen, Preempt):
+        return preempted.preempt(task, seen, format_time(now))
     raise TypeError(f"unknown observation {seen!r}")
 
 
@@ -244,6 +247,8 @@ def _waiting(task: TaskState, seen: Waiting, now: dt.datetime) -> Decision:
             reason, message = Reason.RayAuthFailed, f"waiting: {ray_refused(seen.ray_error)}"
         else:
             reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({seen.ray_error[:200]})"
+    if reason == Reason.Queued and status.reason == Reason.Preempted:  # what happened to it stays in sight while it waits
+        reason, message = Reason.Preempted, f"{(status.message or '').splitlines()[0]}\n{message}"
     status = status.model_copy(update={"reason": reason, "message": message})
     reachable = task.condition(ConditionType.RayReachable)
     if seen.ray_error is not None or reachable is None or not reachable.true:
@@ -317,6 +322,8 @@ def _job_unknown(task: TaskState, now: dt.datetime) -> Decision:
     status = ray_reachable(task, status, True, "", stamp)
     if phase in ACTIVE_PHASES and suspension.suspend_asked(task):  # stopped and gone: suspended all the same
         return Decision(suspension.job_stopped(task, status, stamp))
+    if phase in ACTIVE_PHASES and preempted.stop_wins(task):  # stopped and gone: back to the queue
+        return preempted.requeued(task, status, stamp)
     if phase in ACTIVE_PHASES:
         what = f"Ray no longer knows job {sid}: the Ray head restarted (it keeps no job history) or the job was removed"
         return attempt_ended(task, status, Reason.RayJobLost, what, stamp, retry=task.restart_policy != RestartPolicy.Never.value,
@@ -360,7 +367,8 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         status = enter(task, status, Phase.Submitted, Reason.AdoptedExistingJob, adopted, stamp, admitted_at=status.admitted_at or stamp)
         actions.append(PostEvent("Normal", Reason.AdoptedExistingJob, adopted))
     cancelled, late = task.cancel, task.deadline_passed(now)
-    if (cancelled or late or task.suspend) and job.active:
+    stop = cancelled or late or task.suspend or task.preempting
+    if stop and job.active:
         actions.append(StopJob(sid))  # the next read sees it stopped
     previous = task.status.ray_job
     ray_job = RayJobStatus(
@@ -372,11 +380,15 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
     if job.driver_on_worker is False and job.driver_node_id != (previous.driver_node_id if previous else None):
         actions.append(PostEvent("Warning", Reason.PlacementViolation,
                                  f"the driver runs on node {job.driver_node_id}, which lacks the '{settings.worker_resource}' resource (the head?)"))
-    if (cancelled or late or task.suspend) and job.active:
+    if stop and job.active:
         return Decision(status, tuple(actions))
     new_phase, reason = phase_for_ray(job.status, cancelled=cancelled, deadline_exceeded=late)
     if reason == Reason.RayJobStopped and suspension.suspend_asked(task):
         return Decision(suspension.job_stopped(task, status, stamp), tuple(actions))
+    if reason == Reason.RayJobStopped and preempted.stop_wins(task):
+        return Decision(preempted.requeued(task, status, stamp).status, tuple(actions))
+    if task.preempting and not job.active:  # it ended on its own before the stop: as it would have
+        status = status.model_copy(update={"preempted_by": None})
     message = job.message or reason
     if reason == Reason.DeadlineExceeded:
         message = f"stopped after activeDeadlineSeconds={task.active_deadline_seconds} from admission"

@@ -130,8 +130,17 @@ class RayJobsRemoved:
     """The task's Ray jobs were removed from Ray's job history."""
 
 
+@dataclass(frozen=True)
+class Preempt:
+    """The scheduler chose the task as a victim (``core.preemption``): ``by`` (namespace/name)
+    takes its GPUs; ``message`` says what it loses."""
+
+    by: str
+    message: str
+
+
 Observation = (Validated | Refused | Waiting | Admitted | SubmitResult | JobObserved | JobUnknown | RayUnreachable | Reconcile
-               | ProgressObserved | RayJobsRemoved)
+               | ProgressObserved | RayJobsRemoved | Preempt)
 
 
 # --------------------------------------------------------------------------- actions

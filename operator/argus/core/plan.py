@@ -69,6 +69,10 @@ class Verdict:
     # The files and folders the task reads, as the job sees them (core.inputs; only when
     # composed with verl's config tree): what must exist in the shared tree before it starts.
     inputs: tuple[InputPath, ...] = ()
+    # How its run checkpoints, as composed: trainer.save_freq and trainer.resume_mode (None:
+    # not composed); what a preemption loses (core.preemption).
+    save_freq: int | None = None
+    resume_mode: str | None = None
 
     @property
     def valid(self) -> bool:
@@ -180,6 +184,10 @@ def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer,
         return None
     errors_before = len(findings.errors)
     if composed.error is None:
+        trainer = composed.config.get("trainer")
+        save_freq, resume_mode = (trainer.get("save_freq"), trainer.get("resume_mode")) if isinstance(trainer, Mapping) else (None, None)
+        findings.save_freq = save_freq if isinstance(save_freq, int) and not isinstance(save_freq, bool) else None
+        findings.resume_mode = resume_mode if isinstance(resume_mode, str) else None
         counts = list(composed.defaults_applied)
         if counts:
             findings.warn(field_, " ".join(counts), missing_counts_rule(len(counts)))
@@ -228,6 +236,9 @@ def validate_spec(
         return verdict
 
     raw_spec, spec = _read_fields(raw_spec, findings)
+    if spec is not None and not spec.preemptible and not config.preemption_opt_out:
+        findings.error("spec.preemptible", False, "this platform does not let a task opt out of preemption (the operator runs "
+                       "with --no-preemption-opt-out): remove the field or set it to true")
     policy = PathPolicy(config, user)
     job_dir = job_dir_for(config, user, namespace, name, uid)
     spec, target = _command_of(raw_spec, spec, user, policy, findings, namespace=namespace, name=name, uid=uid, composer=composer,
@@ -252,6 +263,7 @@ def validate_spec(
 
     verdict.errors, verdict.warnings, verdict.spec = findings.errors, findings.warnings, spec
     verdict.inputs = dedupe(findings.inputs) if not findings.errors else ()
+    verdict.save_freq, verdict.resume_mode = findings.save_freq, findings.resume_mode
     if spec is not None and command is not None and not findings.errors:
         verdict.plan = resolve_plan(spec, command, user, config, namespace=namespace, name=name, uid=uid, code_path=spec.code_path,
                                     attempt=attempt, checked=checked)

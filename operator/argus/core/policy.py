@@ -46,6 +46,10 @@ class Findings:
     # The paths the task reads, each with its key, as the checks of the composed
     # configuration pass them (core.inputs): what must exist in the shared tree.
     inputs: list[InputPath] = field(default_factory=list)
+    # verl's trainer.save_freq and trainer.resume_mode as composed (None: not composed, or
+    # not an integer): what a preemption of the task loses (core.preemption).
+    save_freq: int | None = None
+    resume_mode: str | None = None
     _seen: set[tuple[bool, str, str, str]] = field(default_factory=set, repr=False, compare=False)
 
     def _add(self, to: list[Problem], warning: bool, p: Problem) -> None:

@@ -113,7 +113,9 @@ class RayNode:
 
 @dataclass(frozen=True)
 class PlacementGroup:
-    """A created placement group: the job that made it, and the GPUs of its bundles."""
+    """A created placement group: the job that made it, the GPUs of its bundles, and where
+    they are: GPUs per node id (empty when Ray did not say)."""
 
     creator_job_id: str
     gpus: float
+    nodes: tuple[tuple[str, float], ...] = ()

@@ -155,6 +155,11 @@ class ArgusTaskSpec(_CamelModel):
         "Suspended (a queued task just leaves the queue). Set back to false to resume: it is queued again and a new attempt "
         "resumes from the newest checkpoint in its job folder (verl's trainer.resume_mode=auto). May change both ways. Default false.",
     )
+    preemptible: bool = Field(
+        True, description="Whether a waiting task of higher priority may stop this one to take its GPUs, when the operator "
+        "preempts (--preemption): it goes back to the queue, and its next attempt resumes from the newest checkpoint in its "
+        "job folder. false opts out where the platform allows it (the operator's --preemption-opt-out). Default true.",
+    )
     active_deadline_seconds: int | None = Field(None, ge=1, le=31536000, description="Stop the task and mark it Failed (DeadlineExceeded) this many seconds after it was admitted.")
     priority: int = Field(0, ge=-1000000, le=1000000, description="Queue priority: higher runs first; ties go by creation time. Default 0.")
     restart_policy: RestartPolicy = Field(
@@ -252,4 +257,6 @@ class ArgusTaskStatus(_StatusModel):
     log_file: TaskPath | None = Field(None, description="The current attempt's log: everything the driver printed (stdout and stderr, in order).")
     finished_at: str | None = Field(None, json_schema_extra={"format": "date-time"}, description="When the task ended (ttlSecondsAfterFinished counts from here).")
     ray_jobs_removed: bool | None = Field(None, description="True once the task's Ray jobs were removed from Ray's job history (their logs stay in the log files).")
+    preempted_by: str | None = Field(None, description="While its job is stopped for a preemption: the task (namespace/name) that "
+                                     "takes its GPUs. Empty otherwise; the attempt's record says Preempted afterwards.")
     kept_by: str | None = Field(None, description="Set when the time to live ran out but the task was kept because a GitOps tool tracks it: what tracks it (Argo CD would create a deleted task again from Git and run the training again). Delete it through Git (docs/argocd.md).")

@@ -28,6 +28,8 @@ RAY_TO_PHASE = {
     RayJobState.FAILED: Phase.Failed,
     RayJobState.STOPPED: Phase.Stopped,
 }
+# Attempts that end so are no restarts: they do not count against spec.backoffLimit.
+NOT_RESTARTS = (Reason.Suspended, Reason.Preempted)
 
 
 # --------------------------------------------------------------------------- the task
@@ -60,6 +62,11 @@ class TaskState:
     @property
     def deleting(self) -> bool:
         return self.deleting_since is not None
+
+    @property
+    def preempting(self) -> bool:
+        """Its job is being stopped for a preemption (``core.preempted``)."""
+        return self.status.preempted_by is not None
 
     @property
     def attempt(self) -> int:
@@ -193,8 +200,8 @@ def attempt_ended(task: TaskState, status: ArgusTaskStatus, outcome: str, what: 
     status = status.model_copy(update={"attempts": attempts})
     if not retry:
         return Decision(enter(task, status, Phase.Failed, outcome, final, stamp))
-    # Attempts ended by spec.suspend are no restarts: a resumed task keeps its whole backoffLimit.
-    restarts = task.attempt - 1 - sum(1 for r in status.attempts or () if r.attempt < task.attempt and r.outcome == Reason.Suspended)
+    # Attempts ended by spec.suspend or a preemption are no restarts: the task keeps its whole backoffLimit.
+    restarts = task.attempt - 1 - sum(1 for r in status.attempts or () if r.attempt < task.attempt and r.outcome in NOT_RESTARTS)
     if restarts >= task.backoff_limit:
         message = f"attempt {task.attempt}: {what}; no restart left (spec.backoffLimit {task.backoff_limit})"
         return Decision(enter(task, status, Phase.Failed, Reason.BackoffLimitExceeded, message, stamp))

@@ -39,6 +39,7 @@ from .observations import (
     JobObserved,
     JobUnknown,
     Observation,
+    Preempt,
     RayUnreachable,
     Reconcile,
     Refused,
@@ -111,16 +112,20 @@ def _job_observed(source: Phase) -> list[Rule]:
         Rule(src, JobObserved, Phase.Suspended, (Reason.Suspended,), read,
              f"Ray says {RayJobState.STOPPED} and spec.suspend asked for it: its GPUs go back to the queue"),
     ]
+    if source in ACTIVE:
+        rules.append(Rule(src, JobObserved, Phase.Queued, (Reason.Preempted,), read,
+                          f"Ray says {RayJobState.STOPPED} and a preemption asked for it: queued again, a new attempt that resumes "
+                          "from the newest checkpoint"))
     if source is Phase.Queued:
         rules.insert(0, Rule(src, JobObserved, Phase.Submitted, (Reason.AdoptedExistingJob,), read + ("StopJob",),
                              "Ray already has the job (submitted before an operator restart): adopted, never a second one; "
-                             "StopJob if it is cancelled, suspended or past its deadline"))
+                             "StopJob if it is cancelled, suspended, preempted or past its deadline"))
     elif source is Phase.Submitted:
         rules.insert(0, Rule(src, JobObserved, SAME, (), read + ("StopJob",),
-                             "still pending; StopJob if it is cancelled, suspended or past its deadline"))
+                             "still pending; StopJob if it is cancelled, suspended, preempted or past its deadline"))
     else:
         rules.insert(0, Rule(src, JobObserved, SAME, (), read + ("StopJob",),
-                             "still running; StopJob if it is cancelled, suspended or past its deadline"))
+                             "still running; StopJob if it is cancelled, suspended, preempted or past its deadline"))
         rules.insert(1, Rule(src, JobObserved, Phase.Submitted, (Reason.RayJobPending,), read, f"Ray says {RayJobState.PENDING} again"))
     return rules
 
@@ -162,12 +167,17 @@ RULES: tuple[Rule, ...] = (
          "spec.suspend, and Ray has no job for this attempt: it leaves the queue"),
     Rule(ACTIVE, JobUnknown, Phase.Suspended, (Reason.Suspended,), (),
          "spec.suspend, and Ray no longer has the job: suspended all the same"),
+    Rule(ACTIVE, JobUnknown, Phase.Queued, (Reason.Preempted,), (),
+         "a preemption stopped it, and Ray no longer has the job: queued again all the same"),
     Rule(ACTIVE, JobUnknown, Phase.Failed, (Reason.RayJobLost, Reason.BackoffLimitExceeded), (),
          "Ray forgot the job (its head restarted), and spec.restartPolicy is Never or no restart is left"),
     Rule(ACTIVE, JobUnknown, Phase.Queued, (Reason.Retrying,), (),
          "Ray forgot the job, spec.restartPolicy allows a restart and spec.backoffLimit another attempt"),
     Rule(ACTIVE, RayUnreachable, Phase.Failed, (Reason.RayUnreachable,), (),
          "Ray did not answer for longer than --ray-grace (refused credentials never end a task)"),
+    # preemption (core.preemption chooses the victims; core.preempted moves them)
+    Rule(ACTIVE, Preempt, SAME, (Reason.Preempting,), ("StopJob", event(Reason.Preempted)),
+         "the scheduler chose it as a victim for a task of higher priority: stop its job (status.preemptedBy names that task)"),
     # an ended task
     Rule(ENDED, Reconcile, SAME, (), ("DeleteTask",), "its time to live (ttlSecondsAfterFinished) ran out"),
     Rule(ENDED, Reconcile, SAME, (), ("RemoveRayJobs", event(Reason.KeptForGitOps)),
@@ -255,10 +265,12 @@ PHASE_MEANINGS: dict[Phase | None, str] = {
                   "function or a model folder it reads is not in the shared tree (one line each in `message`); it goes when they exist. `SecretMissing`: a Secret or key its "
                   "`spec.env` names is not in its namespace (the message names the variable, the Secret and the key); read again every 30 s, "
                   "it holds no GPUs and no place ahead of others, nothing reached Ray. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "
-                  "the next waits. `Resumed`: it was suspended, and `spec.suspend` is false again.",
+                  "the next waits. `Resumed`: it was suspended, and `spec.suspend` is false again. `Preempted`: a task of higher priority took its GPUs; "
+                  "the next attempt resumes from the newest checkpoint, and it counts as no restart.",
     Phase.Submitted: f"Ray has the job ({RayJobState.PENDING}). A task admitted at once goes from nothing to `Submitted` in one write. "
                      "`RayJobPending`: Ray reports the job pending again after it ran.",
-    Phase.Running: "Ray runs the driver (on a worker node).",
+    Phase.Running: "Ray runs the driver (on a worker node). `Preempting`: its job is being stopped for a task of higher priority "
+                   "(`status.preemptedBy`); it goes back to the queue.",
     Phase.Suspended: "`spec.suspend` (`argus suspend`): its job was stopped and its GPUs went back to the queue, or it left the "
                      "queue; not an end. `argus resume` queues it again, and a new attempt resumes from the newest checkpoint.",
     Phase.Succeeded: "",

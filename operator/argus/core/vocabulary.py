@@ -77,6 +77,7 @@ class Reason(StrEnum):
     SecretMissing = "SecretMissing"  # a Secret (or key) spec.env names is not there (or cannot be read): checked again each pass
     Retrying = "Retrying"
     Resumed = "Resumed"  # spec.suspend went back to false: a new attempt waits
+    Preempted = "Preempted"  # a higher-priority task took its GPUs: a new attempt waits (core.preempted)
     # Suspended (spec.suspend: its job stopped, its GPUs back to the queue; not an end)
     Suspended = "Suspended"
     # Rejected
@@ -87,6 +88,7 @@ class Reason(StrEnum):
     Admitted = "Admitted"
     AdoptedExistingJob = "AdoptedExistingJob"
     RayJobPending = "RayJobPending"
+    Preempting = "Preempting"  # its job is being stopped for a higher-priority task (core.preempted)
     # Running and the ends
     RayJobRunning = "RayJobRunning"
     RayJobSucceeded = "RayJobSucceeded"
@@ -136,9 +138,9 @@ CLUSTER_REACHABILITY_REASONS = (ClusterReason.RayReachable, ClusterReason.RayUnr
 REASONS_BY_PHASE: dict[Phase, tuple[Reason, ...]] = {
     Phase.Queued: (Reason.Validated, Reason.Queued, Reason.Unschedulable, Reason.QuotaExceeded, Reason.NoCluster, Reason.VerlDrift,
                    Reason.InputMissing, Reason.SecretMissing, Reason.RayUnreachable,
-                   Reason.RayAuthFailed, Reason.Retrying, Reason.Resumed),
-    Phase.Submitted: (Reason.Admitted, Reason.AdoptedExistingJob, Reason.RayJobPending),
-    Phase.Running: (Reason.RayJobRunning,),
+                   Reason.RayAuthFailed, Reason.Retrying, Reason.Resumed, Reason.Preempted),
+    Phase.Submitted: (Reason.Admitted, Reason.AdoptedExistingJob, Reason.RayJobPending, Reason.Preempting),
+    Phase.Running: (Reason.RayJobRunning, Reason.Preempting),
     Phase.Suspended: (Reason.Suspended,),
     Phase.Succeeded: (Reason.RayJobSucceeded,),
     Phase.Failed: (Reason.RayJobFailed, Reason.RayJobLost, Reason.RayUnreachable, Reason.DeadlineExceeded, Reason.RaySubmitFailed,

@@ -1,0 +1,195 @@
+"""The preemptor (``Preemptor``) stops running tasks for a waiting one of higher priority: once
+per queue pass, with ``--preemption``; ``core.preemption`` chooses the victims, the lifecycle
+moves them (``core.preempted``).
+
+After the queue's decision (``scheduler``), the first task in queue order that waits for
+GPUs some set of running tasks would free on a cluster it may use gets that set: each
+victim is told ``Preempt`` (its job is stopped; it goes back to the queue and resumes), and
+the waiting task's message says whose GPUs it waits for. It is then admitted by a later pass,
+once Ray shows them free; it is ahead of its victims in the queue (higher priority), so they
+cannot take them back. One preemption at a time per cluster: while a victim there is still
+stopping, nothing more is taken there (its GPUs are on their way).
+
+What each candidate loses comes from its status (the last step verl reported, the step it
+resumed from) and from how its run checkpoints: ``trainer.save_freq`` and
+``trainer.resume_mode`` as its configuration composed when it started (remembered by the
+scheduler; composed again after an operator restart). Where it holds GPUs comes from Ray:
+its verl workers' placement groups, or the node its torchrun driver runs on. A task Ray does
+not show holding GPUs yet (just submitted) is no candidate.
+
+Preemption frees GPUs, not slots: a task that waits for ``--max-running`` is not helped by
+it, and preempts nobody.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..core import lifecycle
+from ..core.config import PlatformConfig
+from ..core.plan import validate_spec
+from ..core.preemption import Preemption, PreemptionPolicy, RunningTask, Waiting, choose_victims
+from ..core.queue import Admission, QueuedTask, Room, free_per_node
+from ..core.verlconfig import Composer
+from ..core.vocabulary import Key, Reason
+from .fleet import Fleet
+from .jobsync import JobSync
+from .metrics import Metrics
+from .queuesnapshot import QueueSnapshot
+from .reconcile import Draft, TaskReconciler
+from .view import TaskView
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """How a task's run checkpoints, as composed: verl's trainer.save_freq and resume_mode."""
+
+    save_freq: int | None
+    resume_mode: str | None
+
+    @property
+    def resumable(self) -> bool:
+        return self.resume_mode != "disable"
+
+
+@dataclass(frozen=True)
+class _Freeing:
+    """A victim whose GPUs are on their way to the task that preempted it: until it has
+    stopped and Ray no longer shows its verl workers' placement groups."""
+
+    cluster: str
+    by: Key
+    victim: Key
+    job_id: str | None
+
+
+class Preemptor:
+    def __init__(self, policy: PreemptionPolicy, snapshot: QueueSnapshot, fleet: Fleet, jobs: JobSync, task_reconciler: TaskReconciler,
+                 platform_on: Callable[[str], PlatformConfig], composer: Composer | None, *, metrics: Metrics,
+                 steps: Callable[[Key], tuple[int | None, int | None]] = lambda key: (None, None)):
+        self.policy = policy
+        self.snapshot = snapshot
+        self.fleet = fleet
+        self.jobs = jobs
+        self.task_reconciler = task_reconciler
+        self.platform_on = platform_on
+        self.composer = composer
+        self.metrics = metrics
+        self.steps = steps  # the log followers' latest step and resume point of a running task
+        self._checkpointing: dict[tuple[str, int], Checkpointing] = {}  # (uid, attempt) -> as composed
+        self._freeing: list[_Freeing] = []
+
+    def remember(self, view: TaskView, save_freq: int | None, resume_mode: str | None) -> None:
+        """How an attempt that starts now checkpoints (the scheduler's validation composed it)."""
+        self._checkpointing[(view.uid, view.state.attempt)] = Checkpointing(save_freq, resume_mode)
+
+    def forget(self, present: set[str]) -> None:
+        """Drop what is remembered of tasks that are gone (by UID)."""
+        for key in [k for k in self._checkpointing if k[0] not in present]:
+            del self._checkpointing[key]
+
+    async def run(self, decision: Admission, active: list[TaskView], now_seconds: float) -> None:
+        """Preempt for the first waiting task that some victims would make fit, and say so in
+        the waiting messages of ``decision`` (the tasks that wait for victims still stopping)."""
+        if not self.policy.enabled:
+            return
+        preempting = {v.key for v in active if v.state.preempting}
+        self._freeing = [f for f in self._freeing if self._still_freeing(f, preempting)]
+        for v in active:  # victims this process did not preempt (before a restart) still stop
+            if v.key in preempting and not any(f.victim == v.key for f in self._freeing):
+                namespace, _, name = (v.state.status.preempted_by or "").partition("/")
+                self._freeing.append(_Freeing(v.job_cluster, (namespace, name), v.key, self.jobs.job_ids.get(v.key)))
+        self._tell(decision)
+        busy = {f.cluster for f in self._freeing}  # one preemption at a time per cluster
+        rooms = [r for r in self.snapshot.rooms if r.capacity is not None and r.name not in busy]
+        by_key = {t.key: t for t in self.snapshot.queued}
+        for key, (reason, _) in sorted(decision.waiting.items(), key=lambda kv: decision.positions.get(kv[0], 1 << 30)):
+            task = by_key.get(key)
+            if reason != Reason.Queued or task is None or any(f.by == key for f in self._freeing):
+                continue
+            for room in rooms:
+                if task.clusters is not None and room.name not in task.clusters:
+                    continue
+                chosen = choose_victims(_waiting(task), _free(room), await self._candidates(room, active), self.policy,
+                                        usage=self.snapshot.usage, now_seconds=now_seconds)
+                if chosen is not None:
+                    await self._preempt(task, room.name, chosen, active)
+                    self._tell(decision)
+                    return
+
+    def _tell(self, decision: Admission) -> None:
+        """Each task that victims stop for waits for their GPUs: its message says whose."""
+        for by in {f.by for f in self._freeing}:
+            if by in decision.waiting and decision.waiting[by][0] == Reason.Queued:
+                names = ", ".join(f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == by)
+                decision.waiting[by] = (Reason.Queued, f"waiting for the GPUs of {names}, stopped for it (preemption)")
+
+    async def _candidates(self, room: Room, active: list[TaskView]) -> list[RunningTask]:
+        nodes = self.fleet.nodes(room.name)
+        out = []
+        for v in active:
+            if v.job_cluster != room.name or v.state.preempting or nodes is None:
+                continue
+            driver = self.jobs.gpu_drivers.get(v.key)
+            holds = {driver[1]: driver[2]} if driver is not None and driver[0] == v.state.submission_id else \
+                nodes.placed_on(self.jobs.job_ids.get(v.key))
+            if not holds:
+                continue  # Ray does not show it holding GPUs yet: stopping it frees nothing known
+            status = v.state.status
+            progress = status.progress
+            step, resumed_from = self.steps(v.key)  # fresher than the status (written at most every --progress-interval)
+            if step is None and progress is not None:
+                step, resumed_from = progress.step, progress.resumed_from_step
+            ckpt = self._checkpointing_of(v)
+            out.append(RunningTask(v.key, v.as_queued().priority, status.user or "", (status.ray_job.start_time if status.ray_job else None)
+                                   or status.admitted_at or v.created, tuple(sorted(holds.items())),
+                                   step=step, save_freq=ckpt.save_freq, resumable=ckpt.resumable, resumed_from=resumed_from,
+                                   preemptible=v.spec.get("preemptible") is not False))
+        return out
+
+    def _still_freeing(self, freeing: _Freeing, preempting: set[Key]) -> bool:
+        if freeing.victim in preempting:
+            return True
+        nodes = self.fleet.nodes(freeing.cluster)
+        return bool(nodes is not None and freeing.job_id and nodes.placed_on(freeing.job_id))
+
+    def _checkpointing_of(self, v: TaskView) -> Checkpointing:
+        """As remembered at its start, else composed again (after an operator restart)."""
+        key = (v.uid, v.state.attempt)
+        if key not in self._checkpointing:
+            verdict = validate_spec(v.spec, v.state.status.user or "", self.platform_on(v.job_cluster), namespace=v.namespace, name=v.name,
+                                    uid=v.uid, attempt=v.state.attempt, composer=self.composer)
+            self._checkpointing[key] = Checkpointing(verdict.save_freq, verdict.resume_mode)
+        return self._checkpointing[key]
+
+    async def _preempt(self, task: QueuedTask, cluster: str, chosen: Preemption, active: list[TaskView]) -> None:
+        by = f"{task.namespace}/{task.name}"
+        views = {v.key: v for v in active}
+        for victim in chosen.victims:
+            view = views[victim.key]
+            lost = victim.lost_steps
+            how = ("it cannot resume (no checkpoint to resume from, or trainer.resume_mode=disable): its next attempt starts over, "
+                   f"losing {lost} step(s)") if not victim.can_resume else f"it loses {lost} step(s) since its last checkpoint"
+            message = (f"preempted for {by} (priority {task.priority}, above its own {victim.priority}): {how}; it goes back to the "
+                       "queue and its next attempt resumes from the newest checkpoint in the job folder")
+            async with self.task_reconciler.lock(view.key):
+                await self.task_reconciler.decide_and_write(Draft.of(view), lifecycle.Preempt(by, message))
+            self._freeing.append(_Freeing(cluster, task.key, view.key, self.jobs.job_ids.get(view.key)))
+            self.metrics.preemptions.labels(cluster=cluster).inc()
+            self.metrics.preemption_lost_gpu_steps.labels(cluster=cluster).inc(lost * victim.gpus)
+            log.info("preempted %s/%s for %s: %s", *view.key, by, how)
+
+
+def _waiting(task: QueuedTask) -> Waiting:
+    return Waiting(task.key, task.priority, task.user, task.nnodes, task.gpus_per_node)
+
+
+def _free(room: Room) -> dict[str, float]:
+    """Each worker node's free GPUs as the queue counts them (Ray's, minus the claims)."""
+    assert room.capacity is not None
+    free = free_per_node(room.capacity, room.claims)
+    return {w.node_id: f for w, f in zip(room.capacity.workers, free, strict=True)}

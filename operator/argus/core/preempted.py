@@ -1,0 +1,55 @@
+"""A preempted task's moves, for ``core.lifecycle``: how a running task chosen as a victim
+(``core.preemption`` chooses; the scheduler tells it with ``Preempt``) gives up its GPUs and
+goes back to the queue.
+
+    Submitted, Running --Preempt--> same phase, reason Preempting: StopJob, an Event
+    ... then Ray STOPPED, or Ray no longer has the job --> Queued (Preempted), a new attempt
+
+While it stops, ``status.preemptedBy`` names the task that takes its GPUs, and its job is
+read often (``lifecycle.stopping``). A cancel, a suspension or a deletion meanwhile wins:
+the task takes their path instead. A job that ends on its own before the stop (it
+succeeded, or failed) ends as it would have.
+
+The next attempt has its own submission id, runs in the same job folder, and verl's
+``trainer.resume_mode=auto`` resumes from the newest checkpoint there
+(``status.progress.resumedFromStep`` says from where). A preemption is not a failure: the
+attempt's record says Preempted, and it does not count against ``spec.backoffLimit``
+(``taskstate.NOT_RESTARTS``).
+"""
+
+from __future__ import annotations
+
+from .observations import Decision, PostEvent, Preempt, StopJob
+from .spec import ArgusTaskStatus, Phase
+from .taskstate import TaskState, current_attempts, enter
+from .vocabulary import ACTIVE_PHASES, Reason
+
+
+def preempt(task: TaskState, seen: Preempt, stamp: str) -> Decision:
+    """The scheduler chose ``task`` as a victim: stop its job (nothing when it is not active,
+    or is already being stopped for another reason)."""
+    if task.phase not in ACTIVE_PHASES or task.cancel or task.suspend or task.preempting:
+        return Decision(task.status)
+    phase = task.phase
+    assert phase is not None
+    status = task.status.model_copy(update={"preempted_by": seen.by})
+    status = enter(task, status, phase, Reason.Preempting, seen.message, stamp)
+    return Decision(status, (StopJob(task.submission_id), PostEvent("Normal", Reason.Preempted, seen.message)))
+
+
+def stop_wins(task: TaskState) -> bool:
+    """A preemption the task's own wishes do not override: its stop ends in the queue."""
+    return task.preempting and not task.cancel and not task.suspend and not task.deleting
+
+
+def requeued(task: TaskState, status: ArgusTaskStatus, stamp: str) -> Decision:
+    """The preempted attempt's job stopped (or Ray forgot it): the task waits in the queue
+    again, and its next attempt resumes from the newest checkpoint."""
+    step = status.progress.step if status.progress and status.progress.step is not None else None
+    at = f" at step {step}" if step is not None else ""
+    by = status.preempted_by or "a task of higher priority"
+    message = (f"preempted{at}: {by} took attempt {task.attempt}'s GPUs; attempt {task.attempt + 1} waits in the queue and resumes "
+               f"from the newest checkpoint in the job folder (a preemption is no restart: spec.backoffLimit is untouched)")
+    status = status.model_copy(update={"attempts": current_attempts(task, status, outcome=Reason.Preempted), "preempted_by": None})
+    return Decision(enter(task, status, Phase.Queued, Reason.Preempted, message, stamp, attempt=task.attempt + 1, ray_job=None,
+                          ray_unreachable_since=None))

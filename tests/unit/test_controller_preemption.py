@@ -1,0 +1,108 @@
+"""Preemption through the controller over the fakes (``controller.preemptor``): a waiting task
+of higher priority takes the GPUs of the running task that loses least, which is stopped,
+goes back to the queue with reason Preempted and runs again as attempt 2 once GPUs free up;
+nothing is preempted without --preemption, for a task of equal priority, or from a task that
+opted out; while a victim stops, nothing more is taken."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+
+from argus.core.preemption import PreemptionPolicy
+from argus.core.rayjobs import PlacementGroup
+from test_controller import NS, World, spec
+
+pytestmark = pytest.mark.unit
+
+ON = PreemptionPolicy(enabled=True)
+
+
+def running(world: World, name: str, gpus: int, step: int, **extra: Any) -> tuple[str, str]:
+    """A task that Ray runs on w1, its verl workers' placement group holding ``gpus`` there,
+    at training step ``step``."""
+    key = world.cluster.create(name, spec(gpus, **extra))
+    world.tick()
+    sid = world.sid(key)
+    world.ray.run(sid)
+    world.ray.groups.append(PlacementGroup(creator_job_id=f"job-{sid}", gpus=gpus, nodes=(("w1", float(gpus)),)))
+    world.ray.use_gpus("w1", gpus)
+    world.ray.say(sid, "Total training steps: 100\n" + "".join(f"step:{i} - critic/score/mean:0.1\n" for i in range(1, step + 1)))
+    world.tick(0.2)
+    return key
+
+
+def stop_frees(world: World, key: tuple[str, str], gpus: int) -> None:
+    """What Ray does once a stopped job's workers are gone: its GPUs are free again."""
+    sid = world.sid(key)
+    world.ray.groups = [g for g in world.ray.groups if g.creator_job_id != f"job-{sid}"]
+    world.ray.use_gpus("w1", -gpus)
+
+
+def test_the_victim_that_loses_least_gives_its_gpus_and_runs_again_later() -> None:
+    world = World(gpus=4, preemption=ON)
+    long_run = running(world, "long", 2, step=7)   # would lose 7 steps x 2 GPUs (no checkpoint known here)
+    short_run = running(world, "short", 2, step=3)  # would lose 3 x 2
+    world.settle(2)
+    assert world.phase(long_run) == world.phase(short_run) == "Running"
+
+    urgent = world.cluster.create("urgent", spec(2, priority=10))
+    world.tick()
+    status = world.cluster.status(short_run)
+    assert (status["phase"], status["reason"], status["preemptedBy"]) == ("Running", "Preempting", f"{NS}/urgent")
+    assert f"preempted for {NS}/urgent (priority 10, above its own 0)" in status["message"]
+    assert world.ray.jobs[world.sid(short_run)].status == "STOPPED"  # stopped in the same pass
+    assert world.cluster.status(long_run)["reason"] == "RayJobRunning"
+    waiting = world.cluster.status(urgent)
+    assert waiting["phase"] == "Queued" and f"waiting for the GPUs of {NS}/short" in waiting["message"]
+    assert [e.name for e in world.cluster.events if e.reason == "Preempted"] == ["short"]
+
+    stop_frees(world, short_run, 2)
+    world.settle(3)
+    status = world.cluster.status(short_run)
+    assert (status["phase"], status["reason"], status["attempt"]) == ("Queued", "Preempted", 2)
+    assert [(a["attempt"], a.get("outcome")) for a in status["attempts"]] == [(1, "Preempted")]
+    assert world.phase(urgent) in ("Submitted", "Running")
+    metrics = generate_latest(world.control_loop.scheduler.preemptor.metrics.registry).decode()  # type: ignore[union-attr]
+    assert 'argus_preemptions_total{cluster=""} 1.0' in metrics
+    assert "argus_preemption_lost_gpu_steps_total{cluster=\"\"} 6.0" in metrics, [m for m in metrics.splitlines() if "preemption" in m]
+
+    # The urgent task ends; its GPUs go to the preempted task's attempt 2.
+    world.ray.finish(world.sid(urgent))
+    world.ray.use_gpus("w1", -2)
+    world.settle(3)
+    assert world.phase(urgent) == "Succeeded"
+    assert world.phase(short_run) in ("Submitted", "Running") and world.cluster.status(short_run)["attempt"] == 2
+
+
+@pytest.mark.parametrize("policy,priority,extra", [
+    (PreemptionPolicy(), 10, {}),                       # --preemption off (the default)
+    (ON, 0, {}),                                        # equal priority
+    (ON, 10, {"preemptible": False}),                  # the running task opted out
+], ids=["off", "equal-priority", "opted-out"])
+def test_nothing_is_preempted_unless_the_policy_allows_it(policy: PreemptionPolicy, priority: int, extra: dict[str, Any]) -> None:
+    world = World(gpus=2, preemption=policy)
+    victim = running(world, "victim", 2, step=3, **extra)
+    world.settle(2)
+    waiting = world.cluster.create("waiting", spec(2, priority=priority))
+    world.settle(3)
+    assert world.phase(victim) == "Running" and world.cluster.status(victim)["reason"] == "RayJobRunning"
+    assert world.phase(waiting) == "Queued"
+    assert world.ray.jobs[world.sid(victim)].status == "RUNNING"
+
+
+def test_while_a_victim_stops_nothing_more_is_taken() -> None:
+    world = World(gpus=4, preemption=ON)
+    first = running(world, "first", 2, step=1)
+    second = running(world, "second", 2, step=1)
+    world.settle(2)
+    world.cluster.create("urgent-a", spec(2, priority=10))
+    world.tick()
+    world.cluster.create("urgent-b", spec(2, priority=10))
+    world.settle(3)  # the first victim stops, but Ray still shows its workers' GPUs in use
+    victims = [k for k in (first, second) if world.cluster.status(k).get("preemptedBy")
+               or any(a.get("outcome") == "Preempted" for a in world.cluster.status(k).get("attempts") or ())]
+    assert len(victims) == 1
+    assert "waiting for the GPUs of" in world.cluster.status((NS, "urgent-a"))["message"]
