@@ -3,16 +3,24 @@
 operator promises (in a scratch copy of the repository), and the unit tests must then
 fail. A mutation that leaves them green means a behaviour no fast test covers.
 
-    .venv/bin/python hack/mutation-check.py        (the suite once, then seconds a mutation; .ci/run runs it)
+    .venv/bin/python hack/mutation-check.py        (.ci/run runs it)
+
+Each mutation runs its module's own test files (FIRST), two mutations side by side in two
+scratch copies; the whole unit suite runs only for a mutation those files miss (and then
+unmutated too, once, so that a catch is the mutation's doing). The whole suite's green run
+is hack/test.sh's, not repeated here.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,18 +83,14 @@ MUTATIONS = [
 ]
 
 
-def run_unit_tests(root: Path, unmutated: bool = False, first: tuple[str, ...] = ()) -> bool:
-    """True when the unit tests pass: ``first`` on their own (a failure there ends it in
-    seconds), then the whole suite."""
-    for selection in ([*first], ["tests/unit"]) if first else (["tests/unit"],):
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "unit", "-x", "-p", "no:cacheprovider",
-                                 "--ignore=tests/unit/test_import_contract.py", *selection],
-                                cwd=root, env=_test_env(root), capture_output=True, text=True, timeout=600)
-        if result.returncode != 0:
-            if unmutated:
-                print(result.stdout[-3000:], file=sys.stderr)
-            return False
-    return True
+def run_unit_tests(root: Path, selection: tuple[str, ...], show_failure: bool = False) -> bool:
+    """True when the unit tests in ``selection`` pass (-x: a failure ends the run at once)."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "unit", "-x", "-p", "no:cacheprovider",
+                             "--ignore=tests/unit/test_import_contract.py", *selection],
+                            cwd=root, env=_test_env(root), capture_output=True, text=True, timeout=600)
+    if result.returncode != 0 and show_failure:
+        print(result.stdout[-3000:], file=sys.stderr)
+    return result.returncode == 0
 
 
 def _test_env(root: Path) -> dict[str, str]:
@@ -99,32 +103,80 @@ def _test_env(root: Path) -> dict[str, str]:
     return env
 
 
-def main() -> int:
+class Checker:
+    """Runs the mutations two at a time (``PARALLEL``), each in a scratch copy of its own.
+    A mutation's own test files (``FIRST``) run first; only if they stay green does the whole
+    unit suite run, and then the unmutated suite must pass first (once, when first needed),
+    so that every catch is the mutation's doing: the unmutated ``FIRST`` files are checked
+    the same way before any mutation runs."""
+
+    PARALLEL = 2
+
+    def __init__(self, scratches: list[Path]) -> None:
+        self.free: queue.Queue[Path] = queue.Queue()
+        for scratch in scratches:
+            self.free.put(scratch)
+        self.suite_lock = threading.Lock()
+        self.suite_green: bool | None = None
+
+    def whole_suite_green(self, root: Path, m: Mutation, original: str) -> bool:
+        """The unmutated whole suite, once: in a copy of ``root`` with ``original`` put back."""
+        with self.suite_lock:
+            if self.suite_green is None:
+                clean = root.parent / "clean"
+                shutil.copytree(root, clean, symlinks=True)
+                (clean / m.path).write_text(original)
+                self.suite_green = run_unit_tests(clean, ("tests/unit",), show_failure=True)
+            return self.suite_green
+
+    def caught(self, m: Mutation) -> bool:
+        root = self.free.get()
+        path = root / m.path
+        original = path.read_text()
+        try:
+            path.write_text(original.replace(m.old, m.new))
+            if m.first and not run_unit_tests(root, m.first):
+                return True
+            if not run_unit_tests(root, ("tests/unit",)):
+                if self.whole_suite_green(root, m, original):
+                    return True
+                raise SystemExit("mutation-check: the unit tests fail without any mutation; fix them first")
+            return False
+        finally:
+            path.write_text(original)
+            self.free.put(root)
+
+
+def copy_repo(scratch: Path) -> None:
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    survived = []
+    for name in files:
+        source = REPO / name
+        if source.is_file():
+            target = scratch / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)  # modes too: the tests run scripts
+
+
+def main() -> int:
     with tempfile.TemporaryDirectory(prefix="argus-mutations-") as tmp:
-        scratch = Path(tmp)
-        for name in files:
-            source = REPO / name
-            if source.is_file():
-                target = scratch / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)  # modes too: the tests run scripts
-        if not run_unit_tests(scratch, unmutated=True):
-            print("mutation-check: the unit tests fail without any mutation; fix them first", file=sys.stderr)
-            return 1
+        scratches = [Path(tmp) / f"copy-{i}" for i in range(Checker.PARALLEL)]
+        copy_repo(scratches[0])
         for m in MUTATIONS:
-            path = scratch / m.path
-            original = path.read_text()
-            if original.count(m.old) != 1:
+            if (scratches[0] / m.path).read_text().count(m.old) != 1:
                 print(f"mutation-check: {m.path} no longer holds the code of mutation '{m.name}': update hack/mutation-check.py", file=sys.stderr)
                 return 1
-            path.write_text(original.replace(m.old, m.new))
-            caught = not run_unit_tests(scratch, first=m.first)
-            path.write_text(original)
-            print(f"{'caught  ' if caught else 'SURVIVED'}  {m.name}")
-            if not caught:
-                survived.append(m.name)
+        first_files = tuple(sorted({f for m in MUTATIONS for f in m.first}))
+        if not run_unit_tests(scratches[0], first_files, show_failure=True):
+            print("mutation-check: the unit tests fail without any mutation; fix them first", file=sys.stderr)
+            return 1
+        for extra in scratches[1:]:
+            shutil.copytree(scratches[0], extra, symlinks=True)
+        checker = Checker(scratches)
+        with concurrent.futures.ThreadPoolExecutor(Checker.PARALLEL) as pool:
+            verdicts = list(pool.map(checker.caught, MUTATIONS))
+    for m, caught in zip(MUTATIONS, verdicts, strict=True):
+        print(f"{'caught  ' if caught else 'SURVIVED'}  {m.name}")
+    survived = [m.name for m, caught in zip(MUTATIONS, verdicts, strict=True) if not caught]
     if survived:
         print(f"mutation-check: {len(survived)} mutation(s) survived the unit tests", file=sys.stderr)
         return 1
