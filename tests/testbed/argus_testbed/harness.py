@@ -1,6 +1,6 @@
 """Helpers for the operator's integration tests, the demo and the benchmarks: the operator
 as a real subprocess (optionally with a fault injected: ``argus_testbed.faults``), and
-kubectl-based waits. Everything here drives real processes."""
+waits that poll the API server (apiget.py). Everything here drives real processes."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .apiget import get_object
 from .controlplane import repo_root
 from .private_tree import STANDIN, make_private_tree  # noqa: F401 - re-exported for tests
 
@@ -96,8 +97,9 @@ class OperatorProcess:
 
 
 def get_task(cp: Any, ns: str, name: str) -> dict[str, Any]:
-    out = cp.kubectl("get", "argustask", name, "-n", ns, "-o", "json").stdout
-    return json.loads(out)
+    """The task as ``kubectl get argustask NAME -n NS -o json`` prints it (read directly:
+    apiget.py says why)."""
+    return get_object(cp, f"/apis/argus.io/v1alpha1/namespaces/{ns}/argustasks/{name}", "argustask", name, "-n", ns)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.3, on_timeout: Callable[[], str] | None = None) -> Any:
