@@ -48,6 +48,7 @@ FIRST = {
     "operator/argus/controller/reconcile.py": ("tests/unit/test_controller.py",),
     "operator/argus/core/submission.py": ("tests/unit/test_core_plan.py", "tests/unit/test_controller.py"),
     "operator/argus/core/queue.py": ("tests/unit/test_core_queue.py", "tests/unit/test_controller.py"),
+    "operator/argus/core/preemption.py": ("tests/unit/test_core_preemption.py", "tests/unit/test_controller_preemption.py"),
 }
 
 
@@ -74,6 +75,11 @@ MUTATIONS = [
     Mutation("a task needs its GPUs on distinct nodes, not just in total", "operator/argus/core/queue.py",
              "    fitting = sorted((f, i) for i, f in enumerate(free) if f >= per_node)",
              "    fitting = sorted((f, i) for i, f in enumerate(free) if f > 0)"),
+    Mutation("preempting only tasks of strictly lower priority", "operator/argus/core/preemption.py",
+             "    if victim.priority < task.priority:", "    if victim.priority <= task.priority:"),
+    Mutation("choosing the victims that lose the fewest GPU-steps", "operator/argus/core/preemption.py",
+             "    return (sum(1 for v in vs if not v.can_resume), sum(v.lost_steps * v.gpus for v in vs), len(vs),",
+             "    return (sum(1 for v in vs if not v.can_resume), 0, len(vs),"),
     Mutation("a user's GPU quota", "operator/argus/core/queue.py",
              "        if quota is not None and held + task.gpus > quota:", "        if False:"),
     Mutation("telling refused credentials (HTTP 401/403) from an outage", "operator/argus/adapters/ray.py",
