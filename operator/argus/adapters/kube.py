@@ -119,16 +119,20 @@ class KubeTaskStore:
         except ApiException as exc:
             raise store_error(exc) from exc
 
-    async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
-        """Merge-patch ``.status``; False when the object is gone."""
+    async def _unless_gone(self, fn: Any, *args: Any, **kwargs: Any) -> bool:
+        """``_run``: True once done, False when the object is gone (404)."""
         try:
-            await self._run(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL, name,
-                            {"status": patch}, _request_timeout=REQUEST_TIMEOUT)
+            await self._run(fn, *args, **kwargs)
             return True
         except StoreError as exc:
             if exc.not_found:
                 return False
             raise
+
+    async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        """Merge-patch ``.status``; False when the object is gone."""
+        return await self._unless_gone(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL, name,
+                                       {"status": patch}, _request_timeout=REQUEST_TIMEOUT)
 
     async def add_finalizer(self, namespace: str, name: str, finalizers: list[str], annotations: dict[str, str] | None = None,
                             *, resource_version: str | None = None, annotated: bool = True) -> bool:
@@ -166,14 +170,8 @@ class KubeTaskStore:
 
     async def delete_task(self, namespace: str, name: str) -> bool:
         """Delete the ArgusTask (its finalizer, if any, still runs). False when already gone."""
-        try:
-            await self._run(self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-                            _request_timeout=REQUEST_TIMEOUT)
-            return True
-        except StoreError as exc:
-            if exc.not_found:
-                return False
-            raise
+        return await self._unless_gone(self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+                                       _request_timeout=REQUEST_TIMEOUT)
 
     async def user_namespaces(self) -> dict[str, tuple[str, int | None, dict[str, str]]]:
         """Every namespace labelled with a user: namespace -> (user, its GPU quota or None,
@@ -239,7 +237,7 @@ class KubeClusterStore:
     (``controller.ports.ClusterStore``), through a ``KubeTaskStore``'s client and threads."""
 
     def __init__(self, tasks: KubeTaskStore):
-        self.custom, self.core, self._run = tasks.custom, tasks.core, tasks._run
+        self.custom, self.core, self._run, self._unless_gone = tasks.custom, tasks.core, tasks._run, tasks._unless_gone
 
     async def list_clusters(self) -> list[dict[str, Any]]:
         from ..core.clusters import CLUSTER_PLURAL
@@ -248,14 +246,8 @@ class KubeClusterStore:
 
     async def patch_cluster_status(self, name: str, patch: dict[str, Any]) -> bool:
         from ..core.clusters import CLUSTER_PLURAL
-        try:
-            await self._run(self.custom.patch_cluster_custom_object_status, GROUP, VERSION, CLUSTER_PLURAL, name, {"status": patch},
-                            _request_timeout=REQUEST_TIMEOUT)
-            return True
-        except StoreError as exc:
-            if exc.not_found:
-                return False
-            raise
+        return await self._unless_gone(self.custom.patch_cluster_custom_object_status, GROUP, VERSION, CLUSTER_PLURAL, name,
+                                       {"status": patch}, _request_timeout=REQUEST_TIMEOUT)
 
     async def set_cluster_finalizers(self, name: str, before: list[str], after: list[str]) -> bool:
         from ..core.clusters import CLUSTER_PLURAL

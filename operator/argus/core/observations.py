@@ -144,6 +144,8 @@ Observation = (Validated | Refused | Waiting | Admitted | SubmitResult | JobObse
 
 
 # --------------------------------------------------------------------------- actions
+# (One small frozen dataclass each, as the observations above: alike in shape by design;
+# duplicates pairs them.)
 
 @dataclass(frozen=True)
 class Submit:
