@@ -901,6 +901,26 @@ def test_an_admitted_tasks_gpus_are_held_until_ray_shows_them_and_then_counted_o
     world.close()
 
 
+def test_gpus_ray_placed_count_on_their_node_before_its_usage_report_shows_them() -> None:
+    """Ray's usage report (the dashboard's cluster status) lags a placement group's creation by
+    seconds; the group's bundles, with their nodes, count at once: no second task is admitted
+    onto GPUs a run already holds."""
+    world = World(gpus=2)
+    first = world.cluster.create("first", spec(gpus=2))
+    world.tick()
+    world.ray.run(world.sid(first))
+    world.tick(0.2)
+    world.ray.groups = [PlacementGroup(creator_job_id=f"job-{world.sid(first)}", gpus=2, nodes=(("w1", 2.0),))]  # usage says 0 still
+    world.tick(2.1)
+    second = world.cluster.create("second", spec(gpus=2))
+    world.tick(2.1)
+    assert world.phase(second) == "Queued" and world.free_gpus() == [0.0]
+    world.ray.use_gpus("w1", 2)  # the report catches up: still counted once
+    world.tick(2.1)
+    assert world.phase(second) == "Queued" and world.free_gpus() == [0.0]
+    world.close()
+
+
 TORCHRUN = ("torchrun --standalone --nnodes=1 --nproc_per_node={g} -m verl.trainer.fsdp_sft_trainer "
             "data.train_files=$HOME/datasets/a.parquet data.val_files=$HOME/datasets/b.parquet")
 

@@ -166,9 +166,9 @@ class QueueSnapshot:
 
     def claims(self, active: list[TaskView], nodes: NodeCache) -> list[Claim]:
         """GPUs of admitted tasks that Ray does not show in use yet (their verl workers'
-        placement groups do not exist yet): the queue holds them back. A torchrun driver's
-        GPUs, once Ray has placed it, are claimed on its node (core.queue: Ray counts them
-        there too; its report may lag)."""
+        placement groups do not exist yet): the queue holds them back. GPUs Ray has placed
+        (a torchrun driver's, or a placement group's bundles) are claimed on their node
+        (core.queue: Ray counts them there too, but its usage report may lag)."""
         claims = []
         for v in active:
             driver = self.jobs.gpu_drivers.get(v.key)
@@ -176,7 +176,11 @@ class QueueSnapshot:
                 claims.append(Claim(bundles=1, gpus_per_node=math.ceil(driver[2]), node_id=driver[1]))
                 continue
             per_node = task_shape(v.spec)[1]
-            pending = v.gpus - nodes.placed_gpus(self.jobs.job_ids.get(v.key))
+            job_id = self.jobs.job_ids.get(v.key)
+            # Its workers' placement groups, where Ray says they are: in use there at least (Ray's
+            # usage report lags a group's creation by seconds; core.queue takes the larger).
+            claims += [Claim(bundles=1, gpus_per_node=math.ceil(gpus), node_id=node) for node, gpus in nodes.placed_on(job_id).items()]
+            pending = v.gpus - nodes.placed_gpus(job_id)
             if pending > 0:
                 claims.append(Claim(bundles=math.ceil(pending / per_node), gpus_per_node=per_node))
         return claims

@@ -28,8 +28,9 @@ instead. It imitates the parts of verl that the operator depends on:
   ``trainer.default_local_dir`` (verl's default ``checkpoints/<project>/<experiment>``,
   relative to the working folder), resumed as ``trainer.resume_mode`` says.
 
-It does no training, loads no model and never imports ray or torch. It needs hydra-core (and
-pyarrow, lazily, for parquet files alone).
+It does no training, loads no model and never imports torch; it imports ray only for the
+``VERL_STANDIN_PLACEMENT_GROUP`` knob. It needs hydra-core (and pyarrow, lazily, for parquet
+files alone).
 
 Environment knobs (all optional):
 
@@ -39,6 +40,12 @@ Environment knobs (all optional):
 * ``VERL_STANDIN_EXIT_AFTER_STEP`` -- exit 1 right after that step (and its checkpoint), to
   imitate a run that crashed mid-way; a run started again in the same folder resumes from the
   newest checkpoint (``trainer.resume_mode=auto``, verl's default), printing what verl prints.
+* ``VERL_STANDIN_PLACEMENT_GROUP`` -- when ``1``/``true``/``yes``, main_ppo joins the Ray cluster
+  its job runs on and holds ``trainer.n_gpus_per_node`` GPU bundles on each of
+  ``trainer.nnodes`` nodes in placement groups for its whole run, as verl's resource pools do
+  (``RayResourcePool``): Ray then shows the job's GPUs in use on their nodes, as it does for
+  real verl (the queue's claims and preemption read them). Off by default: it costs a Ray
+  connection per job.
 * ``VERL_STANDIN_INSTANT`` -- when ``1``/``true``/``yes``, print ``Total training steps: 0`` and
   exit 0 right after composing the config, without the start-up checks, the reward function
   or the data (for benchmarks that start many tasks).
@@ -139,6 +146,7 @@ class Knobs:
     exit_code: int
     instant: bool
     exit_after_step: int = 0  # die (exit 1) right after this step, as a crashed run does
+    placement_group: bool = False  # hold the run's GPUs in Ray placement groups, as verl does
 
 
 def read_knobs() -> Knobs:
@@ -160,7 +168,26 @@ def read_knobs() -> Knobs:
         exit_after_step = int(raw) if raw else 0
     except ValueError:
         raise KnobError(f"VERL_STANDIN_EXIT_AFTER_STEP must be an integer, got {raw!r}") from None
-    return Knobs(step_seconds, exit_code, instant, exit_after_step)
+    placement_group = os.environ.get("VERL_STANDIN_PLACEMENT_GROUP", "").strip().lower() in ("1", "true", "yes")
+    return Knobs(step_seconds, exit_code, instant, exit_after_step, placement_group)
+
+
+def hold_gpus(config: Config, knobs: Knobs) -> Any:
+    """The VERL_STANDIN_PLACEMENT_GROUP knob: join the job's Ray cluster and hold the run's
+    GPUs as verl's resource pools do, one placement group of ``n_gpus_per_node`` one-GPU
+    bundles per node (STRICT_PACK); Ray removes them when the job's driver ends. Returns what
+    keeps them (None without the knob)."""
+    if not knobs.placement_group:
+        return None
+    import ray  # noqa: PLC0415 - only with the knob (module docstring)
+    from ray.util.placement_group import placement_group  # noqa: PLC0415
+
+    ray.init(address="auto", log_to_driver=False, logging_level="warning")
+    per_node, nnodes = int(config.get("trainer.n_gpus_per_node") or 1), int(config.get("trainer.nnodes") or 1)
+    groups = [placement_group([{"GPU": 1.0, "CPU": 0.0}] * per_node, strategy="STRICT_PACK") for _ in range(nnodes)]
+    ray.get([g.ready() for g in groups], timeout=120)
+    say(f"resource pool: {nnodes} placement group(s) of {per_node} GPU bundle(s) ready")
+    return groups
 
 
 def crash_after(knobs: Knobs, step: int) -> int | None:

@@ -5,10 +5,11 @@ argus operator): real verl needs GPUs. Hydra's ``@hydra.main`` composes verl's o
 tree (``config/ppo_trainer.yaml`` of the release the testbed copied in) with the command
 line; the stand-in then runs verl's start-up checks, loads the custom reward function from
 the key the release reads, with verl's messages, reads up to 4 rows of ``data.train_files``,
-scores fake responses with the reward function and prints verl-style progress: ``Total
+scores fake responses with the reward function (and, with a knob, holds its GPUs in Ray
+placement groups as verl's resource pools do) and prints verl-style progress: ``Total
 training steps: N``, ``step:<n> - critic/score/mean:<x> - actor/lr:1e-06 -
 timing_s/step:<x>`` and ``Final validation metrics: {...}``. No model, no training, no ray
-import. See ``verl/trainer/_standin.py`` for the environment knobs.
+import unless the placement-group knob asks. See ``verl/trainer/_standin.py`` for the environment knobs.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def _task(config: s.Config, knobs: s.Knobs) -> int:
     )
 
     total = s.total_steps(config, len(train_rows))
+    pools = s.hold_gpus(config, knobs)  # noqa: F841 - held for the whole run, as verl's worker groups are
     out.info(f"Total training steps: {total}")
     code = s.startup_done(knobs)
     if code is not None:
