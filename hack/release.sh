@@ -105,7 +105,10 @@ PY
 "$HELM" lint --quiet --kube-version 1.34.4 "$work/argus" >/dev/null
 "$HELM" package "$work/argus" --app-version "$version" --destination "$out" >/dev/null
 chart="$out/argus-$chart_version.tgz"
-tar -xzOf "$chart" argus/README.md | grep -q '^# Argus chart' || die "$chart holds no README.md"
+# Read whole, then matched: `tar ... | grep -q` under pipefail fails at random (grep may exit
+# before tar has written the rest, and tar's next write dies of SIGPIPE).
+chart_readme=$(tar -xzOf "$chart" argus/README.md 2>/dev/null || true)
+[[ "$chart_readme" == "# Argus chart"* ]] || die "$chart holds no README.md"
 log "chart $(basename "$chart") (image $image_repository:$version)"
 
 # 2. The sdist, and the wheel built from it (so the sdist is known to build), with the build
