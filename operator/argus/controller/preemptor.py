@@ -107,6 +107,8 @@ class Preemptor:
         busy = {f.cluster for f in self._freeing}  # one preemption at a time per cluster
         rooms = [r for r in self.snapshot.rooms if r.capacity is not None and r.name not in busy]
         by_key = {t.key: t for t in self.snapshot.queued}
+        # Per cluster, made once per pass when first needed: its free GPUs per node and the running tasks there.
+        seen: dict[str, tuple[dict[str, float], list[RunningTask]]] = {}
         for key, (reason, _) in sorted(decision.waiting.items(), key=lambda kv: decision.positions.get(kv[0], 1 << 30)):
             task = by_key.get(key)
             if reason != Reason.Queued or task is None or any(f.by == key for f in self._freeing):
@@ -114,8 +116,10 @@ class Preemptor:
             for room in rooms:
                 if task.clusters is not None and room.name not in task.clusters:
                     continue
-                chosen = choose_victims(_waiting(task), _free(room), await self._candidates(room, active), self.policy,
-                                        usage=self.snapshot.usage, now_seconds=now_seconds)
+                if room.name not in seen:
+                    seen[room.name] = (_free(room), self._candidates(room, active))
+                free, candidates = seen[room.name]
+                chosen = choose_victims(_waiting(task), free, candidates, self.policy, usage=self.snapshot.usage, now_seconds=now_seconds)
                 if chosen is not None:
                     await self._preempt(task, room.name, chosen, active)
                     self._tell(decision)
@@ -128,15 +132,13 @@ class Preemptor:
                 names = ", ".join(f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == by)
                 decision.waiting[by] = (Reason.Queued, f"waiting for the GPUs of {names}, stopped for it (preemption)")
 
-    async def _candidates(self, room: Room, active: list[TaskView]) -> list[RunningTask]:
+    def _candidates(self, room: Room, active: list[TaskView]) -> list[RunningTask]:
         nodes = self.fleet.nodes(room.name)
         out = []
         for v in active:
             if v.job_cluster != room.name or v.state.preempting or nodes is None:
                 continue
-            driver = self.jobs.gpu_drivers.get(v.key)
-            holds = {driver[1]: driver[2]} if driver is not None and driver[0] == v.state.submission_id else \
-                nodes.placed_on(self.jobs.job_ids.get(v.key))
+            holds = self.snapshot.placed(v, nodes)
             if not holds:
                 continue  # Ray does not show it holding GPUs yet: stopping it frees nothing known
             status = v.state.status

@@ -171,19 +171,28 @@ class QueueSnapshot:
         (core.queue: Ray counts them there too, but its usage report may lag)."""
         claims = []
         for v in active:
-            driver = self.jobs.gpu_drivers.get(v.key)
-            if driver is not None and driver[0] == v.state.submission_id:
-                claims.append(Claim(bundles=1, gpus_per_node=math.ceil(driver[2]), node_id=driver[1]))
-                continue
+            # Where Ray has placed its GPUs: in use there at least (Ray's usage report lags a
+            # placement group's creation by seconds; core.queue takes the larger).
+            claims += [Claim(bundles=1, gpus_per_node=math.ceil(gpus), node_id=node) for node, gpus in self.placed(v, nodes).items()]
+            if self._driver(v) is not None:
+                continue  # a torchrun driver holds its GPUs itself: all of them are placed once it is
             per_node = task_shape(v.spec)[1]
-            job_id = self.jobs.job_ids.get(v.key)
-            # Its workers' placement groups, where Ray says they are: in use there at least (Ray's
-            # usage report lags a group's creation by seconds; core.queue takes the larger).
-            claims += [Claim(bundles=1, gpus_per_node=math.ceil(gpus), node_id=node) for node, gpus in nodes.placed_on(job_id).items()]
-            pending = v.gpus - nodes.placed_gpus(job_id)
+            pending = v.gpus - nodes.placed_gpus(self.jobs.job_ids.get(v.key))
             if pending > 0:
                 claims.append(Claim(bundles=math.ceil(pending / per_node), gpus_per_node=per_node))
         return claims
+
+    def placed(self, v: TaskView, nodes: NodeCache) -> dict[str, float]:
+        """Where Ray shows an active task's GPUs, per node: its torchrun driver's node, else its
+        verl workers' placement groups' (empty: none placed yet). The queue's claims and the
+        preemptor's victims read it."""
+        driver = self._driver(v)
+        return {driver[0]: driver[1]} if driver is not None else nodes.placed_on(self.jobs.job_ids.get(v.key))
+
+    def _driver(self, v: TaskView) -> tuple[str, float] | None:
+        """The node and GPUs of the task's current torchrun driver, once Ray has placed it."""
+        driver = self.jobs.gpu_drivers.get(v.key)
+        return (driver[1], driver[2]) if driver is not None and driver[0] == v.state.submission_id else None
 
     async def _read_quotas(self) -> None:
         """Each user's GPU quota from their namespaces (read at most once per poll interval)."""
