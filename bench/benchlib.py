@@ -388,15 +388,15 @@ class Testbed:
 # plane, the operator and the benchmark on the others, so that the figures are the operator's.
 
 def cpu_split(spec: str) -> tuple[set[int], set[int]] | None:
-    """--ray-cpus: (Ray's CPUs, everyone else's). "auto": the last CPU for Ray, the others for
-    the control plane, the operator and this benchmark; "none": no pinning; else a list
-    ("1" or "2,3")."""
+    """--ray-cpus (or first_start.py's --operator-cpus): (the CPUs set apart, everyone else's).
+    "auto": the last CPU set apart (for Ray; for the operator in first_start.py), the others
+    for the rest; "none": no pinning; else a list ("1" or "2,3")."""
     allowed = set(os.sched_getaffinity(0))
     if spec == "none" or len(allowed) < 2:
         return None
     ray = {max(allowed)} if spec == "auto" else {int(c) for c in spec.split(",")}
     if not ray < allowed:
-        raise SystemExit(f"--ray-cpus {spec}: must be a proper subset of this process's CPUs {sorted(allowed)}")
+        raise SystemExit(f"CPUs {spec}: must be a proper subset of this process's CPUs {sorted(allowed)}")
     return ray, allowed - ray
 
 

@@ -6,11 +6,14 @@ Each round creates ``--tasks`` ArgusTasks in namespaces of its own while no oper
 tenth of them valid PPO tasks that queue, the rest created cancelled, as bench/scale.py
 does; ``--valid`` changes the share), then starts an operator watching only those
 namespaces with ``--max-running 1`` (one task is admitted: the figure is intake, validation
-and the first status write, not Ray). With ``--before DIR`` (another checkout's
+and the first status write, not Ray). The operator runs alone on its own CPU (``--operator-cpus``,
+default the last one), and the API server, etcd, Ray and this benchmark on the others: in a
+real cluster the API server does not share the operator's CPU, and on this 2-core machine the
+two would otherwise take turns on one. With ``--before DIR`` (another checkout's
 ``operator/``, e.g. ``git worktree add /tmp/before <commit>``) the rounds alternate
 after/before/before/after (ABBA), so both see the same machine.
 
-    .venv/bin/python bench/first_start.py [--tasks 10000] [--before /tmp/before/operator] [--ray-cpus auto]
+    .venv/bin/python bench/first_start.py [--tasks 10000] [--before /tmp/before/operator] [--operator-cpus auto]
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ from benchlib import (
 USERS = [f"u{i}" for i in range(10)]
 
 
-def one_round(tb: Testbed, watch: TaskWatch, label: str, index: int, tasks: int, valid: float, pythonpath: str | None) -> dict[str, Any]:
+def one_round(tb: Testbed, watch: TaskWatch, label: str, index: int, tasks: int, valid: float, pythonpath: str | None,
+              operator_cpus: set[int] | None) -> dict[str, Any]:
     namespaces = [f"fs{index}-{u}" for u in USERS]
     for ns, user in zip(namespaces, USERS, strict=True):
         tb.kube.namespace(ns, user)
@@ -62,8 +66,9 @@ def one_round(tb: Testbed, watch: TaskWatch, label: str, index: int, tasks: int,
     control_plane = [p.popen.pid for p in (tb.cp._apiserver, tb.cp._etcd) if p is not None and p.popen is not None]
     cp0, load0 = cpu_of(control_plane), loadavg()
     t0 = time.monotonic()
-    op = tb.start_operator(f"operator-{index}", namespaces=namespaces, max_running=1,
-                           extra_env={"PYTHONPATH": pythonpath} if pythonpath else None)
+    with pinned_to(operator_cpus):
+        op = tb.start_operator(f"operator-{index}", namespaces=namespaces, max_running=1,
+                               extra_env={"PYTHONPATH": pythonpath} if pythonpath else None)
     try:
         watch.wait(lambda: handled() >= tasks, 300 + 0.3 * tasks, f"{tasks} tasks to have a phase")
     except TimeoutError:
@@ -84,13 +89,14 @@ def main() -> int:
     parser.add_argument("--valid", type=float, default=0.1, help="the share of valid tasks that queue (the rest are created cancelled)")
     parser.add_argument("--before", help="another checkout's operator/ directory: rounds alternate after/before/before/after")
     parser.add_argument("--rounds", type=int, default=0, help="rounds (default 4 with --before, else 1)")
-    parser.add_argument("--ray-cpus", default="auto", help="Ray's CPU(s); the control plane, the operator and this benchmark on the others")
+    parser.add_argument("--operator-cpus", default="auto",
+                        help="the operator's CPU(s), its alone (auto: the last); the control plane, Ray and this benchmark on the others; none: no pinning")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     rounds = args.rounds or (4 if args.before else 1)
     plan = [("after", None), ("before", args.before), ("before", args.before), ("after", None)] if args.before else [("after", None)]
     plan = [plan[i % len(plan)] for i in range(rounds)]
-    split = cpu_split(args.ray_cpus)
+    split = cpu_split(args.operator_cpus)
     work = Path(tempfile.mkdtemp(prefix="argus-first-start-"))
     results: list[dict[str, Any]] = []
     tb = watch = None
@@ -99,10 +105,11 @@ def main() -> int:
             os.sched_setaffinity(0, split[1])
         tb = Testbed(work, users=("alice", *USERS))
         watch = TaskWatch(tb.kube).start()
-        with pinned_to(split[0] if split else None):
-            tb.start_ray("ray", {})
+        # Steps of a few seconds, as scale.py: the admitted task prints a line per step, as verl
+        # does, not a million lines as fast as it can (that would measure log parsing).
+        tb.start_ray("ray", {"VERL_STANDIN_STEP_SECONDS": "5"})
         for i, (label, pythonpath) in enumerate(plan):
-            results.append(one_round(tb, watch, label, i, args.tasks, args.valid, pythonpath))
+            results.append(one_round(tb, watch, label, i, args.tasks, args.valid, pythonpath, split[0] if split else None))
     finally:
         if watch:
             watch.stop()
@@ -110,7 +117,7 @@ def main() -> int:
             tb.close()
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nFirst start over {args.tasks} never-handled tasks ({int(args.tasks * args.valid)} valid), "
-          f"{machine_info()['cpus']} CPUs, pinning {'Ray on ' + str(sorted(split[0])) if split else 'none'}")
+          f"{machine_info()['nproc']} CPUs, pinning {'the operator alone on ' + str(sorted(split[0])) if split else 'none'}")
     print("| Round | Operator | Seconds | Operator CPU (s) | kube-apiserver + etcd CPU (s) | Load (start -> end) |")
     print("|---|---|---:|---:|---:|---|")
     for i, r in enumerate(results):
