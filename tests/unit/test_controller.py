@@ -1080,6 +1080,29 @@ def test_a_first_start_over_many_new_tasks_validates_a_batch_per_tick() -> None:
     assert world.control_loop.next_wait() > 0.05
 
 
+def test_new_tasks_are_validated_for_at_most_intake_seconds_a_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tick stops validating when INTAKE_SECONDS are up: the rest stay new, hold their
+    places and are taken next tick (the loop comes back at once), in the same order."""
+    from argus.controller import intake
+    world = World(max_running=1)
+    keys = [world.cluster.create(f"t{i:02d}", spec()) for i in range(10)]
+    world.clock.advance(600)
+    # Each look at the intake's clock is a third of the budget later: three validations fit.
+    ticking = iter(range(10_000))
+    monkeypatch.setattr(world.control_loop.intake, "monotonic", lambda: next(ticking) * intake.INTAKE_SECONDS / 3)
+    world.tick()
+    phased = [k for k in keys if world.phase(k)]
+    assert phased == keys[:len(phased)] and 1 <= len(phased) < len(keys), phased
+    assert world.control_loop.intake.deferred == set(keys[len(phased):])
+    assert world.control_loop.next_wait() == pytest.approx(0.05)
+    held = world.control_loop.intake.not_ready(world.control_loop.views(), {}, world.clock.now())
+    assert {v.key for v in held} == set(keys[len(phased):])
+    for _ in range(10):
+        world.tick(0.05)
+    assert all(world.phase(k) for k in keys)
+    assert not world.control_loop.intake.deferred
+
+
 def test_the_tick_age_runs_while_a_tick_waits_and_is_zero_between_ticks(world: World) -> None:
     """What the liveness probe reads (host/health.py): a tick that waits on something that
     never ends shows an age that grows with the clock; between ticks the age is 0."""

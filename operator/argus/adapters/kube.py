@@ -96,13 +96,14 @@ def _annotation_ops(annotations: dict[str, str], annotated: bool) -> list[dict[s
 class KubeTaskStore:
     """Writes to ArgusTasks and reads of namespaces, for the controller and the webhook."""
 
-    def __init__(self, *, now: Callable[[], dt.datetime], component: str = "argus-operator", threads: int = 16) -> None:
+    def __init__(self, *, now: Callable[[], dt.datetime], component: str = "argus-operator", threads: int = 16,
+                 event_threads: int = 4) -> None:
         from kubernetes import client
 
         self.now = now  # the wall clock Events are stamped with
 
         settings = client.Configuration.get_default_copy()
-        settings.connection_pool_maxsize = threads  # one connection per pool thread, reused
+        settings.connection_pool_maxsize = threads + event_threads  # one connection per pool thread, reused
         api = client.ApiClient(settings)
         self._client = client
         self.custom = client.CustomObjectsApi(api)
@@ -110,14 +111,27 @@ class KubeTaskStore:
         self.extensions = client.ApiextensionsV1Api(api)
         self.component = component
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="argus-kube")
+        # Events have threads of their own: a burst of them (a first start posts one or two a
+        # task) never queues ahead of the status writes that the tasks' phases wait for.
+        self._event_pool = ThreadPoolExecutor(max_workers=event_threads, thread_name_prefix="argus-kube-events")
 
-    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _run(self, fn: Any, *args: Any, pool: ThreadPoolExecutor | None = None, **kwargs: Any) -> Any:
         """``fn`` in the pool; the API server's refusal raised as a StoreError."""
         from kubernetes.client.exceptions import ApiException
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+            return await asyncio.get_running_loop().run_in_executor(pool or self._pool, lambda: fn(*args, **kwargs))
         except ApiException as exc:
             raise store_error(exc) from exc
+
+    @staticmethod
+    def _unread(fn: Any) -> Callable[..., None]:
+        """``fn`` whose answer is not needed: the body is read and dropped, not turned into the
+        client's objects (a typed Event costs more to build from JSON than to send)."""
+        def call(*args: Any, **kwargs: Any) -> None:
+            response = fn(*args, _preload_content=False, **kwargs)
+            response.data  # noqa: B018 - read to the end, so the connection goes back to the pool
+            response.release_conn()
+        return call
 
     async def _unless_gone(self, fn: Any, *args: Any, **kwargs: Any) -> bool:
         """``_run``: True once done, False when the object is gone (404)."""
@@ -131,8 +145,8 @@ class KubeTaskStore:
 
     async def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
         """Merge-patch ``.status``; False when the object is gone."""
-        return await self._unless_gone(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL, name,
-                                       {"status": patch}, _request_timeout=REQUEST_TIMEOUT)
+        return await self._unless_gone(self._unread(self.custom.patch_namespaced_custom_object_status), GROUP, VERSION, namespace, PLURAL,
+                                       name, {"status": patch}, _request_timeout=REQUEST_TIMEOUT)
 
     async def add_finalizer(self, namespace: str, name: str, finalizers: list[str], annotations: dict[str, str] | None = None,
                             *, resource_version: str | None = None, annotated: bool = True) -> bool:
@@ -226,7 +240,8 @@ class KubeTaskStore:
             reporting_instance=self.component, action=reason,
         )
         try:
-            await self._run(self.core.create_namespaced_event, namespace, body, _request_timeout=REQUEST_TIMEOUT)
+            await self._run(self._unread(self.core.create_namespaced_event), namespace, body, pool=self._event_pool,
+                            _request_timeout=REQUEST_TIMEOUT)
         except StoreError as exc:
             log.warning("could not post event %s on %s/%s: %s", reason, namespace, name, exc.message,
                         extra=task_log(namespace, name) if kind == KIND else None)

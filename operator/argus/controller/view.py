@@ -147,28 +147,34 @@ class TaskView:
         nnodes, per_node = task_shape(self.spec)
         status = self.state.status
         composed = status.verl.version if status.verl is not None else None
-        return QueuedTask(self.namespace, self.name, self._int("priority") or 0, self.created, gpus_per_node=per_node, nnodes=nnodes,
+        return QueuedTask(self.namespace, self.name, self.priority, self.created, gpus_per_node=per_node, nnodes=nnodes,
                           user=status.user or "", clusters=clusters, verl=verl or composed or None)
 
-    def _int(self, field: str) -> int | None:
-        value = self.spec.get(field)
-        return value if type(value) is int else None
+    @property
+    def priority(self) -> int:
+        return _spec_int(self.spec, "priority") or 0
 
     @cached_property
     def state(self) -> TaskState:
         policy = self.spec.get("restartPolicy")
-        backoff = self._int("backoffLimit")
+        backoff = _spec_int(self.spec, "backoffLimit")
         return TaskState(
             namespace=self.namespace, name=self.name, uid=self.uid, generation=self.generation,
             status=parse_status(self.status), cancel=self.cancel, suspend=self.suspend,
-            active_deadline_seconds=self._int("activeDeadlineSeconds"),
+            active_deadline_seconds=_spec_int(self.spec, "activeDeadlineSeconds"),
             deleting_since=parse_time(self.deletion_timestamp) if self.deletion_timestamp else None,
             holds_finalizer=self.holds_finalizer,
             restart_policy=policy if policy in RESTART_POLICIES else RestartPolicy.Never.value,
             backoff_limit=backoff if backoff is not None else 3,
-            ttl_seconds_after_finished=self._int("ttlSecondsAfterFinished"),
+            ttl_seconds_after_finished=_spec_int(self.spec, "ttlSecondsAfterFinished"),
             labels=self.labels, annotations=self.annotations,
         )
+
+
+def _spec_int(spec: Mapping[str, Any], field: str) -> int | None:
+    """An integer field of the spec; anything else (the schema allows none) counts as unset."""
+    value = spec.get(field)
+    return value if type(value) is int else None
 
 
 def worth_a_look(old: TaskView | None, new: TaskView | None) -> bool:
