@@ -57,6 +57,8 @@ def test_the_victim_that_loses_least_gives_its_gpus_and_runs_again_later() -> No
     assert world.cluster.status(long_run)["reason"] == "RayJobRunning"
     waiting = world.cluster.status(urgent)
     assert waiting["phase"] == "Queued" and f"waiting for the GPUs of {NS}/short" in waiting["message"]
+    assert waiting["preempts"] == [f"{NS}/short"]  # typed, for argus queue's PREEMPTS column
+    assert "preempts" not in world.cluster.status(long_run)
     assert [e.name for e in world.cluster.events if e.reason == "Preempted"] == ["short"]
 
     stop_frees(world, short_run, 2)
@@ -65,6 +67,7 @@ def test_the_victim_that_loses_least_gives_its_gpus_and_runs_again_later() -> No
     assert (status["phase"], status["reason"], status["attempt"]) == ("Queued", "Preempted", 2)
     assert [(a["attempt"], a.get("outcome")) for a in status["attempts"]] == [(1, "Preempted")]
     assert world.phase(urgent) in ("Submitted", "Running")
+    assert "preempts" not in world.cluster.status(urgent)  # its victims' GPUs are its own now
     metrics = generate_latest(world.control_loop.scheduler.preemptor.metrics.registry).decode()  # type: ignore[union-attr]
     assert 'argus_preemptions_total{cluster=""} 1.0' in metrics
     assert "argus_preemption_lost_gpu_steps_total{cluster=\"\"} 6.0" in metrics, [m for m in metrics.splitlines() if "preemption" in m]
@@ -106,3 +109,5 @@ def test_while_a_victim_stops_nothing_more_is_taken() -> None:
                or any(a.get("outcome") == "Preempted" for a in world.cluster.status(k).get("attempts") or ())]
     assert len(victims) == 1
     assert "waiting for the GPUs of" in world.cluster.status((NS, "urgent-a"))["message"]
+
+

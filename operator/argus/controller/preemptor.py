@@ -5,10 +5,11 @@ moves them (``core.preempted``).
 After the queue's decision (``scheduler``), the first task in queue order that waits for
 GPUs some set of running tasks would free on a cluster it may use gets that set: each
 victim is told ``Preempt`` (its job is stopped; it goes back to the queue and resumes), and
-the waiting task's message says whose GPUs it waits for. It is then admitted by a later pass,
-once Ray shows them free; it is ahead of its victims in the queue (higher priority), so they
-cannot take them back. One preemption at a time per cluster: while a victim there is still
-stopping, nothing more is taken there (its GPUs are on their way).
+the waiting task's message says whose GPUs it waits for, and its ``status.preempts`` names
+them (``preempts``: the scheduler writes it with the rest of its waiting status). It is then
+admitted by a later pass, once Ray shows them free; it is ahead of its victims in the queue
+(higher priority), so they cannot take them back. One preemption at a time per cluster: while
+a victim there is still stopping, nothing more is taken there (its GPUs are on their way).
 
 What each candidate loses comes from its status (the last step verl reported, the step it
 resumed from) and from how its run checkpoints: ``trainer.save_freq`` and
@@ -124,6 +125,11 @@ class Preemptor:
                     await self._preempt(task, room.name, chosen, active)
                     self._tell(decision)
                     return
+
+    def preempts(self, key: Key) -> tuple[str, ...]:
+        """The tasks (namespace/name) stopped for ``key`` whose GPUs are still on their way to
+        it: its ``status.preempts`` while it waits (nothing once they are free, or none was)."""
+        return tuple(sorted(f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == key))
 
     def _tell(self, decision: Admission) -> None:
         """Each task that victims stop for waits for their GPUs: its message says whose."""

@@ -90,7 +90,8 @@ class Scheduler:
                 continue
             view = by_key[key]
             ray_error, ray_reason = ray_errors.get(key, (None, Reason.RayUnreachable))
-            seen = lifecycle.Waiting(reason, message, ray_error, ray_reason)
+            preempts = self.preemptor.preempts(key) if self.preemptor is not None else ()
+            seen = lifecycle.Waiting(reason, message, ray_error, ray_reason, preempts)
             told[key] = (view, seen)
             last = self._told.get(key)
             if key not in drafts and last is not None and last[0] is view and last[1] == seen:

@@ -249,7 +249,7 @@ def _waiting(task: TaskState, seen: Waiting, now: dt.datetime) -> Decision:
             reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({seen.ray_error[:200]})"
     if reason == Reason.Queued and status.reason == Reason.Preempted:  # what happened to it stays in sight while it waits
         reason, message = Reason.Preempted, f"{(status.message or '').splitlines()[0]}\n{message}"
-    status = status.model_copy(update={"reason": reason, "message": message})
+    status = status.model_copy(update={"reason": reason, "message": message, "preempts": list(seen.preempts) or None})
     reachable = task.condition(ConditionType.RayReachable)
     if seen.ray_error is not None or reachable is None or not reachable.true:
         status = ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", format_time(now), since=None, reason=seen.ray_reason)
