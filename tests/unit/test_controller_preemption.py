@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+from argus.controller.loop import ControlLoop
+from argus.controller.metrics import Metrics
 from argus.core.preemption import PreemptionPolicy
 from argus.core.rayjobs import PlacementGroup
-from test_controller import NS, World, spec
+from test_controller import CMD, NS, World, spec
+from test_controller_inputs import COMPOSER
 
 pytestmark = pytest.mark.unit
 
@@ -111,3 +114,50 @@ def test_while_a_victim_stops_nothing_more_is_taken() -> None:
     assert "waiting for the GPUs of" in world.cluster.status((NS, "urgent-a"))["message"]
 
 
+
+def composing(world: World) -> World:
+    """``world`` with an operator that composes each task's configuration, as the real one
+    does (trainer.save_freq and resume_mode come from it), over the same API server and Ray."""
+    world.control_loop.logs.close()
+    world.control_loop = ControlLoop(world.config, world.ray, world.cluster, world.cluster, clock=world.clock, metrics=Metrics(world.clock),
+                                     log_files=world.files, secrets=world.cluster, composer=COMPOSER)
+    world.control_loop.task_reconciler.strict_transitions = True
+    return world
+
+
+def with_checkpoints(gpus: int, extra: str = "") -> str:
+    """The command of a run that checkpoints every 5 steps (and resumes, unless ``extra`` turns
+    it off), complete enough for verl's start-up checks that the composition runs."""
+    return (CMD.format(n=1, g=gpus) + " actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct actor_rollout_ref.rollout.name=vllm"
+            " actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"
+            " critic.ppo_micro_batch_size_per_gpu=4 trainer.save_freq=5" + extra)
+
+
+def test_a_task_that_cannot_resume_is_taken_last_even_when_it_would_lose_less() -> None:
+    world = composing(World(gpus=4, preemption=ON))
+    resumes = running(world, "resumes", 2, step=9, command=with_checkpoints(2))  # loses 4 steps x 2 GPUs
+    starts_over = running(world, "starts-over", 2, step=1, command=with_checkpoints(2, " trainer.resume_mode=disable"))  # 1 x 2
+    world.settle(2)
+    world.cluster.create("urgent", spec(2, priority=10, command=with_checkpoints(2)))
+    world.tick()
+    assert world.cluster.status(resumes).get("preemptedBy") == f"{NS}/urgent"
+    assert "preemptedBy" not in world.cluster.status(starts_over)
+    assert "it loses 4 step(s) since its last checkpoint" in world.cluster.status(resumes)["message"]
+
+
+def test_a_victim_that_cannot_resume_is_told_it_starts_over_and_so_is_the_task_waiting_for_it() -> None:
+    world = composing(World(gpus=2, preemption=ON))
+    victim = running(world, "victim", 2, step=7, command=with_checkpoints(2, " trainer.resume_mode=disable"))
+    world.settle(2)
+    urgent = world.cluster.create("urgent", spec(2, priority=10, command=with_checkpoints(2)))
+    world.tick()
+    told = world.cluster.status(victim)["message"]
+    assert "it cannot resume (no checkpoint to resume from, or trainer.resume_mode=disable), so it loses all 7 step(s)" in told
+    assert "its next attempt starts over from the first step" in told and "resumes from" not in told
+    assert [e.message for e in world.cluster.events if e.reason == "Preempted"] == [told]
+    assert world.cluster.status(urgent)["message"] == (f"waiting for the GPUs of {NS}/victim, stopped for it (preemption); "
+                                                       f"{NS}/victim cannot resume and start(s) over from the first step")
+    world.settle(2)
+    requeued = world.cluster.status(victim)
+    assert (requeued["phase"], requeued["reason"]) == ("Queued", "Preempted")
+    assert "attempt 2 waits in the queue and starts over from the first step: it cannot resume" in requeued["message"]

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from ..core import lifecycle
 from ..core.config import PlatformConfig
 from ..core.plan import validate_spec
+from ..core.preempted import victim_message
 from ..core.preemption import Preemption, PreemptionPolicy, RunningTask, Waiting, choose_victims
 from ..core.queue import Admission, QueuedTask, Room, free_per_node
 from ..core.verlconfig import Composer
@@ -56,6 +57,11 @@ class Checkpointing:
     def resumable(self) -> bool:
         return self.resume_mode != "disable"
 
+    @property
+    def can_resume(self) -> bool:
+        """Whether a new attempt resumes from a checkpoint (as ``RunningTask.can_resume``)."""
+        return self.resumable and (self.save_freq or 0) > 0
+
 
 @dataclass(frozen=True)
 class _Freeing:
@@ -66,6 +72,7 @@ class _Freeing:
     by: Key
     victim: Key
     job_id: str | None
+    resumes: bool = True  # False: its next attempt starts over (no checkpoint, or resume_mode=disable)
 
 
 class Preemptor:
@@ -103,7 +110,8 @@ class Preemptor:
         for v in active:  # victims this process did not preempt (before a restart) still stop
             if v.key in preempting and not any(f.victim == v.key for f in self._freeing):
                 namespace, _, name = (v.state.status.preempted_by or "").partition("/")
-                self._freeing.append(_Freeing(v.job_cluster, (namespace, name), v.key, self.jobs.job_ids.get(v.key)))
+                self._freeing.append(_Freeing(v.job_cluster, (namespace, name), v.key, self.jobs.job_ids.get(v.key),
+                                              self._checkpointing_of(v).can_resume))
         self._tell(decision)
         busy = {f.cluster for f in self._freeing}  # one preemption at a time per cluster
         rooms = [r for r in self.snapshot.rooms if r.capacity is not None and r.name not in busy]
@@ -136,7 +144,9 @@ class Preemptor:
         for by in {f.by for f in self._freeing}:
             if by in decision.waiting and decision.waiting[by][0] == Reason.Queued:
                 names = ", ".join(f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == by)
-                decision.waiting[by] = (Reason.Queued, f"waiting for the GPUs of {names}, stopped for it (preemption)")
+                over = [f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == by and not f.resumes]
+                why = f"; {', '.join(over)} cannot resume and start(s) over from the first step" if over else ""
+                decision.waiting[by] = (Reason.Queued, f"waiting for the GPUs of {names}, stopped for it (preemption){why}")
 
     def _candidates(self, room: Room, active: list[TaskView]) -> list[RunningTask]:
         nodes = self.fleet.nodes(room.name)
@@ -180,16 +190,13 @@ class Preemptor:
         for victim in chosen.victims:
             view = views[victim.key]
             lost = victim.lost_steps
-            how = ("it cannot resume (no checkpoint to resume from, or trainer.resume_mode=disable): its next attempt starts over, "
-                   f"losing {lost} step(s)") if not victim.can_resume else f"it loses {lost} step(s) since its last checkpoint"
-            message = (f"preempted for {by} (priority {task.priority}, above its own {victim.priority}): {how}; it goes back to the "
-                       "queue and its next attempt resumes from the newest checkpoint in the job folder")
+            message = victim_message(by, task.priority, victim.priority, lost, resumes=victim.can_resume)
             async with self.task_reconciler.lock(view.key):
                 await self.task_reconciler.decide_and_write(Draft.of(view), lifecycle.Preempt(by, message))
-            self._freeing.append(_Freeing(cluster, task.key, view.key, self.jobs.job_ids.get(view.key)))
+            self._freeing.append(_Freeing(cluster, task.key, view.key, self.jobs.job_ids.get(view.key), victim.can_resume))
             self.metrics.preemptions.labels(cluster=cluster).inc()
             self.metrics.preemption_lost_gpu_steps.labels(cluster=cluster).inc(lost * victim.gpus)
-            log.info("preempted %s/%s for %s: %s", *view.key, by, how)
+            log.info("preempted %s/%s for %s: %s", *view.key, by, message)
 
 
 def _waiting(task: QueuedTask) -> Waiting:
