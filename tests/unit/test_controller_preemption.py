@@ -161,3 +161,63 @@ def test_a_victim_that_cannot_resume_is_told_it_starts_over_and_so_is_the_task_w
     requeued = world.cluster.status(victim)
     assert (requeued["phase"], requeued["reason"]) == ("Queued", "Preempted")
     assert "attempt 2 waits in the queue and starts over from the first step: it cannot resume" in requeued["message"]
+
+
+def restart_operator(world: World) -> None:
+    """A new operator process over the same API server and Ray: nothing in memory survives."""
+    world.control_loop.logs.close()
+    world.control_loop = ControlLoop(world.config, world.ray, world.cluster, world.cluster, clock=world.clock, metrics=Metrics(world.clock),
+                                     log_files=world.files, secrets=world.cluster)
+    world.control_loop.task_reconciler.strict_transitions = True
+
+
+def test_a_restart_while_a_victims_gpus_are_on_their_way_takes_no_second_victim() -> None:
+    """The victim is back in the queue, but Ray still shows its workers' GPUs in use: the new
+    process learns from the victim's attempt record whom they are for, names it on the
+    waiting task and preempts nobody else meanwhile."""
+    world = World(gpus=4, preemption=ON)
+    first = running(world, "first", 2, step=3)
+    second = running(world, "second", 2, step=5)
+    world.settle(2)
+    urgent = world.cluster.create("urgent", spec(2, priority=10))
+    world.settle(2)
+    assert world.phase(first) == "Queued" and world.cluster.status(first)["reason"] == "Preempted"
+    assert world.cluster.status(first)["attempts"][0]["preemptedBy"] == f"{NS}/urgent"
+    assert world.cluster.status(urgent)["preempts"] == [f"{NS}/first"]
+    restart_operator(world)
+    world.settle(3)
+    assert world.phase(second) == "Running" and "preemptedBy" not in world.cluster.status(second), "no second victim"
+    assert world.cluster.status(urgent)["preempts"] == [f"{NS}/first"]
+    assert world.phase(urgent) == "Queued"
+    stop_frees(world, first, 2)
+    world.settle(3)
+    assert world.phase(urgent) in ("Submitted", "Running") and "preempts" not in world.cluster.status(urgent)
+    assert world.phase(second) == "Running" and world.phase(first) == "Queued"
+    assert world.ray.count("submit") == 3  # first, second, urgent: each once
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["same-process", "restarted"])
+def test_while_rays_gpu_use_lags_the_victims_groups_no_second_victim_is_taken(restart: bool) -> None:
+    """Ray removes a stopped job's placement groups before its GPU use per node shows them
+    free (the dashboard's cluster status lags): the chaos benchmark's preempt-restart found a
+    second victim taken in that window. The GPUs count as on their way until the waiting task
+    is admitted, for USAGE_LAG_SECONDS at most."""
+    world = World(gpus=4, preemption=ON)
+    first = running(world, "first", 2, step=3)
+    second = running(world, "second", 2, step=5)
+    world.settle(2)
+    urgent = world.cluster.create("urgent", spec(2, priority=10))
+    world.tick()
+    sid = world.sid(first)
+    world.ray.groups = [g for g in world.ray.groups if g.creator_job_id != f"job-{sid}"]  # gone; its GPUs still shown in use
+    if restart:
+        world.tick(2)  # back in the queue
+        restart_operator(world)
+    world.settle(4)
+    assert world.phase(first) == "Queued" and world.phase(urgent) == "Queued"
+    assert world.phase(second) == "Running" and "preemptedBy" not in world.cluster.status(second), "no second victim"
+    assert world.cluster.status(urgent)["preempts"] == [f"{NS}/first"]
+    world.ray.use_gpus("w1", -2)  # Ray's use catches up
+    world.settle(2)
+    assert world.phase(urgent) in ("Submitted", "Running") and "preempts" not in world.cluster.status(urgent)
+    assert world.phase(second) == "Running" and world.ray.count("submit") == 3

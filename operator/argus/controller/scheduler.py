@@ -81,7 +81,7 @@ class Scheduler:
         queued = [v for v in queued if v.key not in held]
         decision, ray_errors = await self.snapshot.decide(queued, active, not_ready, self.every_task(), self.clock.now())
         if self.preemptor is not None:  # before the waiting tasks are told: it may change what they wait for
-            await self.preemptor.run(decision, active, self.clock.now().timestamp())
+            await self.preemptor.run(decision, active, self.clock.now().timestamp(), list(by_key.values()))
         started = self.clock.monotonic()
         told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
         waiting = [*decision.waiting.items(), *((key, (Reason.SecretMissing, why)) for key, why in held.items())]

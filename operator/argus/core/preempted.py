@@ -69,6 +69,8 @@ def requeued(task: TaskState, status: ArgusTaskStatus, stamp: str) -> Decision:
             else "resumes from the newest checkpoint in the job folder")
     message = (f"preempted{at}: {by} took attempt {task.attempt}'s GPUs; attempt {task.attempt + 1} waits in the queue and {then} "
                "(a preemption is no restart: spec.backoffLimit is untouched)")
-    status = status.model_copy(update={"attempts": current_attempts(task, status, outcome=Reason.Preempted), "preempted_by": None})
+    attempts = [r.model_copy(update={"preempted_by": status.preempted_by}) if r.attempt == task.attempt else r
+                for r in current_attempts(task, status, outcome=Reason.Preempted)]  # whom its GPUs went to: after a restart too
+    status = status.model_copy(update={"attempts": attempts, "preempted_by": None})
     return Decision(enter(task, status, Phase.Queued, Reason.Preempted, message, stamp, attempt=task.attempt + 1, ray_job=None,
                           ray_unreachable_since=None))

@@ -225,6 +225,7 @@ class AttemptRecord(_StatusModel):
     outcome: str | None = Field(None, description="How it ended: RayJobLost, RayJobFailed, ... (empty while it runs).")
     last_step: int | None = Field(None, ge=0, description="The last training step it reported.")
     cluster: str | None = Field(None, description="The ArgusCluster it ran on (empty: the operator's own --ray-address).")
+    preempted_by: str | None = Field(None, description="For a Preempted attempt: the task (namespace/name) that took its GPUs.")
 
 
 class VerlConfigSource(_StatusModel):
