@@ -364,7 +364,8 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         # adopt it, never a second job.
         adopted = f"Ray already had job {sid} (submitted before a restart); adopted it, no second job"
         status = status.model_copy(update={"cluster": job.cluster or None})  # where it was found
-        status = enter(task, status, Phase.Submitted, Reason.AdoptedExistingJob, adopted, stamp, admitted_at=status.admitted_at or stamp)
+        status = enter(task, status, Phase.Submitted, Reason.AdoptedExistingJob, adopted, stamp, admitted_at=status.admitted_at or stamp,
+                       attempt=task.attempt)
         actions.append(PostEvent("Normal", Reason.AdoptedExistingJob, adopted))
     cancelled, late = task.cancel, task.deadline_passed(now)
     stop = cancelled or late or task.suspend or task.preempting
