@@ -28,9 +28,16 @@ the operator as a subprocess (``python -m argus``, a fresh one per scenario) and
    HOSTILE table) mixed with --good good ones, created together in random order. Checked:
    each hostile one is refused by the API server's schema or ends Rejected, every good
    one Succeeds, and no hostile task ever appears in Ray's job list.
+7. ``preempt-restart``: SIGKILL of the operator at each stage of a preemption (issue 38),
+   --preempt-rounds times, restarting it each time (``chaos_preempt``). Checked: every task
+   Succeeds, each urgent task ran once, exactly one victim per round, which resumed as attempt
+   2 from a checkpoint, and Ray's jobs per task are exactly those its attempts list names,
+   none left running.
 
 Each scenario is reported as: what was injected, how many times, what was checked, the
-result. Exit status 0 when every check passed.
+result. Exit status 0 when every check passed. ``--only`` rewrites only the scenarios it runs
+in docs/reliability.md and keeps the others' sections as they were, each saying which run it
+comes from.
 """
 
 from __future__ import annotations
@@ -65,8 +72,9 @@ from benchlib import (
     ray_jobs,
     task_body,
 )
+from chaos_preempt import preempt_restart
 
-SCENARIOS = ["kill", "head-restart", "head-down", "partition", "apiserver-restart", "hostile"]
+SCENARIOS = ["kill", "head-restart", "head-down", "partition", "apiserver-restart", "hostile", "preempt-restart"]
 STEP_SECONDS = 0.2  # the stand-in's sleep per training step on this script's Ray cluster
 
 
@@ -561,10 +569,25 @@ class Chaos:
         op.stop()
 
 
+    # -- 7. SIGKILL the operator in the middle of a preemption
+    def preempt_restart(self, rep: Check) -> None:
+        preempt_restart(self, rep)
+
+
 # --------------------------------------------------------------------------- report
 
 def write_doc(path: Path, argv: list[str], machine: dict[str, Any], reports: list[Check], wall: float, args: argparse.Namespace) -> None:
+    """The whole document from this run; or, when this run chose some scenarios only (--only,
+    --skip) and the document exists, that document with only those scenarios rewritten (their
+    summary rows and sections), each saying which run it comes from: the others' figures stay
+    as their own run wrote them."""
     m = machine
+    ran = {r.name for r in reports}
+    if ran != set(SCENARIOS) and path.exists():
+        run = (f"Run on its own: `.venv/bin/python bench/chaos.py {' '.join(argv)}` on {m['date']}, load average at start "
+               f"{m['load_average_at_start']}; that run took {wall / 60:.1f} min.")
+        path.write_text(merge_doc(path.read_text(), {r.name: (summary_row(r), section(r, run)) for r in reports}))
+        return
     lines = [
         "# Reliability: fault injection",
         "",
@@ -585,9 +608,7 @@ def write_doc(path: Path, argv: list[str], machine: dict[str, Any], reports: lis
         "| Scenario | Injected | Times | Checks passed | Result |",
         "|---|---|---|---|---|",
     ]
-    for r in reports:
-        n_ok = sum(1 for _, ok, _ in r.checks if ok)
-        lines.append(f"| {r.name} | {r.injected} | {r.times} | {n_ok}/{len(r.checks)} | {'**PASS**' if r.passed else '**FAIL**'} |")
+    lines += [summary_row(r) for r in reports]
     lines.append("")
     issue = {"kills": 20, "kill_tasks": 50, "outage_seconds": 120, "hostile": 500, "good": 50}
     diff = {k: (getattr(args, k), v) for k, v in issue.items() if getattr(args, k) != v}
@@ -595,16 +616,52 @@ def write_doc(path: Path, argv: list[str], machine: dict[str, Any], reports: lis
                  (" (the full sizes)." if not diff else "; differing from the full sizes: " + ", ".join(f"{k} {v} (full: {i})" for k, (v, i) in diff.items()) + "."))
     lines.append("")
     for r in reports:
-        lines += [f"## {r.name}", "", f"**Injected:** {r.injected}. **How many times:** {r.times}. **Took:** {r.seconds:.0f} s.", ""]
-        if r.facts:
-            lines += [*[f"- {f}" for f in r.facts], ""]
-        lines += ["| Checked | Result | Detail |", "|---|---|---|"]
-        for what, ok, detail in r.checks:
-            lines.append(f"| {what} | {'PASS' if ok else '**FAIL**'} | {detail.replace('|', '/') if detail else ''} |")
-        if r.error:
-            lines += ["", "The scenario stopped with an error:", "", "```", r.error.strip()[-3000:], "```"]
-        lines.append("")
+        lines += section(r)
     path.write_text("\n".join(lines))
+
+
+def summary_row(r: Check) -> str:
+    n_ok = sum(1 for _, ok, _ in r.checks if ok)
+    return f"| {r.name} | {r.injected} | {r.times} | {n_ok}/{len(r.checks)} | {'**PASS**' if r.passed else '**FAIL**'} |"
+
+
+def section(r: Check, run: str | None = None) -> list[str]:
+    """A scenario's section; ``run``: which run it comes from, when not the document's own."""
+    lines = [f"## {r.name}", ""]
+    if run:
+        lines += [run, ""]
+    lines += [f"**Injected:** {r.injected}. **How many times:** {r.times}. **Took:** {r.seconds:.0f} s.", ""]
+    if r.facts:
+        lines += [*[f"- {f}" for f in r.facts], ""]
+    lines += ["| Checked | Result | Detail |", "|---|---|---|"]
+    for what, ok, detail in r.checks:
+        lines.append(f"| {what} | {'PASS' if ok else '**FAIL**'} | {detail.replace('|', '/') if detail else ''} |")
+    if r.error:
+        lines += ["", "The scenario stopped with an error:", "", "```", r.error.strip()[-3000:], "```"]
+    lines.append("")
+    return lines
+
+
+def merge_doc(text: str, new: dict[str, tuple[str, list[str]]]) -> str:
+    """``text`` (a document write_doc wrote) with the scenarios of ``new`` (name: summary row,
+    section) put in, replacing their old row and section; the others stay as they were, and
+    the scenarios keep SCENARIOS' order."""
+    head, _, rest = text.partition("\n## Summary\n")
+    head = head.replace("everything below comes from one run of", "everything below but the scenarios that say they ran on their own "
+                        "comes from one run of")
+    blocks = ("## Summary\n" + rest).split("\n## ")
+    summary, sections = blocks[0], {b.split("\n", 1)[0].strip(): "## " + b for b in blocks[1:]}
+    rows = {line.split("|")[1].strip(): line for line in summary.splitlines() if line.startswith("| ") and not line.startswith("| Scenario")}
+    rows.update({name: row for name, (row, _) in new.items()})
+    sections.update({name: "\n".join(lines) for name, (_, lines) in new.items()})
+    order = [n for n in SCENARIOS if n in rows] + [n for n in rows if n not in SCENARIOS]
+    table = ["| Scenario | Injected | Times | Checks passed | Result |", "|---|---|---|---|---|", *(rows[n] for n in order)]
+    lines = summary.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("| Scenario"))
+    last = max(i for i, line in enumerate(lines) if line.startswith("|"))
+    summary = "\n".join(lines[:first] + table + lines[last + 1:])
+    body = [sections[n].rstrip("\n") + "\n" for n in order if n in sections]
+    return head + "\n" + summary.rstrip("\n") + "\n\n" + "\n".join(body)
 
 
 def main() -> int:
@@ -629,6 +686,9 @@ def main() -> int:
     parser.add_argument("--api-down", type=float, default=10, help="seconds kube-apiserver and etcd stay down")
     parser.add_argument("--hostile", type=int, default=500)
     parser.add_argument("--good", type=int, default=50)
+    parser.add_argument("--preempt-rounds", type=int, default=3, help="preemptions in the preempt-restart scenario, 4 kills each (default 3)")
+    parser.add_argument("--preempt-kill-max", type=float, default=1.5,
+                        help="longest delay from a stage of the preemption to the kill (s; uniform from 0, default 1.5)")
     parser.add_argument("--max-running", type=int, default=4)
     parser.add_argument("--poll-interval", type=float, default=2.0, help="operator --poll-interval (default 2, the operator's default)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "reliability.md")
@@ -650,6 +710,7 @@ def main() -> int:
         "partition": f"Ray dashboard unreachable for {args.outage_seconds:g} s while Ray runs on (TCP proxy cut), --ray-grace {args.ray_grace:g}",
         "apiserver-restart": f"kube-apiserver + etcd stopped, {args.api_down:g} s down, restarted mid-run",
         "hostile": f"{args.hostile} hostile tasks mixed with {args.good} good ones",
+        "preempt-restart": "SIGKILL of the operator at each stage of a preemption, then a restart",
     }
     tb = watch = None
     try:

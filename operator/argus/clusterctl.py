@@ -190,9 +190,22 @@ def queue_rows(tasks: list[dict[str, Any]], quotas: dict[str, int | None] | None
                 continue
             waiting.append({"position": (places or {}).get(key), "user": user, "namespace": meta.get("namespace"), "cluster": must,
                             "name": meta.get("name"), "gpus": spec_gpus(t.get("spec") or {}), "priority": (t.get("spec") or {}).get("priority", 0),
-                            "waitingSince": meta.get("creationTimestamp"), "reason": status.get("reason"), "message": status.get("message")})
+                            "waitingSince": meta.get("creationTimestamp"), "reason": status.get("reason"), "message": status.get("message"),
+                            "preempts": list(status.get("preempts") or [])})
     waiting.sort(key=lambda r: (r["position"] is None, r["position"] or 0, r["waitingSince"] or ""))
     return waiting, sorted(users.values(), key=lambda r: r["user"])
+
+
+def queue_table(waiting: list[dict[str, Any]], now: Any) -> list[tuple[str, ...]]:
+    """``argus queue``'s table of waiting tasks. PREEMPTS: the running tasks stopped for this
+    one (``status.preempts``), whose GPUs it waits for."""
+    table: list[tuple[str, ...]] = [("POSITION", "USER", "NAMESPACE/NAME", "GPUS", "PRIORITY", "CLUSTER", "WAITING", "PREEMPTS", "REASON")]
+    for r in waiting:
+        reason = f"{r['reason']}: {r['message']}" if r["message"] else (r["reason"] or "")
+        table.append((str(r["position"] or "-"), r["user"], f"{r['namespace']}/{r['name']}", str(r["gpus"]), str(r["priority"]),
+                      r["cluster"] or "any", _age(r["waitingSince"], now), ",".join(r.get("preempts") or []) or "-",
+                      " ".join(reason.splitlines())[:100]))  # one line: a table row
+    return table
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
@@ -234,13 +247,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps({"queue": waiting, "users": users}, indent=2))
         return EXIT_OK
-    now = SystemClock().now()
-    table = [("POSITION", "USER", "NAMESPACE/NAME", "GPUS", "PRIORITY", "CLUSTER", "WAITING", "REASON")]
-    for r in waiting:
-        reason = f"{r['reason']}: {r['message']}" if r["message"] else (r["reason"] or "")
-        table.append((str(r["position"] or "-"), r["user"], f"{r['namespace']}/{r['name']}", str(r["gpus"]), str(r["priority"]),
-                      r["cluster"] or "any", _age(r["waitingSince"], now), reason[:100]))
-    print_table(table)
+    print_table(queue_table(waiting, SystemClock().now()))
     print()
     print_table([("USER", "GPUS IN USE", "QUOTA", "QUEUED")] +
                  [(u["user"], str(u["gpusInUse"]), "-" if u["quota"] is None else str(u["quota"]), str(u["queued"])) for u in users])

@@ -92,6 +92,10 @@ def describe_lines(task: dict[str, Any]) -> list[str]:
              f"Task:        {spec.get('workload', '?')}, {spec.get('kind', 'basic')}, {nnodes} node(s) x {per_node} GPU(s), "
              f"priority {spec.get('priority', 0)}" + (", cancel" if spec.get("cancel") else "") + (", suspend" if spec.get("suspend") else ""),
              f"User:        {status.get('user') or '-'}" + (f"   Cluster: {status['cluster']}" if status.get("cluster") else "")]
+    if status.get("preemptedBy"):
+        lines.append(f"Preempted:   its job is being stopped for {status['preemptedBy']}, which takes its GPUs")
+    if status.get("preempts"):
+        lines.append(f"Preempts:    {', '.join(status['preempts'])} (stopped for it; it waits for their GPUs)")
     progress = status.get("progress") or {}
     if progress:
         resumed = f", resumed from step {progress['resumedFromStep']}" if progress.get("resumedFromStep") is not None else ""

@@ -44,6 +44,9 @@ def test_an_urgent_task_takes_the_gpus_and_the_victim_resumes_from_its_checkpoin
     first = status(control_plane, ns, "long")["rayJob"]["submissionId"]
 
     apply_text(control_plane, ns, advanced_task("urgent", ppo_command(steps=3, gpus=2), gpus=2, priority=10))
+    # While the victim's GPUs are on their way, the urgent task names it (argus queue's PREEMPTS).
+    wait_for(lambda: status(control_plane, ns, "urgent").get("preempts") == [f"{ns}/long"], 60,
+             "the urgent task to name its victim in status.preempts", interval=0.1, on_timeout=op.log_tail)
     # The victim stops in Ray and goes back to the queue as Preempted, its attempt no restart.
     requeued = wait_for(lambda: (s := status(control_plane, ns, "long")).get("phase") == "Queued" and s.get("attempt") == 2 and s, 90,
                         "the long run to be preempted and queued again", on_timeout=op.log_tail)
@@ -56,7 +59,8 @@ def test_an_urgent_task_takes_the_gpus_and_the_victim_resumes_from_its_checkpoin
     assert f"preempted for {ns}/urgent (priority 10, above its own 0)" in events, events
 
     # The urgent task runs and ends; the victim's attempt 2 then resumes from its checkpoint.
-    assert wait_phase(control_plane, ns, "urgent", ("Succeeded", "Failed"), timeout=120, op=op)["status"]["phase"] == "Succeeded"
+    done = wait_phase(control_plane, ns, "urgent", ("Succeeded", "Failed"), timeout=120, op=op)["status"]
+    assert done["phase"] == "Succeeded" and "preempts" not in done, done
     resumed = wait_for(lambda: (s := status(control_plane, ns, "long")).get("phase") == "Running"
                        and (s.get("progress") or {}).get("resumedFromStep") is not None and s, 120,
                        "attempt 2 to run and resume from the checkpoint", on_timeout=op.log_tail)

@@ -352,6 +352,7 @@ def test_a_restarted_operator_adopts_the_unrecorded_job_instead_of_submitting_tw
     sid = crash_after_submit(world, key)
     world.tick()
     assert world.phase(key) == "Running" and world.cluster.status(key)["reason"] == "RayJobRunning"
+    assert world.cluster.status(key)["attempt"] == 1  # the adopted job's attempt, as a submission writes it
     assert world.ray.count("submit") == 0 and list(world.ray.jobs) == [sid]
     assert "AdoptedExistingJob" in world.cluster.reasons(key)
 

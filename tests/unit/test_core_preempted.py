@@ -11,6 +11,7 @@ import datetime as dt
 import pytest
 
 from argus.core import lifecycle as lc
+from argus.core import preempted
 from argus.core.lifecycle import JobObserved, JobUnknown, LifecycleSettings, PostEvent, Preempt, StopJob, TaskState
 from argus.core.rayjobs import RayJobState
 from argus.core.spec import ArgusTaskStatus, AttemptRecord, RayJobStatus, TaskProgress
@@ -102,3 +103,17 @@ def test_a_task_already_stopping_is_not_preempted_twice() -> None:
     t = after(running(), lc.step(running(), Preempt(BY, SAYS), T0, SETTINGS))
     d = lc.step(t, Preempt("team-b/other", "another"), T0, SETTINGS)
     assert d.status.preempted_by == BY and d.actions == ()
+
+
+def test_a_victim_that_cannot_resume_is_told_so_and_goes_back_to_the_queue_saying_it_starts_over() -> None:
+    told = preempted.victim_message(BY, 10, 0, 12, resumes=False)
+    assert told == ("preempted for team-a/urgent-eval (priority 10, above its own 0): it cannot resume (no checkpoint to resume from, "
+                    "or trainer.resume_mode=disable), so it loses all 12 step(s) of this attempt; it goes back to the queue and its "
+                    "next attempt starts over from the first step (such a task is preempted last: only when no set of resumable tasks "
+                    "would do)")
+    t = after(running(), lc.step(running(), Preempt(BY, told), T0, SETTINGS))
+    s = lc.step(t, JobObserved(RayJobState.STOPPED), T0, SETTINGS).status
+    assert s.message == ("preempted at step 12: team-a/urgent-eval took attempt 1's GPUs; attempt 2 waits in the queue and starts over "
+                         "from the first step: it cannot resume (no checkpoint, or trainer.resume_mode=disable) (a preemption is no "
+                         "restart: spec.backoffLimit is untouched)")
+    assert "resumes from" in preempted.victim_message(BY, 10, 0, 2, resumes=True)

@@ -116,6 +116,37 @@ def test_queue_rows_say_where_each_task_must_run_and_filter_by_cluster() -> None
     assert sorted(r["name"] for r in on_a) == ["anywhere", "placed", "stale"]
 
 
+def test_argus_queue_shows_whose_gpus_a_waiting_task_takes_in_an_aligned_column(capsys: pytest.CaptureFixture[str]) -> None:
+    import datetime as dt
+
+    from argus.clusterctl import print_table, queue_rows, queue_table
+
+    def task(name: str, status: dict) -> dict:
+        return {"metadata": {"namespace": "ns", "name": name, "creationTimestamp": "2026-12-05T08:00:00Z"},
+                "spec": {"nnodes": 1, "nGpusPerNode": 2}, "status": {"phase": "Queued", "user": "alice", **status}}
+    tasks = [task("urgent", {"reason": "Queued", "message": "waiting for the GPUs of ns/low-a, ns/low-b, stopped for it (preemption)",
+                             "preempts": ["ns/low-a", "ns/low-b"]}),
+             task("low-c", {"reason": "Preempted", "message": "preempted at step 7: ns/x took attempt 1's GPUs\nwaiting for 2 GPU(s)"})]
+    waiting, _ = queue_rows(tasks, None, {("ns", "urgent"): 1, ("ns", "low-c"): 2})
+    assert [r["preempts"] for r in waiting] == [["ns/low-a", "ns/low-b"], []]
+    print_table(queue_table(waiting, dt.datetime(2026, 12, 5, 8, 5, tzinfo=dt.UTC)))
+    header, first, second = capsys.readouterr().out.splitlines()
+    column = header.index("PREEMPTS")
+    assert first[column:].startswith("ns/low-a,ns/low-b   Queued: waiting for the GPUs")
+    assert second[column:].startswith("-                   Preempted: preempted at step 7")
+    assert second.endswith("GPUs waiting for 2 GPU(s)")  # a two-line message stays on its row
+
+
+def test_argus_describe_says_who_preempts_whom() -> None:
+    from argus.taskctl import describe_lines
+    base = {"metadata": {"namespace": "ns", "name": "t"}, "spec": {"nnodes": 1, "nGpusPerNode": 2}}
+    victim = describe_lines({**base, "status": {"phase": "Running", "reason": "Preempting", "preemptedBy": "ns/urgent"}})
+    assert "Preempted:   its job is being stopped for ns/urgent, which takes its GPUs" in victim
+    urgent = describe_lines({**base, "status": {"phase": "Queued", "reason": "Queued", "preempts": ["ns/a", "ns/b"]}})
+    assert "Preempts:    ns/a, ns/b (stopped for it; it waits for their GPUs)" in urgent
+    assert not any(line.startswith(("Preempts", "Preempted")) for line in describe_lines({**base, "status": {"phase": "Queued"}}))
+
+
 def test_sso_user_is_bound_by_its_kubernetes_name_and_runs_as_the_argus_id(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "onboard", "alice", "--k8s-user", "alice@corp.example", "--dry-run")
     assert code == 0, err

@@ -5,10 +5,16 @@ moves them (``core.preempted``).
 After the queue's decision (``scheduler``), the first task in queue order that waits for
 GPUs some set of running tasks would free on a cluster it may use gets that set: each
 victim is told ``Preempt`` (its job is stopped; it goes back to the queue and resumes), and
-the waiting task's message says whose GPUs it waits for. It is then admitted by a later pass,
-once Ray shows them free; it is ahead of its victims in the queue (higher priority), so they
-cannot take them back. One preemption at a time per cluster: while a victim there is still
-stopping, nothing more is taken there (its GPUs are on their way).
+the waiting task's message says whose GPUs it waits for, and its ``status.preempts`` names
+them (``preempts``: the scheduler writes it with the rest of its waiting status). It is then
+admitted by a later pass, once Ray shows them free; it is ahead of its victims in the queue
+(higher priority), so they cannot take them back. One preemption at a time per cluster: while
+a victim there is still stopping, nothing more is taken there (its GPUs are on their way;
+until the task it was stopped for is admitted, as Ray's GPU use lags: USAGE_LAG_SECONDS).
+A new process (after a restart) learns what is on its way from the victims: those still
+stopping (``status.preemptedBy``), and those back in the queue whose preempted attempt's
+workers Ray still shows, or that ended less than USAGE_LAG_SECONDS ago (their attempt
+record's ``preemptedBy`` names whom the GPUs go to).
 
 What each candidate loses comes from its status (the last step verl reported, the step it
 resumed from) and from how its run checkpoints: ``trainer.save_freq`` and
@@ -25,13 +31,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core import lifecycle
 from ..core.config import PlatformConfig
 from ..core.plan import validate_spec
+from ..core.preempted import victim_message
 from ..core.preemption import Preemption, PreemptionPolicy, RunningTask, Waiting, choose_victims
 from ..core.queue import Admission, QueuedTask, Room, free_per_node
+from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
+from ..core.times import parse_time
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
 from .fleet import Fleet
@@ -42,6 +51,12 @@ from .reconcile import Draft, TaskReconciler
 from .view import TaskView
 
 log = logging.getLogger(__name__)
+# Ray's GPU use per node (the dashboard's cluster status, what the queue's capacity reads) lags
+# the removal of a stopped job's placement groups by seconds. For this long after a victim's
+# groups are gone, while the task it was stopped for still waits, its GPUs count as on their
+# way: a capacity read that still shows them in use must not look like a cluster where nothing
+# is being freed, or a second victim would be taken (the chaos benchmark's preempt-restart).
+USAGE_LAG_SECONDS = 20.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,11 @@ class Checkpointing:
     def resumable(self) -> bool:
         return self.resume_mode != "disable"
 
+    @property
+    def can_resume(self) -> bool:
+        """Whether a new attempt resumes from a checkpoint (as ``RunningTask.can_resume``)."""
+        return self.resumable and (self.save_freq or 0) > 0
+
 
 @dataclass(frozen=True)
 class _Freeing:
@@ -65,6 +85,8 @@ class _Freeing:
     by: Key
     victim: Key
     job_id: str | None
+    resumes: bool = True  # False: its next attempt starts over (no checkpoint, or resume_mode=disable)
+    gone_at: float | None = None  # when it was first seen stopped with its groups gone (seconds since the epoch)
 
 
 class Preemptor:
@@ -82,6 +104,7 @@ class Preemptor:
         self.steps = steps  # the log followers' latest step and resume point of a running task
         self._checkpointing: dict[tuple[str, int], Checkpointing] = {}  # (uid, attempt) -> as composed
         self._freeing: list[_Freeing] = []
+        self._asked: set[tuple[str, int]] = set()  # (uid, attempt): preempted attempts Ray was asked about (_requeued_before)
 
     def remember(self, view: TaskView, save_freq: int | None, resume_mode: str | None) -> None:
         """How an attempt that starts now checkpoints (the scheduler's validation composed it)."""
@@ -91,18 +114,21 @@ class Preemptor:
         """Drop what is remembered of tasks that are gone (by UID)."""
         for key in [k for k in self._checkpointing if k[0] not in present]:
             del self._checkpointing[key]
+        self._asked = {k for k in self._asked if k[0] in present}
 
-    async def run(self, decision: Admission, active: list[TaskView], now_seconds: float) -> None:
+    async def run(self, decision: Admission, active: list[TaskView], now_seconds: float, queued: list[TaskView]) -> None:
         """Preempt for the first waiting task that some victims would make fit, and say so in
         the waiting messages of ``decision`` (the tasks that wait for victims still stopping)."""
         if not self.policy.enabled:
             return
         preempting = {v.key for v in active if v.state.preempting}
-        self._freeing = [f for f in self._freeing if self._still_freeing(f, preempting)]
+        self._freeing = [kept for f in self._freeing if (kept := self._still_freeing(f, preempting, set(decision.waiting), now_seconds))]
         for v in active:  # victims this process did not preempt (before a restart) still stop
             if v.key in preempting and not any(f.victim == v.key for f in self._freeing):
                 namespace, _, name = (v.state.status.preempted_by or "").partition("/")
-                self._freeing.append(_Freeing(v.job_cluster, (namespace, name), v.key, self.jobs.job_ids.get(v.key)))
+                self._freeing.append(_Freeing(v.job_cluster, (namespace, name), v.key, self.jobs.job_ids.get(v.key),
+                                              self._checkpointing_of(v).can_resume))
+        await self._requeued_before(queued, set(decision.waiting), now_seconds)
         self._tell(decision)
         busy = {f.cluster for f in self._freeing}  # one preemption at a time per cluster
         rooms = [r for r in self.snapshot.rooms if r.capacity is not None and r.name not in busy]
@@ -125,12 +151,47 @@ class Preemptor:
                     self._tell(decision)
                     return
 
+    async def _requeued_before(self, queued: list[TaskView], waiting: set[Key], now_seconds: float) -> None:
+        """Victims back in the queue, preempted by an earlier process (a restart), whose GPUs
+        are still on their way: Ray still shows their workers' groups, or they ended less than
+        USAGE_LAG_SECONDS ago and the task they were stopped for still waits. The cluster is
+        then busy; without this a new process would take a second victim. Ray is asked once
+        per preempted attempt."""
+        for v in queued:
+            records = v.state.status.attempts or []
+            record = records[-1] if records else None
+            if (v.state.status.reason != Reason.Preempted or record is None or record.outcome != Reason.Preempted
+                    or not record.preempted_by or (v.uid, record.attempt) in self._asked or any(f.victim == v.key for f in self._freeing)):
+                continue
+            cluster = v.cluster_of_job(record.submission_id)
+            try:
+                job_id = (await self.fleet.ray(cluster).job(record.submission_id)).job_id
+            except RayJobUnknown:
+                job_id = None  # Ray forgot it: nothing of it holds GPUs
+            except (RayUnreachable, RayRefused):
+                continue  # asked again at the next pass
+            self._asked.add((v.uid, record.attempt))
+            nodes = self.fleet.nodes(cluster)
+            namespace, _, name = record.preempted_by.partition("/")
+            ended = parse_time(record.end_time)
+            gone_at = None if job_id and nodes is not None and nodes.placed_on(job_id) else ended.timestamp() if ended else now_seconds
+            if gone_at is None or ((namespace, name) in waiting and now_seconds - gone_at < USAGE_LAG_SECONDS):
+                self._freeing.append(_Freeing(cluster, (namespace, name), v.key, job_id, self._checkpointing_of(v, record.attempt).can_resume,
+                                              gone_at))
+
+    def preempts(self, key: Key) -> tuple[str, ...]:
+        """The tasks (namespace/name) stopped for ``key`` whose GPUs are still on their way to
+        it: its ``status.preempts`` while it waits (nothing once they are free, or none was)."""
+        return tuple(sorted(f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == key))
+
     def _tell(self, decision: Admission) -> None:
         """Each task that victims stop for waits for their GPUs: its message says whose."""
         for by in {f.by for f in self._freeing}:
             if by in decision.waiting and decision.waiting[by][0] == Reason.Queued:
                 names = ", ".join(f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == by)
-                decision.waiting[by] = (Reason.Queued, f"waiting for the GPUs of {names}, stopped for it (preemption)")
+                over = [f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == by and not f.resumes]
+                why = f"; {', '.join(over)} cannot resume and start(s) over from the first step" if over else ""
+                decision.waiting[by] = (Reason.Queued, f"waiting for the GPUs of {names}, stopped for it (preemption){why}")
 
     def _candidates(self, room: Room, active: list[TaskView]) -> list[RunningTask]:
         nodes = self.fleet.nodes(room.name)
@@ -153,18 +214,23 @@ class Preemptor:
                                    preemptible=v.spec.get("preemptible") is not False))
         return out
 
-    def _still_freeing(self, freeing: _Freeing, preempting: set[Key]) -> bool:
-        if freeing.victim in preempting:
-            return True
+    def _still_freeing(self, freeing: _Freeing, preempting: set[Key], waiting: set[Key], now_seconds: float) -> _Freeing | None:
+        """``freeing`` as it stands now, or None once its GPUs are no longer on their way: the
+        victim has stopped, Ray shows none of its groups, and the task it was stopped for was
+        admitted (or no longer waits), or USAGE_LAG_SECONDS have passed since."""
         nodes = self.fleet.nodes(freeing.cluster)
-        return bool(nodes is not None and freeing.job_id and nodes.placed_on(freeing.job_id))
+        if freeing.victim in preempting or (nodes is not None and freeing.job_id and nodes.placed_on(freeing.job_id)):
+            return replace(freeing, gone_at=None)
+        gone_at = now_seconds if freeing.gone_at is None else freeing.gone_at
+        return replace(freeing, gone_at=gone_at) if freeing.by in waiting and now_seconds - gone_at < USAGE_LAG_SECONDS else None
 
-    def _checkpointing_of(self, v: TaskView) -> Checkpointing:
-        """As remembered at its start, else composed again (after an operator restart)."""
-        key = (v.uid, v.state.attempt)
+    def _checkpointing_of(self, v: TaskView, attempt: int | None = None) -> Checkpointing:
+        """How its current attempt (or ``attempt``) checkpoints: as remembered at its start,
+        else composed again (after an operator restart)."""
+        key = (v.uid, attempt or v.state.attempt)
         if key not in self._checkpointing:
             verdict = validate_spec(v.spec, v.state.status.user or "", self.platform_on(v.job_cluster), namespace=v.namespace, name=v.name,
-                                    uid=v.uid, attempt=v.state.attempt, composer=self.composer)
+                                    uid=v.uid, attempt=key[1], composer=self.composer)
             self._checkpointing[key] = Checkpointing(verdict.save_freq, verdict.resume_mode)
         return self._checkpointing[key]
 
@@ -174,16 +240,13 @@ class Preemptor:
         for victim in chosen.victims:
             view = views[victim.key]
             lost = victim.lost_steps
-            how = ("it cannot resume (no checkpoint to resume from, or trainer.resume_mode=disable): its next attempt starts over, "
-                   f"losing {lost} step(s)") if not victim.can_resume else f"it loses {lost} step(s) since its last checkpoint"
-            message = (f"preempted for {by} (priority {task.priority}, above its own {victim.priority}): {how}; it goes back to the "
-                       "queue and its next attempt resumes from the newest checkpoint in the job folder")
+            message = victim_message(by, task.priority, victim.priority, lost, resumes=victim.can_resume)
             async with self.task_reconciler.lock(view.key):
                 await self.task_reconciler.decide_and_write(Draft.of(view), lifecycle.Preempt(by, message))
-            self._freeing.append(_Freeing(cluster, task.key, view.key, self.jobs.job_ids.get(view.key)))
+            self._freeing.append(_Freeing(cluster, task.key, view.key, self.jobs.job_ids.get(view.key), victim.can_resume))
             self.metrics.preemptions.labels(cluster=cluster).inc()
             self.metrics.preemption_lost_gpu_steps.labels(cluster=cluster).inc(lost * victim.gpus)
-            log.info("preempted %s/%s for %s: %s", *view.key, by, how)
+            log.info("preempted %s/%s for %s: %s", *view.key, by, message)
 
 
 def _waiting(task: QueuedTask) -> Waiting:

@@ -81,7 +81,7 @@ class Scheduler:
         queued = [v for v in queued if v.key not in held]
         decision, ray_errors = await self.snapshot.decide(queued, active, not_ready, self.every_task(), self.clock.now())
         if self.preemptor is not None:  # before the waiting tasks are told: it may change what they wait for
-            await self.preemptor.run(decision, active, self.clock.now().timestamp())
+            await self.preemptor.run(decision, active, self.clock.now().timestamp(), list(by_key.values()))
         started = self.clock.monotonic()
         told: dict[Key, tuple[TaskView, lifecycle.Waiting]] = {}
         waiting = [*decision.waiting.items(), *((key, (Reason.SecretMissing, why)) for key, why in held.items())]
@@ -90,7 +90,8 @@ class Scheduler:
                 continue
             view = by_key[key]
             ray_error, ray_reason = ray_errors.get(key, (None, Reason.RayUnreachable))
-            seen = lifecycle.Waiting(reason, message, ray_error, ray_reason)
+            preempts = self.preemptor.preempts(key) if self.preemptor is not None else ()
+            seen = lifecycle.Waiting(reason, message, ray_error, ray_reason, preempts)
             told[key] = (view, seen)
             last = self._told.get(key)
             if key not in drafts and last is not None and last[0] is view and last[1] == seen:

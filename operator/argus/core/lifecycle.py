@@ -249,7 +249,7 @@ def _waiting(task: TaskState, seen: Waiting, now: dt.datetime) -> Decision:
             reason, message = Reason.RayUnreachable, f"waiting: cannot read the Ray cluster's capacity ({seen.ray_error[:200]})"
     if reason == Reason.Queued and status.reason == Reason.Preempted:  # what happened to it stays in sight while it waits
         reason, message = Reason.Preempted, f"{(status.message or '').splitlines()[0]}\n{message}"
-    status = status.model_copy(update={"reason": reason, "message": message})
+    status = status.model_copy(update={"reason": reason, "message": message, "preempts": list(seen.preempts) or None})
     reachable = task.condition(ConditionType.RayReachable)
     if seen.ray_error is not None or reachable is None or not reachable.true:
         status = ray_reachable(task, status, seen.ray_error is None, seen.ray_error or "", format_time(now), since=None, reason=seen.ray_reason)
@@ -364,7 +364,8 @@ def _job_observed(task: TaskState, job: JobObserved, now: dt.datetime, settings:
         # adopt it, never a second job.
         adopted = f"Ray already had job {sid} (submitted before a restart); adopted it, no second job"
         status = status.model_copy(update={"cluster": job.cluster or None})  # where it was found
-        status = enter(task, status, Phase.Submitted, Reason.AdoptedExistingJob, adopted, stamp, admitted_at=status.admitted_at or stamp)
+        status = enter(task, status, Phase.Submitted, Reason.AdoptedExistingJob, adopted, stamp, admitted_at=status.admitted_at or stamp,
+                       attempt=task.attempt)
         actions.append(PostEvent("Normal", Reason.AdoptedExistingJob, adopted))
     cancelled, late = task.cancel, task.deadline_passed(now)
     stop = cancelled or late or task.suspend or task.preempting

@@ -49,6 +49,7 @@ class Waiting:
     message: str
     ray_error: str | None = None
     ray_reason: str = Reason.RayUnreachable
+    preempts: tuple[str, ...] = ()  # the running tasks (namespace/name) stopped for it (controller.preemptor)
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,7 @@ class AttemptRecord(_StatusModel):
     outcome: str | None = Field(None, description="How it ended: RayJobLost, RayJobFailed, ... (empty while it runs).")
     last_step: int | None = Field(None, ge=0, description="The last training step it reported.")
     cluster: str | None = Field(None, description="The ArgusCluster it ran on (empty: the operator's own --ray-address).")
+    preempted_by: str | None = Field(None, description="For a Preempted attempt: the task (namespace/name) that took its GPUs.")
 
 
 class VerlConfigSource(_StatusModel):
@@ -259,4 +260,6 @@ class ArgusTaskStatus(_StatusModel):
     ray_jobs_removed: bool | None = Field(None, description="True once the task's Ray jobs were removed from Ray's job history (their logs stay in the log files).")
     preempted_by: str | None = Field(None, description="While its job is stopped for a preemption: the task (namespace/name) that "
                                      "takes its GPUs. Empty otherwise; the attempt's record says Preempted afterwards.")
+    preempts: list[str] | None = Field(None, description="While it waits in the queue for GPUs a preemption frees: the running "
+                                       "tasks (namespace/name) stopped for it, whose status.preemptedBy names this task. Empty otherwise.")
     kept_by: str | None = Field(None, description="Set when the time to live ran out but the task was kept because a GitOps tool tracks it: what tracks it (Argo CD would create a deleted task again from Git and run the training again). Delete it through Git (docs/argocd.md).")

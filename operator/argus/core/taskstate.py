@@ -168,6 +168,8 @@ def enter(task: TaskState, status: ArgusTaskStatus, phase: Phase, reason: str, m
               "observed_generation": task.generation, **changes}
     if phase.terminal:
         update.setdefault("finished_at", status.finished_at or now)
+    if phase is not Phase.Queued:  # the tasks stopped for it matter only while it waits for their GPUs
+        update.setdefault("preempts", None)
     return status.model_copy(update=update)
 
 
