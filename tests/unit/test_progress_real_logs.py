@@ -34,6 +34,10 @@ EXPECTED = {
     # Like 0.9.1's, it resumed at step 4 of 8 and ran no step (the restored data loader said
     # the epoch was done).
     "0.6.1/fsdp_sft_trainer-resumed.log": (8, None, 4, ("train/loss", None)),
+    # 0.6.1's engine-based sft_trainer (the entry point 0.9 kept), which Argus also accepts
+    # on 0.6.1: 0.9.1's format, and the same resume with no step.
+    "0.6.1/sft_trainer.log": (4, 4, None, ("train/loss", 5.1875)),
+    "0.6.1/sft_trainer-resumed.log": (8, None, 4, ("train/loss", None)),
     "0.9.1/main_ppo-grpo.log": (3, 3, None, ("critic/score/mean", 0.10000000894069672)),
     "0.9.1/main_ppo-grpo-resumed.log": (4, 4, 3, ("critic/score/mean", None)),
     "0.9.1/sft_trainer.log": (4, 4, None, ("train/loss", 5.21875)),

@@ -21,6 +21,9 @@ names the collective backend ``nccl`` regardless: torchrun's SFT trainer then st
   attention is wrapped: without ``flash_attn``, FlashAttention 2 becomes ``sdpa``, the
   attention transformers picks by default.
 
+The engine-based SFT trainer (``verl/trainer/sft_trainer.py``) finds its FSDP engine for the
+``cpu`` device through ``legacy_engine``.
+
 For GRPO, ``actor_rollout_ref.rollout.name=hf`` selects ``legacy_rollout.HFSyncRollout``,
 put into verl's rollout table here (the class is imported only when a run asks for it).
 """
@@ -35,6 +38,7 @@ from transformers import modeling_utils
 from transformers.utils import is_flash_attn_2_available
 from verl.workers.rollout import base as rollout_base
 
+from . import legacy_engine
 from .cputorch import fill_device_module, wrap_all_gather, wrap_init_process_group
 
 
@@ -59,4 +63,5 @@ fill_device_module(torch.cpu, replace=False)
 wrap_init_process_group()
 wrap_all_gather()
 _sdpa_for_flash_attention()
+legacy_engine.install()
 rollout_base._ROLLOUT_REGISTRY[("hf", "sync")] = f"{__package__}.legacy_rollout.HFSyncRollout"
