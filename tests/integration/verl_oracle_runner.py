@@ -21,6 +21,10 @@ For each case, in the order verl's entry point does it, on CPU:
   dataclass is left out: it downloads the model); torch's DataLoader on the per-rank batch;
 - fsdp_sft_trainer (0.6.x): ``FSDPSFTTrainer._normalize_config_bsz`` on the config.
 
+Both SFT trainers take their data-parallel size from torch's world (torchrun's processes); a
+case carries no launch, so the trainer's GPU counts stand in for it here, as they do on
+Argus's side of the comparison (``startup_problems`` without ``world_size``).
+
 Two checks run only in verl's GPU workers; the runner reads verl's own data for them but
 does the lookup or arithmetic itself: the rollout engine's name in verl's registry (0.9.x
 RolloutReplicaRegistry, 0.6.x _ROLLOUT_REGISTRY; looking it up the way verl does would

@@ -125,6 +125,26 @@ def test_sft_checks() -> None:
         "Global batch size 8 is not divisible by dp size 3"]
 
 
+def test_sft_ranks_are_torchruns_world_and_the_trainer_counts_are_not_required() -> None:
+    bare = {"data": {"train_batch_size": 8, "micro_batch_size_per_gpu": 4}, "trainer": {}}
+    for version, entry in (("0.6.1", "verl.trainer.sft_trainer"), ("0.9.1", "verl.trainer.sft_trainer"),
+                           ("0.6.1", "verl.trainer.fsdp_sft_trainer")):
+        assert startup_problems(bare, version=version, entry=entry) == []
+        assert startup_problems(bare, version=version, entry=entry, world_size=2) == []
+    # The world decides, not the counts: 3 ranks do not divide a batch of 8 (fsdp_sft_trainer).
+    counted = {**bare, "trainer": {"n_gpus_per_node": 1, "nnodes": 1}}
+    assert [p.message for p in startup_problems(counted, version="0.6.1", entry="verl.trainer.fsdp_sft_trainer", world_size=3)] == [
+        "Global batch size 8 is not divisible by dp size 3"]
+    assert [p.key for p in startup_problems(counted, version="0.9.1", entry="verl.trainer.sft_trainer", world_size=16)] == [
+        "data.train_batch_size"]
+
+
+def test_the_profile_interval_is_checked_by_verl_0_9_only() -> None:
+    backwards = {"data": {"train_batch_size": 8}, "trainer": {"profile_interval": [5, 1]}}
+    assert [p.key for p in startup_problems(backwards, version="0.9.1", entry="verl.trainer.sft_trainer")] == ["trainer.profile_interval"]
+    assert startup_problems(backwards, version="0.6.1", entry="verl.trainer.sft_trainer") == []
+
+
 def test_an_unknown_entry_gets_no_checks() -> None:
     assert startup_problems({}, version="0.9.1", entry="verl.trainer.main_eval") == []
 

@@ -353,6 +353,31 @@ def test_a_torchrun_sft_launch_takes_its_counts_from_torchrun() -> None:
     assert v.valid, v.error_lines()
 
 
+SFT_ENGINE = ("torchrun --standalone --nnodes=1 --nproc_per_node={n} -m verl.trainer.sft_trainer "
+              "data.train_files=$HOME/datasets/sft/train.parquet data.val_files=$HOME/datasets/sft/test.parquet "
+              "model.path=Qwen/Qwen2.5-0.5B-Instruct trainer.default_local_dir=$HOME/ckpt")
+
+
+def test_verl_0_6_sft_trainer_starts_without_the_trainer_gpu_counts() -> None:
+    """0.6.1's sft_trainer_engine.yaml declares no trainer.nnodes or n_gpus_per_node, and its
+    trainer never reads them (the data-parallel ranks are torch's world): recorded training on
+    CPU without them, tests/unit/verl_logs/0.6.1/sft_trainer.log."""
+    v = validate_task(task(SFT_ENGINE.format(n=1), workload="sft"), "alice", PlatformConfig(), shared("0.6.1"))
+    assert v.valid, v.error_lines()
+
+
+@pytest.mark.parametrize("version", ["0.9.1", "0.6.1"])
+def test_an_sft_batch_is_split_over_torchruns_processes_not_the_trainer_counts(version: str) -> None:
+    """verl's SFT trainer gives each of torchrun's processes train_batch_size // world: two
+    processes and a batch of 1 is a per-rank batch of 0 (refused), whatever trainer.* says."""
+    command = SFT_ENGINE.format(n=2) + " data.train_batch_size=1"
+    v = validate_task(task(command, workload="sft", nGpusPerNode=2), "alice", PlatformConfig(), shared(version))
+    assert not v.valid and any("per-rank batch size of 0" in line for line in v.error_lines()), v.error_lines()
+    v = validate_task(task(command.replace("data.train_batch_size=1", "data.train_batch_size=2"), workload="sft", nGpusPerNode=2),
+                      "alice", PlatformConfig(), shared(version))
+    assert v.valid, v.error_lines()
+
+
 # --- interpolations the text check cannot resolve are resolved by the composed check ---------
 
 @pytest.mark.parametrize("override", [

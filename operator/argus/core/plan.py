@@ -197,8 +197,10 @@ def _compose_and_check(field_: str, checked: CheckedCommand, composer: Composer,
     added = check_composed(field_, composed, tree=tree, module=checked.launch.module, policy=policy, nnodes=nnodes,
                            gpus=gpus, job_dir=job_dir, findings=findings, trainer_counts=checked.launch.kind != "torchrun")
     if composed.error is None:
+        # torchrun's processes: the task's GPUs (the command check holds torchrun's options to them)
+        world = nnodes * gpus if checked.launch.kind == "torchrun" and nnodes is not None and gpus is not None else None
         for p in startup_problems(composed.config, version=tree.version, entry=checked.launch.module,
-                                  plugin_rollouts=policy.config.verl_plugin_rollouts):
+                                  plugin_rollouts=policy.config.verl_plugin_rollouts, world_size=world):
             findings.error(f"{field_} ({p.key})", p.value, f"verl {tree.version} refuses it at start: {p.message}")
     if len(findings.errors) > errors_before:
         return None

@@ -389,11 +389,16 @@ class _Checks:
 
     # -- SFT ----------------------------------------------------------------------------
 
-    def sft(self, entry: str) -> None:
+    def sft(self, entry: str, world_size: int | None) -> None:
+        """Both SFT trainers split the batch over the data-parallel ranks, and take their count
+        from torch's world (torchrun's processes), never from ``trainer.n_gpus_per_node`` or
+        ``trainer.nnodes``: neither reads those keys (verl 0.6.1's ``sft_trainer_engine.yaml``
+        does not even declare them). ``world_size``: torchrun's, when the launch is known;
+        else the trainer's counts stand in for it when both are set (a bare configuration)."""
         c = self.c
-        per_node = self.integer("trainer.n_gpus_per_node")
-        nnodes = self.integer("trainer.nnodes")
-        n_gpus = per_node * nnodes if per_node is not None and nnodes is not None else None
+        per_node, nnodes = c.get("trainer.n_gpus_per_node"), c.get("trainer.nnodes")
+        counted = per_node * nnodes if _is_int(per_node) and _is_int(nnodes) and per_node > 0 and nnodes > 0 else None
+        n_gpus = world_size if world_size is not None else counted
         train_batch_size = self.integer("data.train_batch_size")
         if entry == LEGACY_SFT_ENTRY:
             sp = c.get("ulysses_sequence_parallel_size", 1)
@@ -413,8 +418,9 @@ class _Checks:
                          f"data.train_batch_size per data-parallel rank ({train_batch_size // dp}) must be divisible "
                          f"by data.micro_batch_size_per_gpu ({micro})")
             return
-        # verl.trainer.sft_trainer (config sft_trainer_engine)
-        interval = c.get("trainer.profile_interval", [-1, -1])
+        # verl.trainer.sft_trainer (config sft_trainer_engine); 0.9's _build_config checks the
+        # profiler's interval, 0.6's has no such check
+        interval = c.get("trainer.profile_interval", [-1, -1]) if self.new else [-1, -1]
         if not isinstance(interval, list) or len(interval) != 2 or not all(_is_int(x) for x in interval):
             self.add("trainer.profile_interval", "trainer.profile_interval must be a list of two steps [start, end]")
         elif interval[1] < interval[0] or (interval[0] < 0 and interval[1] >= 0):
@@ -428,10 +434,11 @@ class _Checks:
 
 
 def startup_problems(config: Mapping[str, Any], *, version: str, entry: str,
-                     plugin_rollouts: tuple[str, ...] = ()) -> list[StartupProblem]:
+                     plugin_rollouts: tuple[str, ...] = (), world_size: int | None = None) -> list[StartupProblem]:
     """What verl ``version`` would refuse, reading only ``config``, before training ``entry``.
     ``plugin_rollouts``: rollout engines the cluster's verl plugins register (verl 0.9's
-    RolloutReplicaRegistry), known to the cluster's verl beside its own.
+    RolloutReplicaRegistry), known to the cluster's verl beside its own. ``world_size``: the
+    processes torchrun starts (an SFT trainer's data-parallel ranks), when the launch is known.
 
     Every problem verl's start-up checks would raise is returned (verl stops at the first);
     an entry point this module does not know gets no checks.
@@ -440,5 +447,5 @@ def startup_problems(config: Mapping[str, Any], *, version: str, entry: str,
     if entry == PPO_ENTRY:
         checks.ppo()
     elif entry in (SFT_ENTRY, LEGACY_SFT_ENTRY):
-        checks.sft(entry)
+        checks.sft(entry, world_size)
     return checks.problems
