@@ -193,7 +193,8 @@ def test_urgent_sft_preempts_grpo_which_resumes_from_its_checkpoint(control_plan
     assert f"Running/Preempting/{ns}/real-sft" in seen, seen
     assert requeued["reason"] == "Preempted" and requeued["attempt"] == 2, requeued
     assert re.match(rf"preempted at step \d+: {ns}/real-sft took attempt 1's GPUs", requeued["message"]), requeued["message"]
-    assert [(a["attempt"], a["outcome"]) for a in requeued["attempts"]] == [(1, "Preempted")], requeued["attempts"]
+    assert [(a["attempt"], a["outcome"], a.get("preemptedBy")) for a in requeued["attempts"]] == [(1, "Preempted", f"{ns}/real-sft")], \
+        requeued["attempts"]
     assert jobs.get_job_info(first).status.value == "STOPPED"
     assert wait_for(lambda: not left_in_ray(real_ray, job_id), 60, "attempt 1's actors and placement groups to be gone",
                     on_timeout=lambda: str(left_in_ray(real_ray, job_id)))
@@ -223,7 +224,7 @@ def check_sft(control_plane: Any, ns: str, op: OperatorProcess, real_root: Path)
     """The urgent SFT task, on the GPU it took, trains to the end."""
     task = wait_phase(control_plane, ns, "real-sft", ("Succeeded", "Failed", "Rejected"), timeout=RUN_TIMEOUT, op=op)
     s = task["status"]
-    assert s["phase"] == "Succeeded", s
+    assert s["phase"] == "Succeeded" and "preempts" not in s, s
     # 32 rows, a batch of 8, two epochs: verl's own total, and its last step, read from the real log.
     assert s["progress"]["totalSteps"] == 8 and s["progress"]["step"] == 8, s["progress"]
     assert s["progress"]["summary"] == "8/8"
