@@ -3,7 +3,9 @@
 tests/unit/verl_logs/<version>/ holds whole job logs of real verl, recorded on the CPU
 testbed (hack/verl-cpu/README.md says how): main_ppo (GRPO) submitted through Ray's Jobs
 API, its step lines printed by the TaskRunner actor with Ray's coloured prefix; the SFT
-trainer under torchrun, its step lines glued after tqdm's bar; and a second run of each that
+trainer under torchrun, its step lines glued after tqdm's bar; 0.9.1's sft_trainer_ray
+submitted through the Jobs API, its driver printing the steps after tqdm's bar (whose
+carriage returns Ray's log reader turned into newlines); and a second run of each that
 resumed from the first one's checkpoint. Each log is fed whole and in small chunks (as a
 log stream arrives), and the reader must find what verl said: the total, every step, the
 resume point, and the metrics a user follows.
@@ -44,6 +46,11 @@ EXPECTED = {
     # verl 0.9.1's SFT trainer resumed at step 4 of 8 and then ran no step (its data loader's
     # state said the epoch was done): the log has the total and the resume point only.
     "0.9.1/sft_trainer-resumed.log": (8, None, 4, ("train/loss", None)),
+    # sft_trainer_ray (SFT on several nodes) submitted through Ray's Jobs API: the driver runs
+    # the trainer and prints the steps (no actor prefix), its TrainingWorker actors the rest.
+    # Stopped at step 2 of trainer.total_training_steps=2, then resumed mid-epoch to step 4.
+    "0.9.1/sft_trainer_ray.log": (2, 2, None, ("train/loss", 5.5625)),
+    "0.9.1/sft_trainer_ray-resumed.log": (4, 4, 2, ("train/loss", 5.21875)),
 }
 
 
@@ -97,6 +104,12 @@ def test_every_step_line_in_the_log_is_seen(name: str) -> None:
     if "main_ppo" in name:
         # the recorded form: Ray's coloured actor prefix (TaskRunner in 0.6, TaskRunnerV1 in 0.9)
         assert re.search(r"\x1b\[36m\(TaskRunner(?:V1)? pid=", text)
+    elif "sft_trainer_ray" in name:
+        # the recorded form: glued after tqdm's bar, whose carriage returns Ray's log reader
+        # (get_job_logs, tail_job_logs: the file opened in text mode) made newlines; the
+        # TrainingWorker actors' lines with Ray's coloured prefix
+        assert "\r" not in text and re.search(r"\n[^\n]*(?:it/s|s/it)\]step:\d+ - ", text)
+        assert re.search(r"\x1b\[36m\(TrainingWorker pid=", text)
     elif printed:
         assert re.search(r"\r[^\n]*(?:it/s|s/it)\]step:\d+ - ", text)  # the recorded form: glued after tqdm's bar
 

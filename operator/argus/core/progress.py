@@ -19,7 +19,10 @@ but seldom as clean lines:
   line right after the bar, on the same line: ``\rEpoch 1/4:  12%|█▎ | 1/8 [00:00<00:02,
   3.45it/s]step:2 - train/loss:...``; it prints its total (``[Rank 0] Total training steps:
   3,``) only at INFO level (VERL_SFT_LOGGING_LEVEL, which Argus sets for the job), and a
-  second ``step:N - val/loss:...`` line for a step it validated.
+  second ``step:N - val/loss:...`` line for a step it validated;
+- sft_trainer_ray (SFT on several nodes, a Ray job) prints the same lines from the job's
+  driver, with no actor prefix; Ray's log reader has turned tqdm's carriage returns into
+  newlines, so the bar ends the line before and a step line may still be glued after it.
 
 So a line is cut at carriage returns too, colour codes are dropped, and a step line is
 recognised after Ray's actor prefix or tqdm's bar, and nowhere else.
