@@ -51,6 +51,11 @@ EXPECTED = {
     # Stopped at step 2 of trainer.total_training_steps=2, then resumed mid-epoch to step 4.
     "0.9.1/sft_trainer_ray.log": (2, 2, None, ("train/loss", 5.5625)),
     "0.9.1/sft_trainer_ray-resumed.log": (4, 4, 2, ("train/loss", 5.21875)),
+    # The same two runs' driver logs as Ray wrote them to its session folder, tqdm's carriage
+    # returns kept: the form the operator reads with --progress-source file (the job's
+    # output tee'd to the attempt's log).
+    "0.9.1/sft_trainer_ray-file.log": (2, 2, None, ("train/loss", 5.5625)),
+    "0.9.1/sft_trainer_ray-resumed-file.log": (4, 4, 2, ("train/loss", 5.21875)),
 }
 
 
@@ -104,13 +109,13 @@ def test_every_step_line_in_the_log_is_seen(name: str) -> None:
     if "main_ppo" in name:
         # the recorded form: Ray's coloured actor prefix (TaskRunner in 0.6, TaskRunnerV1 in 0.9)
         assert re.search(r"\x1b\[36m\(TaskRunner(?:V1)? pid=", text)
-    elif "sft_trainer_ray" in name:
+    elif "sft_trainer_ray" in name and not name.endswith("-file.log"):
         # the recorded form: glued after tqdm's bar, whose carriage returns Ray's log reader
         # (get_job_logs, tail_job_logs: the file opened in text mode) made newlines; the
         # TrainingWorker actors' lines with Ray's coloured prefix
         assert "\r" not in text and re.search(r"\n[^\n]*(?:it/s|s/it)\]step:\d+ - ", text)
         assert re.search(r"\x1b\[36m\(TrainingWorker pid=", text)
-    elif printed:
+    elif printed:  # the SFT trainers under torchrun, and sft_trainer_ray's driver log file
         assert re.search(r"\r[^\n]*(?:it/s|s/it)\]step:\d+ - ", text)  # the recorded form: glued after tqdm's bar
 
 
