@@ -117,7 +117,7 @@ def main() -> int:
             tb.close()
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nFirst start over {args.tasks} never-handled tasks ({int(args.tasks * args.valid)} valid), "
-          f"{machine_info()['nproc']} CPUs, pinning {'the operator alone on ' + str(sorted(split[0])) if split else 'none'}")
+          f"{os.cpu_count()} CPUs, pinning {'the operator alone on ' + str(sorted(split[0])) if split else 'none'}")
     print("| Round | Operator | Seconds | Operator CPU (s) | kube-apiserver + etcd CPU (s) | Load (start -> end) |")
     print("|---|---|---:|---:|---:|---|")
     for i, r in enumerate(results):
