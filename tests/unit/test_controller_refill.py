@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from argus.core.polling import ENDING_READ_SECONDS, ENDING_READS_FOR
 from argus.core.progress import ProgressSource
 from argus.core.spec import Phase
 from test_controller import World, spec, status_patches
@@ -72,9 +73,9 @@ def test_an_exit_marker_seen_before_ray_says_the_job_ended_is_read_again_soon() 
     world.control_loop.jobs.hurry(first)  # as the marker watcher does, before Ray's status moved
     world.tick()
     assert world.phase(first) == Phase.Running.value
-    assert 0 < due_in(world, first) <= 0.05 + 1e-9
+    assert 0 < due_in(world, first) <= ENDING_READ_SECONDS + 1e-9
     world.ray.finish(sid)
-    world.tick(0.05)
+    world.tick(ENDING_READ_SECONDS)
     assert world.phase(first) == Phase.Succeeded.value and world.phase(second) == Phase.Submitted.value
 
 
@@ -83,12 +84,13 @@ def test_the_hurry_runs_out_so_a_wrong_signal_costs_a_few_reads() -> None:
     first, _, sid = old_running_job(world)
     world.control_loop.jobs.hurry(first)
     reads = 0
-    for _ in range(100):
+    for _ in range(int(5 / ENDING_READ_SECONDS)):  # five seconds, a tick at each due read
         before = sum(1 for op, s in world.ray.calls if op == "status" and s == sid)
-        world.tick(0.05)
+        world.tick(ENDING_READ_SECONDS)
         reads += sum(1 for op, s in world.ray.calls if op == "status" and s == sid) - before
     assert world.phase(first) == Phase.Running.value
-    assert 30 <= reads <= 45  # ENDING_READS_FOR / ENDING_READ_SECONDS, then every poll interval
+    hurried = ENDING_READS_FOR / ENDING_READ_SECONDS  # 40; then every poll interval (2 s)
+    assert hurried * 0.75 <= reads <= hurried + 5, reads
     assert due_in(world, first) > 1.0
 
 
