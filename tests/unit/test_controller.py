@@ -1087,11 +1087,13 @@ def test_new_tasks_are_validated_for_at_most_intake_seconds_a_tick(monkeypatch: 
     from argus.controller import intake
     world = World(max_running=1)
     keys = [world.cluster.create(f"t{i:02d}", spec()) for i in range(10)]
+    urgent = world.cluster.create("urgent", spec(priority=5))  # the newest, and the first validated
     world.clock.advance(600)
     # Each look at the intake's clock is a third of the budget later: three validations fit.
     ticking = iter(range(10_000))
     monkeypatch.setattr(world.control_loop.intake, "monotonic", lambda: next(ticking) * intake.INTAKE_SECONDS / 3)
     world.tick()
+    assert world.phase(urgent)
     phased = [k for k in keys if world.phase(k)]
     assert phased == keys[:len(phased)] and 1 <= len(phased) < len(keys), phased
     assert world.control_loop.intake.deferred == set(keys[len(phased):])

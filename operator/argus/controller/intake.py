@@ -79,8 +79,8 @@ class Intake:
         at most INTAKE_PER_TICK, highest priority and oldest first; the rest are ``deferred``."""
         now = self.monotonic()
         new = [v for v in views if v.phase is None and not v.deleting and self._retry_at.get(v.key, 0.0) <= now]
-        if len(new) > INTAKE_PER_TICK:
-            new.sort(key=lambda v: (-v.priority, v.created, v.namespace, v.name))
+        # In the queue's order even when all fit the count: INTAKE_SECONDS may cut the batch short.
+        new.sort(key=lambda v: (-v.priority, v.created, v.namespace, v.name))
         self.deferred = {v.key for v in new[INTAKE_PER_TICK:]}
         return {v.key: Draft.of(v) for v in new[:INTAKE_PER_TICK]}
 
