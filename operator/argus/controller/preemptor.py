@@ -88,6 +88,10 @@ class _Freeing:
     resumes: bool = True  # False: its next attempt starts over (no checkpoint, or resume_mode=disable)
     gone_at: float | None = None  # when it was first seen stopped with its groups gone (seconds since the epoch)
 
+    @property
+    def victim_name(self) -> str:
+        return f"{self.victim[0]}/{self.victim[1]}"
+
 
 class Preemptor:
     def __init__(self, policy: PreemptionPolicy, snapshot: QueueSnapshot, fleet: Fleet, jobs: JobSync, task_reconciler: TaskReconciler,
@@ -182,14 +186,14 @@ class Preemptor:
     def preempts(self, key: Key) -> tuple[str, ...]:
         """The tasks (namespace/name) stopped for ``key`` whose GPUs are still on their way to
         it: its ``status.preempts`` while it waits (nothing once they are free, or none was)."""
-        return tuple(sorted(f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == key))
+        return tuple(sorted(f.victim_name for f in self._freeing if f.by == key))
 
     def _tell(self, decision: Admission) -> None:
         """Each task that victims stop for waits for their GPUs: its message says whose."""
         for by in {f.by for f in self._freeing}:
             if by in decision.waiting and decision.waiting[by][0] == Reason.Queued:
-                names = ", ".join(f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == by)
-                over = [f"{f.victim[0]}/{f.victim[1]}" for f in self._freeing if f.by == by and not f.resumes]
+                names = ", ".join(f.victim_name for f in self._freeing if f.by == by)
+                over = [f.victim_name for f in self._freeing if f.by == by and not f.resumes]
                 why = f"; {', '.join(over)} cannot resume and start(s) over from the first step" if over else ""
                 decision.waiting[by] = (Reason.Queued, f"waiting for the GPUs of {names}, stopped for it (preemption){why}")
 
