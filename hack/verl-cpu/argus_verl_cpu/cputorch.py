@@ -15,17 +15,32 @@ Shared by the platform of verl 0.9 (``platform.py``) and the shims for verl 0.6
 - ``fill_device_module``: what verl calls on its device module (``torch.cuda`` on a GPU;
   ``empty_cache``, ``mem_get_info``, ``get_rng_state``, ...), as the no-ops or host
   equivalents they are on CPU.
+- ``sdpa_for_flash_attention``: verl hard-codes ``attn_implementation="flash_attention_2"``
+  where it loads some models, whatever the command says (verl 0.6.1's
+  ``fsdp_sft_trainer``; both releases' ``load_valuehead_model``, the critic's model for
+  GAE), and FlashAttention needs CUDA (``FlashAttention2 has been toggled on, but it cannot
+  be used ... flash_attn seems to be not installed``; the critic's loader then falls back to
+  trl and stops at ``... is not a value head model, please install trl``). transformers'
+  check of the requested attention is wrapped: without ``flash_attn``, FlashAttention 2
+  becomes ``sdpa``, the attention transformers picks by default.
+- ``unpinned_cpu_offload``: verl 0.9 shards a forward-only model (the reference policy of
+  a KL loss or KL reward) with FSDP2's ``CPUOffloadPolicy(pin_memory=True)``, and pinning
+  host memory needs an accelerator. Without CUDA, the policy verl imports pins nothing: on
+  a machine with no device, host memory is where the parameters live anyway.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import types
 from typing import Any
 
 import psutil
 import torch
 import torch.distributed
+from transformers import modeling_utils
+from transformers.utils import is_flash_attn_2_available
 
 # The accelerators' collective backends, gloo on CPU.
 _ACCELERATOR_BACKENDS = ("nccl", "hccl", "rccl")
@@ -113,3 +128,44 @@ def fill_device_module(module: types.ModuleType, *, replace: bool) -> types.Modu
     if not hasattr(module, "set_device"):
         module.set_device = nothing  # type: ignore[attr-defined]
     return module
+
+
+def sdpa_for_flash_attention() -> None:
+    """FlashAttention 2 asked for without ``flash_attn``: ``sdpa`` instead."""
+    model_class = modeling_utils.PreTrainedModel
+    original = model_class._check_and_adjust_attn_implementation
+    if getattr(original, "_argus_cpu", False) or is_flash_attn_2_available():
+        return
+
+    @functools.wraps(original)
+    def check(self: Any, attn_implementation: str | None, *args: Any, **kwargs: Any) -> str:
+        if attn_implementation == "flash_attention_2":
+            attn_implementation = "sdpa"
+        return original(self, attn_implementation, *args, **kwargs)
+
+    check._argus_cpu = True  # type: ignore[attr-defined]
+    model_class._check_and_adjust_attn_implementation = check  # type: ignore[method-assign]
+
+
+def unpinned_cpu_offload() -> None:
+    """FSDP2's ``CPUOffloadPolicy``, where verl imports it from (``torch.distributed.fsdp``,
+    or the older ``torch.distributed._composable.fsdp``), made to pin nothing when there is
+    no CUDA. A subclass, so FSDP's own ``isinstance`` checks still see a CPU offload policy."""
+    if torch.cuda.is_available():
+        return
+    for name in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        original = getattr(module, "CPUOffloadPolicy", None)
+        if original is None or getattr(original, "_argus_cpu", False):
+            continue
+
+        class UnpinnedCPUOffloadPolicy(original):  # type: ignore[misc, valid-type]
+            _argus_cpu = True
+
+            def __init__(self, pin_memory: bool = False) -> None:
+                super().__init__(pin_memory=False)
+
+        module.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy

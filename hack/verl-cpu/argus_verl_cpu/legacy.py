@@ -14,12 +14,10 @@ names the collective backend ``nccl`` regardless: torchrun's SFT trainer then st
 - ``torch.cpu``, verl's device module here, gets what verl calls on ``torch.cuda`` and it
   lacks (``empty_cache``, ``mem_get_info``, ``get_rng_state``, ...) as CPU no-ops or host
   equivalents; what it has is left alone;
-- verl 0.6.1's SFT trainer (``verl/trainer/fsdp_sft_trainer.py``) loads the model with
-  ``attn_implementation="flash_attention_2"`` hard-coded, whatever the command says, and
-  FlashAttention needs CUDA (``FlashAttention2 has been toggled on, but it cannot be used
-  ... flash_attn seems to be not installed``). transformers' check of the requested
-  attention is wrapped: without ``flash_attn``, FlashAttention 2 becomes ``sdpa``, the
-  attention transformers picks by default.
+- verl 0.6.1's SFT trainer (``verl/trainer/fsdp_sft_trainer.py``) and its critic's loader
+  load the model with ``attn_implementation="flash_attention_2"`` hard-coded, whatever the
+  command says, and FlashAttention needs CUDA: without ``flash_attn`` it becomes ``sdpa``
+  (``cputorch.sdpa_for_flash_attention``).
 
 The engine-based SFT trainer (``verl/trainer/sft_trainer.py``) finds its FSDP engine for the
 ``cpu`` device through ``legacy_engine``.
@@ -30,38 +28,15 @@ put into verl's rollout table here (the class is imported only when a run asks f
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
-from transformers import modeling_utils
-from transformers.utils import is_flash_attn_2_available
 from verl.workers.rollout import base as rollout_base
 
 from . import legacy_engine
-from .cputorch import fill_device_module, wrap_all_gather, wrap_init_process_group
-
-
-def _sdpa_for_flash_attention() -> None:
-    """FlashAttention 2 asked for without ``flash_attn``: ``sdpa`` instead."""
-    model_class = modeling_utils.PreTrainedModel
-    original = model_class._check_and_adjust_attn_implementation
-    if getattr(original, "_argus_cpu", False) or is_flash_attn_2_available():
-        return
-
-    @functools.wraps(original)
-    def check(self: Any, attn_implementation: str | None, *args: Any, **kwargs: Any) -> str:
-        if attn_implementation == "flash_attention_2":
-            attn_implementation = "sdpa"
-        return original(self, attn_implementation, *args, **kwargs)
-
-    check._argus_cpu = True  # type: ignore[attr-defined]
-    model_class._check_and_adjust_attn_implementation = check  # type: ignore[method-assign]
-
+from .cputorch import fill_device_module, sdpa_for_flash_attention, wrap_all_gather, wrap_init_process_group
 
 fill_device_module(torch.cpu, replace=False)
 wrap_init_process_group()
 wrap_all_gather()
-_sdpa_for_flash_attention()
+sdpa_for_flash_attention()
 legacy_engine.install()
 rollout_base._ROLLOUT_REGISTRY[("hf", "sync")] = f"{__package__}.legacy_rollout.HFSyncRollout"

@@ -7,7 +7,7 @@ CUDA device``. This platform says: device ``cpu``, collective backend ``gloo``, 
 resource ``GPU`` (the test Ray cluster advertises logical GPUs, so verl's resource pools and
 Argus's GPU accounting work as on a GPU cluster; torch never touches a GPU).
 
-Two more things verl does that CPU torch refuses, each answered here without editing verl:
+More that verl does and CPU torch refuses, each answered here without editing verl:
 - verl builds the process-group backend as ``f"cpu:gloo,{device}:{backend}"``
   (verl/utils/distributed.py), which on CPU reads ``cpu:gloo,cpu:gloo``; torch refuses the
   repeated device. ``torch.distributed.init_process_group`` is wrapped to drop the repeat.
@@ -16,6 +16,10 @@ Two more things verl does that CPU torch refuses, each answered here without edi
 - verl calls ``get_torch_device().<fn>`` for what ``torch.cuda`` offers (``empty_cache``,
   ``mem_get_info``, ``get_rng_state``, ...); ``torch.cpu`` lacks some. ``device_module`` is
   ``torch.cpu`` with those filled in as the no-ops or host equivalents they are on CPU.
+- PPO's critic and the reference policy of a KL loss or reward (GRPO without KL builds
+  neither): verl hard-codes FlashAttention 2 for the critic's model, and shards the
+  reference with FSDP2's ``CPUOffloadPolicy(pin_memory=True)``, whose pinning needs an
+  accelerator (``cputorch.sdpa_for_flash_attention``, ``cputorch.unpinned_cpu_offload``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 import torch
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
-from .cputorch import fill_device_module, wrap_init_process_group
+from .cputorch import fill_device_module, sdpa_for_flash_attention, unpinned_cpu_offload, wrap_init_process_group
 
 
 def _device_module() -> types.ModuleType:
@@ -41,6 +45,10 @@ def _device_module() -> types.ModuleType:
 
 _DEVICE_MODULE = _device_module()
 wrap_init_process_group()
+# PPO's critic (GAE) and the reference policy of a KL loss or reward: verl hard-codes
+# FlashAttention 2 for the critic's model and pins the reference's offloaded memory.
+sdpa_for_flash_attention()
+unpinned_cpu_offload()
 
 
 @PlatformRegistry.register(platform="cpu")
