@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from argus_testbed import ControlPlane, ExternalCluster, KubeCluster, RayCluster, ServiceNetwork
+from argus_testbed import ControlPlane, ExternalCluster, KubeCluster, RayCluster, ServiceNetwork, realverl
 from argus_testbed.harness import REPO, STANDIN, OperatorProcess, make_private_tree
 from argus_testbed.private_tree import login_home
 
@@ -192,3 +192,27 @@ def run_operator(control_plane: Any, ray_cluster: Any, argus_root: Path, tmp_pat
         op.stop()
         if failed is not None and failed.failed:
             print(f"\n--- {op.log_path.name} (tail) ---\n{op.log_tail(80)}")
+
+
+# The real-verl modules (test_real_verl*.py): a Ray cluster of the verl runtime's Ray and a
+# /private tree with alice's home laid out for real verl.
+@pytest.fixture(scope="module")
+def real_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+    python = realverl.runtime()
+    home = login_home(tmp_path_factory.mktemp("real-ray-home"), python_dir=python.parent, standin=False)
+    # One logical GPU (the demo's cluster has realverl.WORKER_GPUS): two tasks cannot run side
+    # by side (test_real_verl.py's SFT task preempts its GRPO task).
+    cluster = RayCluster.start(tmp_path_factory.mktemp("real-ray"), python=python, worker_cpus=realverl.WORKER_CPUS,
+                               worker_gpus=1, object_store_bytes=512 * 1024 * 1024,
+                               extra_env={"HOME": str(home), **realverl.node_env()})
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def real_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = make_private_tree(tmp_path_factory.mktemp("real-private"), users=("alice",))
+    realverl.lay_out_home(root / "users" / "alice")
+    return root

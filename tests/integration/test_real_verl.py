@@ -42,54 +42,27 @@ the tiny model takes 1-3 s, a start minutes (docs/testing.md).
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from argus_testbed import RayCluster, realverl
 from argus_testbed.controlplane import find_kubectl
-from argus_testbed.harness import EXAMPLES, OperatorProcess, apply_text, get_task, make_private_tree, wait_for, wait_phase
-from argus_testbed.private_tree import login_home
+from argus_testbed.harness import OperatorProcess, apply_text, argus_logs, get_task, wait_for, wait_phase
+from argus_testbed.realverl import RUN_TIMEOUT, example
 
 # The story trains for minutes (RUN_TIMEOUT a run): room for other test workers beside it.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.real_verl, pytest.mark.timeout(2400)]
 
-REAL_EXAMPLES = EXAMPLES / "real-verl"
-RUN_TIMEOUT = 900  # seconds; a GRPO run takes 2-5 minutes here, more on a loaded machine
 # The GRPO task's trainer.total_training_steps (the example's 3, raised; trainer.save_freq=1).
 # A step of the tiny model takes 1-3 s here, its start minutes: the steps after the first
 # checkpoint are room for the preemption (about 3 s) to land before the run ends.
 GRPO_STEPS = 10
 URGENT = 10  # the SFT task's priority, above the GRPO task's 0
-
-
-@pytest.fixture(scope="module")
-def real_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
-    python = realverl.runtime()
-    home = login_home(tmp_path_factory.mktemp("real-ray-home"), python_dir=python.parent, standin=False)
-    # One logical GPU (the demo's cluster has realverl.WORKER_GPUS): the SFT task cannot run
-    # beside the GRPO task, so it preempts it.
-    cluster = RayCluster.start(tmp_path_factory.mktemp("real-ray"), python=python, worker_cpus=realverl.WORKER_CPUS,
-                               worker_gpus=1, object_store_bytes=512 * 1024 * 1024,
-                               extra_env={"HOME": str(home), **realverl.node_env()})
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def real_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = make_private_tree(tmp_path_factory.mktemp("real-private"), users=("alice",))
-    realverl.lay_out_home(root / "users" / "alice")
-    return root
 
 
 @pytest.fixture
@@ -106,22 +79,6 @@ def real_operator(control_plane: Any, real_ray: RayCluster, real_root: Path, use
         failed = getattr(request.node, "rep_call", None)
         if failed is not None and failed.failed:
             print(f"\n--- operator (tail) ---\n{op.log_tail(80)}\n--- ray worker (tail) ---\n{real_ray.log_tail(40)}")
-
-
-def example(name: str, *, spec: dict[str, Any] | None = None, replace: dict[str, str] | None = None) -> str:
-    doc = yaml.safe_load((REAL_EXAMPLES / name).read_text())
-    doc["spec"].update(spec or {})
-    for old, new in (replace or {}).items():
-        assert old in doc["spec"]["command"], old
-        doc["spec"]["command"] = doc["spec"]["command"].replace(old, new)
-    return json.dumps(doc)
-
-
-def argus_logs(control_plane: Any, ns: str, name: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "argus.cli", "logs", name, "-n", ns, "--kubeconfig", str(control_plane.kubeconfig),
-                           "--direct-ray"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def left_in_ray(ray: RayCluster, job_id: str) -> list[str]:

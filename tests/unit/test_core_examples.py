@@ -164,7 +164,7 @@ def test_real_verl_examples_validate_on_a_cluster_with_the_cpu_rollout(path: Pat
     verdict = validate_task(doc, "alice", PlatformConfig(verl_plugin_rollouts=("hf",)), composer)
     assert verdict.valid, verdict.error_lines()
     assert verdict.plan is not None and "$HOME" not in verdict.plan.command
-    if doc["spec"]["workload"] == "grpo":
+    if doc["spec"]["workload"] in ("grpo", "ppo"):  # main_ppo
         # Pinned to the workers (check.storage_on_workers), as the integration test found it must be.
         assert "+transfer_queue.backend.SimpleStorage.required_node_resource=worker_node" in verdict.plan.command
         refused = validate_task(doc, "alice", PlatformConfig(), composer)

@@ -186,3 +186,11 @@ def ray_jobs_for(dashboard_url: str, namespace: str, headers: dict[str, str] | N
     from ray.job_submission import JobSubmissionClient
     client = JobSubmissionClient(dashboard_url, headers=headers or None)
     return [j for j in client.list_jobs() if (j.submission_id or "").startswith(f"argus-{namespace}-")]
+
+
+def argus_logs(cp: Any, ns: str, name: str) -> str:
+    """A task's log as ``argus logs`` prints it (read from Ray directly)."""
+    done = subprocess.run([sys.executable, "-m", "argus.cli", "logs", name, "-n", ns, "--kubeconfig", str(cp.kubeconfig),
+                           "--direct-ray"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

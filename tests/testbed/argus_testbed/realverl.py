@@ -32,11 +32,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from .controlplane import repo_root
 from .verl import _cache, release_dir, releases
@@ -45,6 +49,8 @@ REPO = repo_root()
 PLUGINS = REPO / "hack" / "verl-cpu"
 ASSETS_SCRIPT = PLUGINS / "make_tiny_assets.py"
 PLUGIN_MODULE = "argus_verl_cpu"
+EXAMPLES = REPO / "examples" / "real-verl"  # the tasks, as alice applies them
+RUN_TIMEOUT = 900  # seconds; a GRPO or PPO run takes 2-5 minutes here, more on a loaded machine
 
 # The Ray cluster that runs real verl: logical GPUs (verl's resource pool counts Ray's "GPU"),
 # and enough logical CPUs for main_ppo's actors (TaskRunner, workers, reward loop, agent loop,
@@ -160,3 +166,14 @@ def lay_out_home(home: Path, version: str | None = None) -> Path:
     (home / "code").mkdir(parents=True, exist_ok=True)
     (home / "code" / "real_reward.py").write_text(REWARD_PY)
     return home
+
+
+def example(name: str, *, spec: dict[str, Any] | None = None, replace: dict[str, str] | None = None) -> str:
+    """An example of examples/real-verl/ as JSON, its spec updated with ``spec`` and its
+    command's text ``replace``d (each old text must be there)."""
+    doc = yaml.safe_load((EXAMPLES / name).read_text())
+    doc["spec"].update(spec or {})
+    for old, new in (replace or {}).items():
+        assert old in doc["spec"]["command"], old
+        doc["spec"]["command"] = doc["spec"]["command"].replace(old, new)
+    return json.dumps(doc)
