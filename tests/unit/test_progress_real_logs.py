@@ -1,8 +1,8 @@
 """The progress reader on logs of real verl runs (``core.progress``).
 
 tests/unit/verl_logs/<version>/ holds whole job logs of real verl, recorded on the CPU
-testbed (hack/verl-cpu/README.md says how): main_ppo (GRPO) submitted through Ray's Jobs
-API, its step lines printed by the TaskRunner actor with Ray's coloured prefix; the SFT
+testbed (hack/verl-cpu/README.md says how): main_ppo (GRPO; and for 0.9.1 PPO with a critic
+and a KL loss) submitted through Ray's Jobs API, its step lines printed by the TaskRunner actor with Ray's coloured prefix; the SFT
 trainer under torchrun, its step lines glued after tqdm's bar; 0.9.1's sft_trainer_ray
 submitted through the Jobs API, its driver printing the steps after tqdm's bar (whose
 carriage returns Ray's log reader turned into newlines); and a second run of each that
@@ -42,6 +42,10 @@ EXPECTED = {
     "0.6.1/sft_trainer-resumed.log": (8, None, 4, ("train/loss", None)),
     "0.9.1/main_ppo-grpo.log": (3, 3, None, ("critic/score/mean", 0.10000000894069672)),
     "0.9.1/main_ppo-grpo-resumed.log": (4, 4, 3, ("critic/score/mean", None)),
+    # PPO with a critic (GAE) and a KL loss (examples/real-verl/ppo.yaml's keys): the critic's
+    # value loss is on the step lines; the second run resumed from global_step_2, critic and all.
+    "0.9.1/main_ppo-ppo-critic-kl.log": (2, 2, None, ("critic/vf_loss", 0.10068189352750778)),
+    "0.9.1/main_ppo-ppo-critic-kl-resumed.log": (3, 3, 2, ("critic/vf_loss", 0.021728409454226494)),
     "0.9.1/sft_trainer.log": (4, 4, None, ("train/loss", 5.21875)),
     # verl 0.9.1's SFT trainer resumed at step 4 of 8 and then ran no step (its data loader's
     # state said the epoch was done): the log has the total and the resume point only.
