@@ -59,7 +59,8 @@ def add_verl_config_flag(parser: argparse.ArgumentParser) -> None:
                         help="the verl config tree to compose tasks' configurations with: a pinned verl version "
                              "(from the cache, or the image) or a folder holding verl/trainer/config (default: the "
                              "cluster's verl snapshot, --verl-code-path, when it is readable here, else the newest pinned "
-                             "release; env ARGUS_VERL_CONFIG)")
+                             "release; the operator without it also composes each task for the pinned release its "
+                             "cluster runs, as argus doctor reads it; env ARGUS_VERL_CONFIG)")
 
 
 def verl_composer(args: argparse.Namespace, platform: PlatformConfig, *, fetch: bool = False) -> Any:
@@ -70,6 +71,18 @@ def verl_composer(args: argparse.Namespace, platform: PlatformConfig, *, fetch: 
         return HydraComposer(find_tree(args.verl_config, platform, fetch=fetch))
     except ConfigTreeError as exc:
         raise UsageError(str(exc)) from None
+
+
+def verl_composers(args: argparse.Namespace, platform: PlatformConfig) -> Any:
+    """The operator's composers (core.verlchoice.Composers): the chosen tree's, and, unless
+    --verl-config names one tree, one per pinned release present here, built on first use."""
+    from .adapters.verlcompose import HydraComposer, find_tree, present_releases  # noqa: PLC0415
+    from .core.verlchoice import Composers  # noqa: PLC0415
+
+    default = verl_composer(args, platform)
+    if args.verl_config is not None:
+        return Composers(default)
+    return Composers(default, present_releases(), lambda version: HydraComposer(find_tree(version, platform)))
 
 
 def platform_config(args: argparse.Namespace) -> PlatformConfig:
