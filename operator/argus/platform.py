@@ -76,13 +76,22 @@ def verl_composer(args: argparse.Namespace, platform: PlatformConfig, *, fetch: 
 def verl_composers(args: argparse.Namespace, platform: PlatformConfig) -> Any:
     """The operator's composers (core.verlchoice.Composers): the chosen tree's, and, unless
     --verl-config names one tree, one per pinned release present here, built on first use."""
-    from .adapters.verlcompose import HydraComposer, find_tree, present_releases  # noqa: PLC0415
+    import logging  # noqa: PLC0415
+
+    from .adapters.verlcompose import ConfigTreeError, HydraComposer, find_tree, present_releases  # noqa: PLC0415
     from .core.verlchoice import Composers  # noqa: PLC0415
 
     default = verl_composer(args, platform)
     if args.verl_config is not None:
         return Composers(default)
-    return Composers(default, present_releases(), lambda version: HydraComposer(find_tree(version, platform)))
+
+    def build(version: str) -> Any:
+        try:
+            return HydraComposer(find_tree(version, platform))
+        except ConfigTreeError as exc:  # gone since the start: the default tree serves its clusters' tasks
+            logging.getLogger("argus").warning("cannot compose for verl %s any more: %s", version, exc)
+            raise
+    return Composers(default, present_releases(), build)
 
 
 def platform_config(args: argparse.Namespace) -> PlatformConfig:

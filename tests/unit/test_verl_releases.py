@@ -78,6 +78,13 @@ def test_composers_are_built_on_first_use_and_only_for_releases_argus_has() -> N
     assert composers.get("0.5.0") is None and composers.of("0.5.0") is default
     assert Composers(default, ["0.6.1"]).supported == ("0.9.1",)  # no builder: the one tree
 
+    def unreadable(version: str) -> Any:
+        raise OSError(f"/opt/argus/verl/{version}: gone")
+
+    gone = Composers(default, ["0.6.1"], unreadable)
+    assert gone.get("0.6.1") is None and gone.of("0.6.1") is default and gone.supported == ("0.9.1",)
+    assert gone.broken == {"0.6.1": "/opt/argus/verl/0.6.1: gone"}
+
 
 def test_the_doctor_passes_a_snapshot_at_any_release_argus_has_and_fails_another() -> None:
     def verdict(found: str) -> Any:
@@ -186,3 +193,17 @@ def test_a_cluster_at_a_release_argus_has_no_tree_for_still_holds_tasks_back(fle
     assert drift is not None and drift["status"] == "True"
     assert "runs verl 0.5.0, but Argus composes with verl 0.9.1 and 0.6.1 only" in drift["message"], drift
     assert f.api.clusters["a"]["status"]["doctor"]["verdict"] == "Failed"
+
+
+def test_the_operator_has_a_composer_per_pinned_release_unless_verl_config_names_one(tmp_path: Any) -> None:
+    import argparse
+
+    from argus.core.config import PlatformConfig
+    from argus.platform import verl_composers
+
+    platform = PlatformConfig(verl_code_path=str(tmp_path))  # no snapshot readable here: the newest pinned release
+    every = verl_composers(argparse.Namespace(verl_config=None), platform)
+    assert every.supported == BOTH and every.default.tree.source == "release"
+    old = every.get("0.6.1")
+    assert old is not None and old.tree.version == "0.6.1" and old.tree.root == verl_tree("0.6.1")
+    assert verl_composers(argparse.Namespace(verl_config="0.6.1"), platform).supported == ("0.6.1",)

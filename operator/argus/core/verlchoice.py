@@ -29,10 +29,12 @@ class Composers:
         self.default = default
         self._build = build
         self._built: dict[str, Composer] = {default.tree.version: default}
+        self.broken: dict[str, str] = {}  # a release whose composer could not be built, and why
         self.supported: tuple[str, ...] = tuple(dict.fromkeys([default.tree.version, *(others if build is not None else ())]))
 
     def get(self, version: str | None) -> Composer | None:
-        """The composer for ``version`` (None: the default); None when Argus has no tree for it."""
+        """The composer for ``version`` (None: the default); None when Argus has no tree for it,
+        or its tree could not be read after all (then it is no longer supported: ``broken``)."""
         if version is None:
             return self.default
         if version not in self.supported:
@@ -40,7 +42,12 @@ class Composers:
         found = self._built.get(version)
         if found is None:
             assert self._build is not None  # a supported version other than the default has a builder
-            found = self._built[version] = self._build(version)
+            try:
+                found = self._built[version] = self._build(version)
+            except Exception as exc:  # noqa: BLE001 - a tree removed or unreadable since the start: the default serves
+                self.broken[version] = str(exc)
+                self.supported = tuple(v for v in self.supported if v != version)
+                return None
         return found
 
     def of(self, version: str | None) -> Composer:
