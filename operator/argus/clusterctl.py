@@ -315,7 +315,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         except ClusterError as exc:
             print(f"{prog}: {exc}", file=sys.stderr)
             return EXIT_FAIL
-    settings = DoctorSettings(config, expected_verl=args.expect_verl or None,
+    settings = DoctorSettings(config, expected_verl=(args.expect_verl,) if args.expect_verl else (),
                               token_configured=bool(args.ray_token_file or token))
     clock = SystemClock()  # this command's composition root
     ray = RayJobsClient(address, monotonic=clock.monotonic, threads=8, token_file=args.ray_token_file or None,

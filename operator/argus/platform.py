@@ -59,7 +59,8 @@ def add_verl_config_flag(parser: argparse.ArgumentParser) -> None:
                         help="the verl config tree to compose tasks' configurations with: a pinned verl version "
                              "(from the cache, or the image) or a folder holding verl/trainer/config (default: the "
                              "cluster's verl snapshot, --verl-code-path, when it is readable here, else the newest pinned "
-                             "release; env ARGUS_VERL_CONFIG)")
+                             "release; the operator without it also composes each task for the pinned release its "
+                             "cluster runs, as argus doctor reads it; env ARGUS_VERL_CONFIG)")
 
 
 def verl_composer(args: argparse.Namespace, platform: PlatformConfig, *, fetch: bool = False) -> Any:
@@ -70,6 +71,27 @@ def verl_composer(args: argparse.Namespace, platform: PlatformConfig, *, fetch: 
         return HydraComposer(find_tree(args.verl_config, platform, fetch=fetch))
     except ConfigTreeError as exc:
         raise UsageError(str(exc)) from None
+
+
+def verl_composers(args: argparse.Namespace, platform: PlatformConfig) -> Any:
+    """The operator's composers (core.verlchoice.Composers): the chosen tree's, and, unless
+    --verl-config names one tree, one per pinned release present here, built on first use."""
+    import logging  # noqa: PLC0415
+
+    from .adapters.verlcompose import ConfigTreeError, HydraComposer, find_tree, present_releases  # noqa: PLC0415
+    from .core.verlchoice import Composers  # noqa: PLC0415
+
+    default = verl_composer(args, platform)
+    if args.verl_config is not None:
+        return Composers(default)
+
+    def build(version: str) -> Any:
+        try:
+            return HydraComposer(find_tree(version, platform))
+        except ConfigTreeError as exc:  # gone since the start: the default tree serves its clusters' tasks
+            logging.getLogger("argus").warning("cannot compose for verl %s any more: %s", version, exc)
+            raise
+    return Composers(default, present_releases(), build)
 
 
 def platform_config(args: argparse.Namespace) -> PlatformConfig:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import uuid
@@ -329,38 +330,56 @@ def test_one_cluster_down_the_other_runs_on(control_plane, ray_cluster, ray_b, f
     assert (pinned["status"]["phase"], pinned["status"]["reason"]) == ("Queued", "RayUnreachable"), pinned["status"]
 
 
-def test_a_cluster_running_another_verl_fails_the_doctor(control_plane, ray_cluster, fleet, user_namespace, run_operator) -> None:
-    """Version drift: the operator composes and templates with verl 0.9.1 (its config tree);
-    an ArgusCluster whose snapshot is verl 0.6.1 fails the operator's own argus doctor, and its
-    status says which verl it runs and which Argus composes with (status.doctor, the VerlDrift
-    condition). A task applied for it waits (VerlDrift) instead of reaching Ray and being
-    refused by verl at start."""
+def test_a_cluster_running_another_verl_fails_the_doctor(control_plane, ray_cluster, fleet, user_namespace, run_operator,
+                                                         tmp_path: Path) -> None:
+    """Verl versions per cluster: the operator composes with verl 0.9.1 by default (the
+    stand-in snapshot of --verl-code-path) and has the other pinned release, 0.6.1, in its
+    cache. An ArgusCluster whose snapshot is verl 0.6.1 passes the doctor's verl check, and a
+    task for it is composed, checked and run with 0.6.1 (status.verl). An ArgusCluster whose
+    snapshot is at a release Argus has no tree for (0.5.0) fails the operator's own argus
+    doctor, and its status says which verl it runs and which Argus composes with
+    (status.doctor, the VerlDrift condition); a task for it waits (VerlDrift) instead of
+    reaching Ray and being refused by verl at start. Both clusters are the session's Ray."""
     cp = control_plane
     name = f"drift-{uuid.uuid4().hex[:6]}"
+    older, odd = f"{name}-old", f"{name}-odd"
     old = standin_snapshot("0.6.1")
+    unknown = tmp_path / "verl-0.5.0"
+    shutil.copytree(old, unknown)
+    (unknown / "verl" / "version" / "version").write_text("0.5.0\n")
+    selector = {"matchLabels": {"argus.io/team": name}}
     # On the session's cluster (always up: an earlier test of this module takes b down).
-    apply_text(cp, "default", cluster_object(name, ray_cluster.dashboard_url, verlCodePath=str(old),
-                                             namespaceSelector={"matchLabels": {"argus.io/team": name}}))
+    for cluster, snapshot in ((older, old), (odd, unknown)):
+        apply_text(cp, "default", cluster_object(cluster, ray_cluster.dashboard_url, verlCodePath=str(snapshot), namespaceSelector=selector))
     ns = user_namespace("alice")
     try:
         op = run_operator([ns], extra_env={"POD_NAMESPACE": fleet["ns"]}, doctor_interval=3600)
-        checked = wait_for(lambda: (o := arguscluster(cp, name)) and (o.get("status") or {}).get("doctor") and o, 240,
-                           f"{name}'s doctor verdict", on_timeout=op.log_tail)
-        doctor = checked["status"]["doctor"]
+        doctors = {c: wait_for(lambda c=c: (o := arguscluster(cp, c)) and (o.get("status") or {}).get("doctor"), 240,
+                               f"{c}'s doctor verdict", on_timeout=op.log_tail) for c in (older, odd)}
+        assert doctors[older]["verlVersions"] == ["0.6.1"] and doctors[older]["supportedVerl"] == ["0.9.1", "0.6.1"], doctors[older]
+        assert "verl-snapshot" not in doctors[older]["message"], doctors[older]
+        doctor = doctors[odd]
         assert doctor["verdict"] == "Failed" and doctor["failed"] >= 1, doctor
-        assert f"{old}: verl 0.6.1, Argus composes with verl 0.9.1" in doctor["message"], doctor
-        assert (doctor["verlVersions"], doctor["expectedVerl"]) == (["0.6.1"], "0.9.1"), doctor
-        drift = wait_for(lambda: condition(arguscluster(cp, name), "VerlDrift") or None, 60, f"{name}'s VerlDrift condition",
+        assert f"{unknown}: verl 0.5.0, Argus composes with verl 0.9.1 or 0.6.1" in doctor["message"], doctor
+        assert (doctor["verlVersions"], doctor["supportedVerl"]) == (["0.5.0"], ["0.9.1", "0.6.1"]), doctor
+        drift = wait_for(lambda: condition(arguscluster(cp, odd), "VerlDrift") or None, 60, f"{odd}'s VerlDrift condition",
                          on_timeout=op.log_tail)
-        assert (drift["status"], drift["reason"]) == ("True", "VerlDrift") and "runs verl 0.6.1" in drift["message"], drift
-        # A task for that cluster waits, saying why, and never reaches its Ray.
+        assert (drift["status"], drift["reason"]) == ("True", "VerlDrift") and "runs verl 0.5.0" in drift["message"], drift
+        matches = condition(arguscluster(cp, older), "VerlDrift")
+        assert matches is not None and (matches["status"], matches["reason"]) == ("False", "VerlMatches"), matches
+        # A task for the 0.6.1 cluster is composed with 0.6.1 and runs there; one for the
+        # other waits, saying why, and never reaches its Ray.
         cp.kubectl("label", "namespace", ns, f"argus.io/team={name}")
-        apply_text(cp, ns, short_task("held", cluster=name))
+        apply_text(cp, ns, short_task("runs", cluster=older))
+        apply_text(cp, ns, short_task("held", cluster=odd))
         held = wait_for(lambda: (t := get_task(cp, ns, "held")) and (t.get("status") or {}).get("reason") == "VerlDrift" and t, 60,
                         "the task held by the drift", on_timeout=op.log_tail)["status"]
-        assert held["phase"] == "Queued" and f"cluster {name} runs verl 0.6.1" in held["message"], held
+        assert held["phase"] == "Queued" and f"cluster {odd} runs verl 0.5.0" in held["message"], held
         assert "composed for verl 0.9.1" in held["message"], held
-        assert ray_jobs_for(ray_cluster.dashboard_url, ns) == []
+        done = wait_phase(cp, ns, "runs", "Succeeded", op=op)["status"]
+        assert (done["cluster"], done["verl"]["version"]) == (older, "0.6.1"), done
+        assert [j.submission_id for j in ray_jobs_for(ray_cluster.dashboard_url, ns)] == [done["rayJob"]["submissionId"]]
     finally:
-        cp.kubectl("patch", "arguscluster", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
-        cp.kubectl("delete", "arguscluster", name, "--ignore-not-found", "--wait=false", check=False)
+        for cluster in (older, odd):
+            cp.kubectl("patch", "arguscluster", cluster, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+            cp.kubectl("delete", "arguscluster", cluster, "--ignore-not-found", "--wait=false", check=False)

@@ -56,7 +56,7 @@ class Fleet:
     ArgusCluster (made when the operator first connects to it)."""
 
     def __init__(self, *, gpus: dict[str, float], max_running: int = 8, restart_policy_retry: bool = False,
-                 progress_source: ProgressSource = ProgressSource.stream):
+                 progress_source: ProgressSource = ProgressSource.stream, composers: Any = None):
         self.clock = FakeClock()
         self.api = FakeCluster(self.clock)
         self.implicit = FakeRay(self.clock, worker_gpus=4)
@@ -67,6 +67,7 @@ class Fleet:
         self.config = OperatorConfig(platform=PlatformConfig(), ray_address="http://ray-head:8265", max_running=max_running,
                                      poll_interval=2.0, progress_source=progress_source)
         self.files = TreeFiles(self.rays)
+        self.composers = composers
         self.loop = asyncio.new_event_loop()
         self.api.onboard(NS, "alice")
         self.control_loop = self.make()
@@ -80,7 +81,8 @@ class Fleet:
 
     def make(self) -> ControlLoop:
         r = ControlLoop(self.config, self.implicit, self.api, self.api, clock=self.clock, metrics=Metrics(self.clock),
-                       clusters=self.api, connect=self.connect, token_namespace="argus-system", log_files=self.files)
+                       clusters=self.api, connect=self.connect, token_namespace="argus-system", log_files=self.files,
+                       composers=self.composers)
         r.task_reconciler.strict_transitions = True
         return r
 
@@ -424,13 +426,13 @@ def test_without_argusclusters_everything_goes_to_ray_address(made: list[Fleet])
     assert status["rayJob"]["dashboardUrl"] == "http://ray-head:8265"
 
 
-def verl_verdict(found: str | None, expected: str = "0.9.1") -> Any:
+def verl_verdict(found: str | None, supported: tuple[str, ...] = ("0.9.1",)) -> Any:
     """argus doctor's verdict on a cluster whose probe read verl ``found`` in its snapshot."""
     from argus.core.clusters import doctor_summary
     from argus.core.doctor import Check, Row, Status
-    status = Status.ok if found == expected else Status.fail
+    status = Status.ok if found in supported else Status.fail
     return doctor_summary([Row("w1", Check.verl, status, f"/private/common/verl: verl {found}", found=found)],
-                          "2026-12-06T08:00:00Z", expected)
+                          "2026-12-06T08:00:00Z", supported)
 
 
 def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
@@ -503,7 +505,7 @@ def test_a_doctor_run_that_reads_no_version_keeps_the_last_one() -> None:
 
     class Stub:
         def __init__(self, rows: list[Row]):
-            self.rows, self.settings = rows, DoctorSettings(PlatformConfig(), expected_verl="0.9.1")
+            self.rows, self.settings = rows, DoctorSettings(PlatformConfig(), expected_verl=("0.9.1",))
 
         async def run(self) -> list[Row]:
             return self.rows
@@ -519,7 +521,7 @@ def test_a_doctor_run_that_reads_no_version_keeps_the_last_one() -> None:
     loop = DoctorLoop(drifted, 60, leads=lambda: True, observe=lambda rows, name: None, post_event=None, monotonic=lambda: 0.0,
                       named=named, verdicts=verdicts, now=lambda: "2026-12-06T08:00:00Z")
     aio.run(loop.run_once())
-    assert verdicts["a"].verl_versions == ["0.6.1"] and verdicts["a"].expected_verl == "0.9.1"
+    assert verdicts["a"].verl_versions == ["0.6.1"] and verdicts["a"].supported_verl == ["0.9.1"]
     current[0] = blind
     aio.run(loop.run_once())
     assert verdicts["a"].verl_versions == ["0.6.1"]  # not released by a run that did not look
@@ -638,7 +640,7 @@ def test_the_doctor_keeps_its_verdict_on_the_implicit_cluster() -> None:
     from argus.core.doctor import Check, DoctorSettings, Row, Status
 
     class Stub:
-        settings = DoctorSettings(PlatformConfig(), expected_verl="0.9.1")
+        settings = DoctorSettings(PlatformConfig(), expected_verl=("0.9.1",))
 
         async def run(self) -> list[Row]:
             return [Row("w1", Check.verl, Status.fail, "verl 0.6.1", found="0.6.1")]
@@ -647,4 +649,4 @@ def test_the_doctor_keeps_its_verdict_on_the_implicit_cluster() -> None:
     loop = DoctorLoop(Stub(), 60, leads=lambda: True, observe=lambda rows, name: None, post_event=None, monotonic=lambda: 0.0,
                       verdicts=verdicts, now=lambda: "2026-12-06T08:00:00Z")
     aio.run(loop.run_once())
-    assert verdicts[""].verl_versions == ["0.6.1"] and verdicts[""].expected_verl == "0.9.1"
+    assert verdicts[""].verl_versions == ["0.6.1"] and verdicts[""].supported_verl == ["0.9.1"]

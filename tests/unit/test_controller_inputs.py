@@ -20,6 +20,7 @@ from argus.controller.metrics import Metrics
 from argus.controller.view import TaskView
 from argus.core.config import PlatformConfig
 from argus.core.inputs import InputPath
+from argus.core.verlchoice import Composers
 from argus.core.verlconfig import ConfigTree
 from fakes import FakeSharedTree
 from test_controller import NS, World, close_worlds  # noqa: F401 - close_worlds: the autouse fixture that closes them
@@ -51,7 +52,7 @@ def tree() -> FakeSharedTree:
 @pytest.fixture
 def world(tree: FakeSharedTree) -> World:
     w = World(gpus=1)
-    w.control_loop = ControlLoop(w.config, w.ray, w.cluster, w.cluster, clock=w.clock, metrics=Metrics(w.clock), composer=COMPOSER,
+    w.control_loop = ControlLoop(w.config, w.ray, w.cluster, w.cluster, clock=w.clock, metrics=Metrics(w.clock), composers=Composers(COMPOSER),
                               shared_tree=tree)
     w.control_loop.task_reconciler.strict_transitions = True
     return w
@@ -132,7 +133,7 @@ def test_a_task_goes_only_to_the_clusters_whose_tree_holds_its_inputs(made: list
     f = Fleet(gpus={"a": 1, "b": 1})
     made.append(f)
     f.control_loop = ControlLoop(f.config, f.implicit, f.api, f.api, clock=f.clock, metrics=Metrics(f.clock), clusters=f.api,
-                              connect=f.connect, token_namespace="argus-system", composer=COMPOSER, shared_tree=tree)
+                              connect=f.connect, token_namespace="argus-system", composers=Composers(COMPOSER), shared_tree=tree)
     f.api.add_cluster("a", address="http://ray-a:8265", root="/private-a", preference=10)
     f.api.add_cluster("b", address="http://ray-b:8265", root="/private-b")
     key = f.api.create("t", spec(), NS)
@@ -143,7 +144,7 @@ def test_a_task_goes_only_to_the_clusters_whose_tree_holds_its_inputs(made: list
 
 def test_the_webhooks_look_is_at_the_operators_own_tree() -> None:
     tree = FakeSharedTree(VAL)
-    checks = InputChecks(PlatformConfig(), COMPOSER, tree, lambda cluster: "/private")
+    checks = InputChecks(PlatformConfig(), Composers(COMPOSER), tree, lambda cluster: "/private")
     found = [InputPath("data.train_files", TRAIN, "data"), InputPath("data.val_files", VAL, "data")]
     assert asyncio.run(checks.absent(found)) == [found[0]]
     tree.unmounted.add("/private")
@@ -151,7 +152,7 @@ def test_the_webhooks_look_is_at_the_operators_own_tree() -> None:
 
 
 def test_inputs_are_computed_once_per_task_from_its_spec_after_a_restart() -> None:
-    checks = InputChecks(PlatformConfig(), COMPOSER, FakeSharedTree(), lambda cluster: "/private")
+    checks = InputChecks(PlatformConfig(), Composers(COMPOSER), FakeSharedTree(), lambda cluster: "/private")
     view = TaskView(namespace=NS, name="t", uid="0000-1", generation=1, created="2026-12-06T10:00:00Z", spec=spec(),
                     status={"phase": "Queued", "user": "alice"})
     first = checks.inputs_of(view)

@@ -15,6 +15,7 @@ from argus.controller.loop import ControlLoop
 from argus.controller.metrics import Metrics
 from argus.core.preemption import PreemptionPolicy
 from argus.core.rayjobs import PlacementGroup
+from argus.core.verlchoice import Composers
 from test_controller import CMD, NS, World, spec
 from test_controller_inputs import COMPOSER
 
@@ -120,7 +121,7 @@ def composing(world: World) -> World:
     does (trainer.save_freq and resume_mode come from it), over the same API server and Ray."""
     world.control_loop.logs.close()
     world.control_loop = ControlLoop(world.config, world.ray, world.cluster, world.cluster, clock=world.clock, metrics=Metrics(world.clock),
-                                     log_files=world.files, secrets=world.cluster, composer=COMPOSER)
+                                     log_files=world.files, secrets=world.cluster, composers=Composers(COMPOSER))
     world.control_loop.task_reconciler.strict_transitions = True
     return world
 

@@ -153,7 +153,8 @@ def test_a_cluster_running_another_verl_takes_no_new_task_and_says_which() -> No
     d = decide([t("one", clusters=("old",)), t("two", clusters=("old",))], running=0, settings=FIFO, now=NOW, rooms=rooms)
     assert d.admit == [] and d.placed == {}
     message = ("waiting: cluster old runs verl 0.6.1 (argus doctor read it in the verl snapshot), but the task is composed for "
-               "verl 0.9.1; it goes when argus doctor finds verl 0.9.1 there")
+               "verl 0.9.1 (a task is composed for the release its cluster runs when Argus has that release's config tree, "
+               "one release per cluster); it goes when argus doctor finds one it has there")
     assert d.waiting == {("ns", "one"): (Reason.VerlDrift, message), ("ns", "two"): (Reason.VerlDrift, message)}
     assert d.positions == {("ns", "one"): 1, ("ns", "two"): 2}  # they keep their places
 
@@ -165,6 +166,18 @@ def test_the_version_a_task_was_composed_for_is_the_one_compared() -> None:
     d = decide([task], running=0, settings=FIFO, now=NOW, rooms=rooms)
     reason, message = d.waiting[task.key]
     assert reason == Reason.VerlDrift and "cluster new runs verl 0.9.1" in message and "composed for verl 0.6.1" in message
+
+
+def test_a_task_composed_for_one_release_waits_for_its_clusters_and_says_it_skips_the_others() -> None:
+    # core.verlchoice composed it for 0.6.1 (cluster old's release): while old is full it does
+    # not go to cluster new, which runs 0.9.1 and has room, and its message says so.
+    new, old = Room("new", gpus(4), verl=("0.9.1",), composes="0.9.1"), Room("old", gpus(4), (Claim(1, 4),), verl=("0.6.1",))
+    task = QueuedTask("ns", "t", 0, "2026-12-05T11:00:00Z", verl="0.6.1")
+    d = decide([task], running=0, settings=FIFO, now=NOW, rooms=[new, old])
+    reason, message = d.waiting[task.key]
+    assert reason == Reason.Queued and message.endswith("; composed for verl 0.6.1, it does not go to cluster new (verl 0.9.1)"), message
+    d = decide([task], running=0, settings=FIFO, now=NOW, rooms=[new, Room("old", gpus(4), verl=("0.6.1",))])
+    assert d.placed == {task.key: "old"}
 
 
 def test_a_clean_verdict_releases_the_tasks() -> None:

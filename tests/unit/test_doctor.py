@@ -104,7 +104,7 @@ def test_the_report_is_the_marker_line() -> None:
 # ------------------------------------------------------------------------------ verdicts
 
 def test_a_healthy_node() -> None:
-    rows = by_check(probe_rows(DoctorSettings(CONFIG, expected_verl="0.9.1"), WORKER, outcome()))
+    rows = by_check(probe_rows(DoctorSettings(CONFIG, expected_verl=("0.9.1",)), WORKER, outcome()))
     assert {c: r.status for c, r in rows.items()} == {c: Status.ok for c in rows}
     assert "verl 0.9.1 (as expected)" in rows[Check.verl].detail
     assert "nvidia-smi lists 2 GPU(s), as Ray counts" in rows[Check.gpus].detail
@@ -125,7 +125,7 @@ def test_a_healthy_node() -> None:
     ({"gpus": {"nvidia_smi": None, "cuda_visible_devices": "0,1,2"}}, Check.gpus, "CUDA_VISIBLE_DEVICES names 3 GPU(s), Ray counts 2"),
 ])
 def test_each_failure_has_its_row_and_fix(changes: dict[str, Any], check: Check, words: str) -> None:
-    rows = by_check(probe_rows(DoctorSettings(CONFIG, expected_verl="0.9.1"), WORKER, outcome(report(**changes))))
+    rows = by_check(probe_rows(DoctorSettings(CONFIG, expected_verl=("0.9.1",)), WORKER, outcome(report(**changes))))
     assert rows[check].status is Status.fail and words in rows[check].detail
     assert rows[check].fix
     assert [r.check for r in rows.values() if r.status is Status.fail] == [check]
@@ -146,7 +146,7 @@ def test_without_an_expected_version_the_snapshots_is_shown_not_compared(monkeyp
     assert build_parser().parse_args(["doctor"]).expect_verl is None
     row = by_check(probe_rows(SETTINGS, WORKER, outcome()))[Check.verl]
     assert row.status is Status.ok and row.detail == "/private/common/code/verl/verl_repo: verl 0.9.1 (no expected version given: not compared)"
-    compared = by_check(probe_rows(DoctorSettings(CONFIG, expected_verl="0.6.1"), WORKER, outcome()))[Check.verl]
+    compared = by_check(probe_rows(DoctorSettings(CONFIG, expected_verl=("0.6.1",)), WORKER, outcome()))[Check.verl]
     assert compared.status is Status.fail and "verl 0.9.1, Argus composes with verl 0.6.1" in compared.detail
 
 
@@ -207,7 +207,7 @@ def fake_world(answer: Any = None) -> tuple[FakeRay, FakeClock, Doctor]:
     async def sleep(seconds: float) -> None:
         clock.advance(max(seconds, 0.01))
 
-    return ray, clock, Doctor(ray, DoctorSettings(CONFIG, expected_verl="0.9.1"), start_timeout=30, run_timeout=60,
+    return ray, clock, Doctor(ray, DoctorSettings(CONFIG, expected_verl=("0.9.1",)), start_timeout=30, run_timeout=60,
                               monotonic=clock.monotonic, sleep=sleep, nonce=lambda: "abcd0123")
 
 

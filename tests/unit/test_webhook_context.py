@@ -6,7 +6,8 @@ they answer, what they count, and what they leave for the host's readiness probe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import kopf
 import pytest
@@ -16,10 +17,11 @@ from argus.core.config import PlatformConfig
 from argus.core.inputs import InputPath
 from argus.core.store import StoreError
 from argus.core.user import user_from_label
+from argus.core.verlconfig import ConfigTree
 from argus.servers.webhook.context import WebhookContext
 from argus.servers.webhook.server import FORBIDDEN, start_webhook, stop_webhook, validate_argustask
 from argus.servers.webhook.settings import WebhookSettings
-from fakes import FakeClock, forbidden
+from fakes import FakeClock, FakeComposer, forbidden
 
 pytestmark = pytest.mark.unit
 
@@ -39,8 +41,9 @@ def context_with(users: dict[str, str | None] | None = None, refusal: StoreError
                           user_of_namespace=user_of_namespace, input_warnings=input_warnings)
 
 
-def review(context: WebhookContext, operation: str = "CREATE", namespace: str = "team") -> kopf.AdmissionError | None:
-    body = kopf.Body({"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": "t", "namespace": namespace}, "spec": {}})
+def review(context: WebhookContext, operation: str = "CREATE", namespace: str = "team", spec: dict | None = None) -> kopf.AdmissionError | None:
+    body = kopf.Body({"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": "t", "namespace": namespace},
+                      "spec": spec or {}})
     try:
         asyncio.run(validate_argustask(body=body, namespace=namespace, name="t", dryrun=False, warnings=[], memo=kopf.Memo(webhook=context),
                                        operation=operation, old=body, new=body))
@@ -95,3 +98,22 @@ def test_the_server_and_its_configuration_writer_are_kept_on_the_context() -> No
         return manager.cancelled(), context.listening()
 
     assert asyncio.run(scenario()) == (True, False)
+
+
+def test_a_new_task_is_checked_with_the_release_its_clusters_run() -> None:
+    """The host's ``composer_for`` (host.operator.Operator.composer_for: core.verlchoice, as
+    intake chooses) gives the composer; the default one is not asked."""
+    old = FakeComposer({}, {}, tree=ConfigTree("0.6.1", "/trees/0.6.1", "release"))
+    asked: list[str] = []
+
+    def composer_for(body: Mapping[str, Any]) -> Any:
+        asked.append(body["metadata"]["name"])
+        return old
+
+    context = context_with({"team": "alice"})
+    context.composer, context.composer_for = FakeComposer({}, {}), composer_for
+    spec = {"kind": "advanced", "workload": "ppo", "nnodes": 1, "nGpusPerNode": 1,
+            "command": "python3 -m verl.trainer.main_ppo trainer.nnodes=1 trainer.n_gpus_per_node=1 data.train_files=$HOME/datasets/a.parquet"}
+    refused = review(context, spec=spec)
+    assert asked == ["t"] and refused is not None and "verl 0.6.1 (the pinned release, /trees/0.6.1)" in str(refused), refused
+    assert old.requests and not context.composer.requests  # type: ignore[union-attr]

@@ -60,11 +60,12 @@ from .verlentry import Entry, hydra_main, searchpath_dirs, verl_parent
 from .verlfast import FastBase
 from .verlresolve import BaseComposition, hydra_settings, resolve_incremental
 from .verlstamp import FolderStamps
-from .verltree import ConfigTreeError, Release, _tree_version, cache_dir, fetch_release, find_tree, pinned_releases, release_dirs
+from .verltree import ConfigTreeError, Release, _tree_version, cache_dir, fetch_release, find_tree, pinned_releases, present_releases, release_dirs
 
 # The composer, and where its tree comes from (the CLI, the platform settings and the tests
 # import them from here).
-__all__ = ["ConfigTreeError", "HydraComposer", "Release", "cache_dir", "fetch_release", "find_tree", "pinned_releases", "release_dirs"]
+__all__ = ["ConfigTreeError", "HydraComposer", "Release", "cache_dir", "fetch_release", "find_tree", "pinned_releases", "present_releases",
+           "release_dirs"]
 
 # The resolvers a config may use: OmegaConf's own (oc.env replaced, see _resolution)
 # and Hydra's 'now'. verl's trees use only oc.select.

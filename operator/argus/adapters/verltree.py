@@ -3,7 +3,8 @@ snapshot the cluster runs (``PlatformConfig.verl_code()``, read through the shar
 the operator mounts it), else a pinned release from the cache (``~/.cache/argus/verl/<version>``,
 filled by hack/fetch-verl.sh; baked into the image), or what ``--verl-config VERSION|DIR``
 names. The pinned releases are listed once, in the package's ``verl-releases.txt``;
-``argus validate`` may fetch one (``fetch_release``).
+``argus validate`` may fetch one (``fetch_release``); the operator composes with each one
+present here (``present_releases``) besides its default tree, unless ``--verl-config`` names one.
 
     find_tree -> ConfigTree -> verlcompose.HydraComposer(tree).compose(request) -> Composed
 """
@@ -92,6 +93,12 @@ def find_tree(choice: str | None, platform: PlatformConfig, *, fetch: bool = Fal
         if _has_config(candidate):
             return ConfigTree(_tree_version(candidate) or "unknown", candidate, "folder")
     raise ConfigTreeError(f"--verl-config {choice}: neither a pinned verl version nor a folder holding verl/trainer/config")
+
+
+def present_releases() -> list[str]:
+    """The pinned releases whose config tree is here (the cache, or the image's copy), newest
+    first: the operator composes a task for the one its cluster runs (core.verlchoice)."""
+    return [r.version for r in pinned_releases() if any(_has_config(os.path.join(base, r.version)) for base in release_dirs())]
 
 
 def fetch_release(version: str) -> str:

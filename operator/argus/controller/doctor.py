@@ -183,10 +183,10 @@ class DoctorLoop:
             await self._report(name, rows, doctor.settings.expected_verl)
         return self.last or []
 
-    async def _report(self, cluster: str, rows: list[Row], expected_verl: str | None = None) -> None:
+    async def _report(self, cluster: str, rows: list[Row], supported_verl: tuple[str, ...] = ()) -> None:
         self.observe(rows, cluster)
         where = f"ArgusCluster {cluster}: " if cluster else ""
-        verdict = doctor_summary(rows, self.now() if self.now is not None else "", expected_verl)
+        verdict = doctor_summary(rows, self.now() if self.now is not None else "", supported_verl)
         # Every cluster's verdict is kept for the queue (the implicit cluster's too: a drifted
         # --ray-address holds new tasks back as an ArgusCluster does); only an ArgusCluster's
         # status shows it, and so keeps it across a restart.

@@ -21,21 +21,21 @@ from ..core import inputs as core_inputs
 from ..core.config import PlatformConfig
 from ..core.inputs import InputPath
 from ..core.plan import validate_spec
-from ..core.verlconfig import Composer
+from ..core.verlchoice import Composers
 from ..core.vocabulary import Key, Reason
 from .ports import SharedTree
-from .view import TaskView
+from .view import TaskView, composed_with
 
 log = logging.getLogger(__name__)
 
 
 class InputChecks:
-    def __init__(self, platform: PlatformConfig, composer: Composer | None, tree: SharedTree | None,
+    def __init__(self, platform: PlatformConfig, composers: Composers | None, tree: SharedTree | None,
                  root_of: Callable[[str], str]):
         """``root_of``: the root of a cluster's shared tree, as its jobs see it (an
         ArgusCluster's root, or --root for the implicit cluster ``""``)."""
         self.platform = platform
-        self.composer = composer
+        self.composers = composers
         self.tree = tree
         self.root_of = root_of
         self._inputs: dict[str, tuple[InputPath, ...]] = {}  # by task uid
@@ -51,7 +51,8 @@ class InputChecks:
         found = self._inputs.get(view.uid)
         if found is None:
             verdict = validate_spec(view.spec, view.state.status.user or "", self.platform, namespace=view.namespace,
-                                    name=view.name, uid=view.uid, attempt=view.state.attempt, composer=self.composer)
+                                    name=view.name, uid=view.uid, attempt=view.state.attempt,
+                                    composer=composed_with(self.composers, view))
             found = self._inputs[view.uid] = verdict.inputs
         return found
 
@@ -62,7 +63,7 @@ class InputChecks:
         uids = {v.uid for v in queued}
         self._inputs = {u: i for u, i in self._inputs.items() if u in uids}
         self._complete = {c for c in self._complete if c[0] in uids}
-        if self.tree is None or self.composer is None:
+        if self.tree is None or self.composers is None:
             return {}, {}
         todo: list[tuple[TaskView, tuple[str, ...], dict[str, tuple[InputPath, ...]]]] = []
         wanted: dict[str, set[str]] = {}  # root -> the paths to look for there

@@ -3,7 +3,9 @@
 A task without a phase is new. Intake finds its user (the ``argus.io/user`` label of its
 namespace, read live once per tick for all new tasks of that namespace), then validates the
 spec with ``core.plan.validate_task``: the command parsed and checked, the configuration
-composed with verl's own config tree and checked as verl would (``core.verlconfig``). The
+composed with verl's own config tree and checked as verl would (``core.verlconfig``), the
+tree of the release the clusters it may use run (``core.verlchoice``; ``Intake.recompose``
+composes a queued task again when its cluster turns out to run another). The
 verdict goes to the lifecycle as ``Validated`` (-> Queued) or ``Refused`` (-> Rejected); the
 status is written once, after the queue pass, so a task admitted at once goes from nothing
 to Submitted in one patch.
@@ -38,6 +40,7 @@ from ..core.spec import API_VERSION, KIND
 from ..core.store import store_message
 from ..core.times import parse_time
 from ..core.user import USER_LABEL, user_from_label
+from ..core.verlchoice import Composers, VerlChoice
 from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, Reason
 from .inputcheck import InputChecks
@@ -63,11 +66,13 @@ def manifest(view: TaskView) -> dict[str, Any]:
 
 
 class Intake:
-    def __init__(self, platform: PlatformConfig, composer: Composer | None, store: TaskStore, task_reconciler: TaskReconciler,
-                 monotonic: Callable[[], float], *, input_checks: InputChecks | None = None):
+    def __init__(self, platform: PlatformConfig, composers: Composers | None, store: TaskStore, task_reconciler: TaskReconciler,
+                 monotonic: Callable[[], float], *, input_checks: InputChecks | None = None,
+                 choose: Callable[[TaskView, dict[str, str] | None], VerlChoice] | None = None):
         self.platform = platform
         self.input_checks = input_checks  # handed each queued task's inputs (the existence checks before the wait)
-        self.composer = composer  # composes each task's configuration with verl's config tree
+        self.composers = composers  # compose each task's configuration with verl's config tree of a release
+        self.choose = choose  # the release a task is composed for (queuesnapshot.QueueSnapshot.verl_choice)
         self.store = store
         self.task_reconciler = task_reconciler
         self.monotonic = monotonic
@@ -133,15 +138,36 @@ class Intake:
         if user is None:
             seen: Observation = lifecycle.Refused(reason, message)
         else:
-            try:
-                verdict = validate_task(manifest(view), user, self.platform, self.composer)
-            except Exception as exc:  # noqa: BLE001 - validate_task does not raise; if it ever does, reject, not retry each tick
-                log.exception("the checks of task %s/%s raised: rejected", view.namespace, view.name)
-                seen = lifecycle.Refused(Reason.InvalidSpec, str(check_failed(exc)), user)
-            else:
-                verl = (verdict.verl["version"], verdict.verl["source"]) if verdict.verl else None
-                if verdict.valid and self.input_checks is not None:
-                    self.input_checks.remember(view.uid, verdict.inputs)
-                seen = (lifecycle.Validated(user, verdict.expanded_command or "", tuple(verdict.warning_lines()), verl) if verdict.valid
-                        else lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), user))
+            choice = self.choose(view, labels.get(view.namespace)) if self.choose is not None else VerlChoice(None)
+            if choice.why:
+                log.info("task %s/%s: %s", view.namespace, view.name, choice.why)
+            seen = self._checked(view, user, self.composers.of(choice.version) if self.composers is not None else None)
         await self.task_reconciler.carry_out(draft, self.task_reconciler.step(view, seen))
+
+    def recompose(self, view: TaskView) -> Observation | None:
+        """A queued task that waits VerlDrift (its clusters run a release other than the one it
+        is composed for), composed again for the release they run when Argus has a tree for it
+        (core.verlchoice): Validated again, or Refused by that release's checks. None: there is
+        no other release to compose it for (it waits on)."""
+        if self.composers is None or self.choose is None:
+            return None
+        choice = self.choose(view, None)
+        had = view.state.status.verl.version if view.state.status.verl is not None else None
+        composer = self.composers.get(choice.version) if choice.why and choice.version != had else None
+        if composer is None:
+            return None
+        log.info("task %s/%s waited VerlDrift, composed for verl %s: %s", view.namespace, view.name, had, choice.why)
+        return self._checked(view, view.state.status.user or "", composer, choice.why)
+
+    def _checked(self, view: TaskView, user: str, composer: Composer | None, why: str = "") -> Observation:
+        """``validate_task``'s verdict on the task as an observation: Validated or Refused."""
+        try:
+            verdict = validate_task(manifest(view), user, self.platform, composer)
+        except Exception as exc:  # noqa: BLE001 - validate_task does not raise; if it ever does, reject, not retry each tick
+            log.exception("the checks of task %s/%s raised: rejected", view.namespace, view.name)
+            return lifecycle.Refused(Reason.InvalidSpec, str(check_failed(exc)), user)
+        verl = (verdict.verl["version"], verdict.verl["source"]) if verdict.verl else None
+        if verdict.valid and self.input_checks is not None:
+            self.input_checks.remember(view.uid, verdict.inputs)
+        return (lifecycle.Validated(user, verdict.expanded_command or "", tuple(verdict.warning_lines()), verl, why) if verdict.valid
+                else lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), user))

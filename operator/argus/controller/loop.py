@@ -36,7 +36,7 @@ from ..core.clock import Clock
 from ..core.clusters import ClusterDoctor
 from ..core.lifecycle import LifecycleSettings
 from ..core.spec import Phase
-from ..core.verlconfig import Composer
+from ..core.verlchoice import Composers
 from ..core.vocabulary import Key
 from .clusterstatus import ClusterReports
 from .fleet import Connect, Fleet, implicit_cluster
@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 class ControlLoop:
     def __init__(self, config: OperatorConfig, ray: RayJobs, store: TaskStore, tasks: TaskSource, *,
-                 clock: Clock, metrics: Metrics, leads: Callable[[], bool] = lambda: True, composer: Composer | None = None,
+                 clock: Clock, metrics: Metrics, leads: Callable[[], bool] = lambda: True, composers: Composers | None = None,
                  log_files: LogFiles | None = None, clusters: ClusterStore | None = None, connect: Connect | None = None,
                  token_namespace: str | None = None, shared_tree: SharedTree | None = None,
                  secrets: TaskSecrets | None = None):
@@ -91,19 +91,22 @@ class ControlLoop:
                                  source=config.progress_source, files=log_files, users_root_of=self._users_root,
                                  on_end=self._job_ended)
         self.task_reconciler = TaskReconciler(self.fleet, store, self.writer, self.jobs, self.removals, self.settings, clock=clock, metrics=metrics)
-        self.input_checks = InputChecks(config.platform, composer, shared_tree, self._root) if shared_tree is not None else None
-        self.intake = Intake(config.platform, composer, store, self.task_reconciler, monotonic, input_checks=self.input_checks)
+        self.input_checks = InputChecks(config.platform, composers, shared_tree, self._root) if shared_tree is not None else None
         # argus doctor's last verdict on each ArgusCluster (written by the operator's DoctorLoop),
         # shown in its status; a cluster whose verl snapshot runs another verl takes no new task.
         self.doctor_verdicts: dict[str, ClusterDoctor] = {}
         snapshot = QueueSnapshot(config, self.fleet, self.jobs, store, monotonic, doctor=self.doctor_verdicts,
-                                 verl=composer.tree.version if composer is not None else None, input_checks=self.input_checks)
-        self.scheduler = Scheduler(config.platform, composer, snapshot, self.fleet, self.task_reconciler, self.view, self.tasks.views,
+                                 composers=composers, input_checks=self.input_checks)
+        # A new task is composed for the verl release the clusters it may use run (core.verlchoice).
+        self.intake = Intake(config.platform, composers, store, self.task_reconciler, monotonic, input_checks=self.input_checks,
+                             choose=snapshot.verl_choice)
+        self.scheduler = Scheduler(config.platform, composers, snapshot, self.fleet, self.task_reconciler, self.view, self.tasks.views,
                                clock=clock, metrics=metrics, secrets=secrets)
         if config.preemption.enabled:
             self.scheduler.preemptor = Preemptor(config.preemption, snapshot, self.fleet, self.jobs, self.task_reconciler,
-                                                 self.scheduler.platform_on, composer, metrics=metrics,
+                                                 self.scheduler.platform_on, composers, metrics=metrics,
                                                  steps=lambda key: latest_steps(self.logs, key))
+        self.scheduler.recompose = self.intake.recompose
         self.cluster_reports = (ClusterReports(self.fleet, clusters, clock, config.poll_interval, self.doctor_verdicts)
                                 if clusters is not None else None)
         self.idle_tasks = IdleTasks(self.settings)
@@ -203,6 +206,8 @@ class ControlLoop:
         # 2. New tasks are validated.
         views = [v for v in self.views() if v.key in live]
         drafts = self.intake.new(views)
+        if drafts:
+            await self.fleet.refresh()  # (once per poll interval) a new task is composed for its clusters' verl
         await self.intake.validate(drafts)
         # 3. Nothing else needs more than a look.
         timers, looks = [], []

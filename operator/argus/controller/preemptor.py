@@ -41,14 +41,14 @@ from ..core.preemption import Preemption, PreemptionPolicy, RunningTask, Waiting
 from ..core.queue import Admission, QueuedTask, Room, free_per_node
 from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
 from ..core.times import parse_time
-from ..core.verlconfig import Composer
+from ..core.verlchoice import Composers
 from ..core.vocabulary import Key, Reason
 from .fleet import Fleet
 from .jobsync import JobSync
 from .metrics import Metrics
 from .queuesnapshot import QueueSnapshot
 from .reconcile import Draft, TaskReconciler
-from .view import TaskView
+from .view import TaskView, composed_with
 
 log = logging.getLogger(__name__)
 # Ray's GPU use per node (the dashboard's cluster status, what the queue's capacity reads) lags
@@ -95,7 +95,7 @@ class _Freeing:
 
 class Preemptor:
     def __init__(self, policy: PreemptionPolicy, snapshot: QueueSnapshot, fleet: Fleet, jobs: JobSync, task_reconciler: TaskReconciler,
-                 platform_on: Callable[[str], PlatformConfig], composer: Composer | None, *, metrics: Metrics,
+                 platform_on: Callable[[str], PlatformConfig], composers: Composers | None, *, metrics: Metrics,
                  steps: Callable[[Key], tuple[int | None, int | None]] = lambda key: (None, None)):
         self.policy = policy
         self.snapshot = snapshot
@@ -103,7 +103,7 @@ class Preemptor:
         self.jobs = jobs
         self.task_reconciler = task_reconciler
         self.platform_on = platform_on
-        self.composer = composer
+        self.composers = composers
         self.metrics = metrics
         self.steps = steps  # the log followers' latest step and resume point of a running task
         self._checkpointing: dict[tuple[str, int], Checkpointing] = {}  # (uid, attempt) -> as composed
@@ -234,7 +234,7 @@ class Preemptor:
         key = (v.uid, attempt or v.state.attempt)
         if key not in self._checkpointing:
             verdict = validate_spec(v.spec, v.state.status.user or "", self.platform_on(v.job_cluster), namespace=v.namespace, name=v.name,
-                                    uid=v.uid, attempt=key[1], composer=self.composer)
+                                    uid=v.uid, attempt=key[1], composer=composed_with(self.composers, v))
             self._checkpointing[key] = Checkpointing(verdict.save_freq, verdict.resume_mode)
         return self._checkpointing[key]
 

@@ -21,6 +21,7 @@ from ..core.queue import Admission, Claim, QueuedTask, QueueSettings, Room, Usag
 from ..core.store import store_message
 from ..core.times import parse_time
 from ..core.user import quotas_by_user
+from ..core.verlchoice import Composers, VerlChoice, choose_verl
 from ..core.vocabulary import Key, Reason, task_shape
 from .fleet import Fleet
 from .inputcheck import InputChecks
@@ -53,13 +54,14 @@ class QueueSnapshot:
     decision made over it (``decide``)."""
 
     def __init__(self, config: OperatorConfig, fleet: Fleet, jobs: JobSync, store: TaskStore, monotonic: Callable[[], float], *,
-                 doctor: Mapping[str, ClusterDoctor] | None = None, verl: str | None = None, input_checks: InputChecks | None = None):
+                 doctor: Mapping[str, ClusterDoctor] | None = None, composers: Composers | None = None,
+                 input_checks: InputChecks | None = None):
         """``doctor``: argus doctor's last verdict on each ArgusCluster (the verl its snapshot
-        runs); ``verl``: the version Argus composes tasks with (None: no config tree);
+        runs); ``composers``: the verl releases Argus composes tasks for (None: no config tree);
         ``input_checks``: whether the files each task reads are in the shared tree (None: not checked)."""
         self.input_checks = input_checks
         self.doctor = doctor if doctor is not None else {}
-        self.verl = verl
+        self.composers = composers
         self.config = config
         self.fleet = fleet
         self.jobs = jobs
@@ -96,7 +98,7 @@ class QueueSnapshot:
                       for c, (capacity, _) in zip(placing, capacities, strict=True)]
         errors = {c.name: (error, c.nodes.error_reason) for c, (_, error) in zip(placing, capacities, strict=True) if error is not None}
         usage = decayed_usage(self._usage_records(every_task), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
-        tasks = [v.as_queued(narrowed.get(v.key) or self.clusters_for(v), self.verl) for v in queued] + [v.as_queued() for v in unvalidated]
+        tasks = [v.as_queued(narrowed.get(v.key) or self.clusters_for(v), self._composed_for(v)) for v in queued] + [v.as_queued() for v in unvalidated]
         decision = decide(tasks, running=len(active), settings=self.settings, quotas=self.quotas, in_use=in_use(active),
                           usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated), rooms=self.rooms, held_back=held)
         self.usage, self.queued = usage, tasks  # the preemptor's view of the same pass
@@ -114,11 +116,29 @@ class QueueSnapshot:
         self.decide_seconds = self.monotonic() - started
         return decision, ray_errors
 
+    def _composed_for(self, v: TaskView) -> str | None:
+        """The verl release a queued task is composed for (its status.verl), the default one when
+        Argus has no tree for that (an earlier operator's); None: no config tree at all."""
+        if self.composers is None:
+            return None
+        had = v.state.status.verl.version if v.state.status.verl is not None else None
+        return had if had in self.composers.supported else self.composers.default.tree.version
+
+    def verl_choice(self, v: TaskView, labels: Mapping[str, str] | None = None) -> VerlChoice:
+        """The verl release to compose a task for (core.verlchoice): the one the clusters it
+        may use run, as argus doctor last read them; the default before any is known.
+        ``labels``: its namespace's, when read a moment ago (intake)."""
+        if self.composers is None:
+            return VerlChoice(None)
+        names = self.clusters_for(v, labels)
+        names = tuple(c.name for c in self.fleet.placing()) if names is None else names
+        return choose_verl(names, {n: self._verl_of(n)[0] for n in names}, self.composers.supported, self.composers.default.tree.version)
+
     def _verl_of(self, cluster: str) -> tuple[tuple[str, ...], str | None]:
         """The verl versions argus doctor last read in the cluster's snapshot (none: not known)
-        and the one it expected (core.queue.Room.verl_drift). Before this process's first
-        doctor run there (a restart, a new leader), the verdict its status keeps: a drifted
-        cluster is not opened by the restart."""
+        and the release a task with no status.verl counts as composed for (core.queue.Room.verl_drift).
+        Before this process's first doctor run there (a restart, a new leader), the verdict its
+        status keeps: a drifted cluster is not opened by the restart."""
         verdict = self.doctor.get(cluster)
         if verdict is None:
             found = self.fleet.get(cluster)
@@ -127,11 +147,12 @@ class QueueSnapshot:
                 verdict = ClusterDoctor.model_validate(kept) if isinstance(kept, dict) else None
             except ValidationError:  # a status written by hand, or by another version
                 verdict = None
+        default = self.composers.default.tree.version if self.composers is not None else None
         if verdict is None:
-            return (), None
-        return tuple(verdict.verl_versions or ()), verdict.expected_verl
+            return (), default
+        return tuple(verdict.verl_versions or ()), default or next(iter(verdict.supported_verl or ()), None)
 
-    def clusters_for(self, v: TaskView) -> tuple[str, ...] | None:
+    def clusters_for(self, v: TaskView, labels: Mapping[str, str] | None = None) -> tuple[str, ...] | None:
         """The clusters a queued task may go to (None: any; the implicit cluster while there
         is no ArgusCluster): those whose namespaceSelector takes its namespace, narrowed to
         its spec.cluster, to the cluster its attempt was already submitted to (the placement
@@ -139,7 +160,7 @@ class QueueSnapshot:
         the last attempt's cluster (its checkpoints are in that cluster's shared tree)."""
         if not self.fleet.has_named:
             return None
-        labels = self.namespace_labels.get(v.namespace)
+        labels = labels if labels is not None else self.namespace_labels.get(v.namespace)
         names = [c.name for c in self.fleet.placing() if c.config.admits(labels)]
         pinned = v.spec.get("cluster")
         if isinstance(pinned, str) and pinned:

@@ -32,7 +32,7 @@ from ..core.secretenv import SecretEnv, SecretRead, SecretUnreadable, raw_secret
 from ..core.spec import ArgusTaskSpec, Phase
 from ..core.store import StoreError
 from ..core.submission import SubmissionPlan
-from ..core.verlconfig import Composer
+from ..core.verlchoice import Composers
 from ..core.vocabulary import Key, Reason
 from .fleet import Fleet
 from .metrics import Metrics
@@ -40,7 +40,7 @@ from .ports import TaskSecrets
 from .preemptor import Preemptor
 from .queuesnapshot import QueueSnapshot
 from .reconcile import Draft, TaskReconciler
-from .view import TaskView
+from .view import TaskView, composed_with
 from .writer import status_document
 
 log = logging.getLogger(__name__)
@@ -51,13 +51,15 @@ SECRET_RECHECK_SECONDS = 30.0
 
 
 class Scheduler:
-    def __init__(self, platform: PlatformConfig, composer: Composer | None, snapshot: QueueSnapshot, fleet: Fleet,
+    def __init__(self, platform: PlatformConfig, composers: Composers | None, snapshot: QueueSnapshot, fleet: Fleet,
                  task_reconciler: TaskReconciler, current: Callable[[Key], TaskView | None], every_task: Callable[[], list[TaskView]], *,
                  clock: Clock, metrics: Metrics, secrets: TaskSecrets | None = None):
         self.platform = platform
         self.secrets = secrets        # the Secrets spec.env names (None: no reader; such a task waits)
         self.preemptor: Preemptor | None = None  # stops lower-priority tasks for a waiting one (--preemption)
-        self.composer = composer
+        self.composers = composers
+        # Composes a task that waits VerlDrift again for the release its clusters run (intake.Intake.recompose).
+        self.recompose: Callable[[TaskView], Observation | None] | None = None
         self.snapshot = snapshot
         self.fleet = fleet
         self.task_reconciler = task_reconciler
@@ -91,6 +93,10 @@ class Scheduler:
             view = by_key[key]
             ray_error, ray_reason = ray_errors.get(key, (None, Reason.RayUnreachable))
             preempts = self.preemptor.preempts(key) if self.preemptor is not None else ()
+            again = self.recompose(view) if reason == Reason.VerlDrift and self.recompose is not None else None
+            if again is not None:  # composed for the release its clusters run: placed there next pass, or rejected
+                drafts.setdefault(key, Draft.of(view)).take(self.task_reconciler.step(view, again))
+                continue
             seen = lifecycle.Waiting(reason, message, ray_error, ray_reason, preempts)
             told[key] = (view, seen)
             last = self._told.get(key)
@@ -129,7 +135,7 @@ class Scheduler:
             # queue. A task that no longer passes is Rejected with the reason (docs/lifecycle.md).
             verdict = validate_spec(draft.view.spec, draft.view.state.status.user or "", self.platform_on(cluster),
                                     namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt,
-                                    composer=self.composer)
+                                    composer=composed_with(self.composers, draft.view))
             if not verdict.valid or verdict.plan is None:
                 seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.state.status.user)
             else:

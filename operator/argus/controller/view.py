@@ -24,6 +24,8 @@ from ..core.lifecycle import FINALIZER, TaskState
 from ..core.queue import QueuedTask
 from ..core.spec import ArgusTaskStatus, RestartPolicy
 from ..core.times import parse_time
+from ..core.verlchoice import Composers
+from ..core.verlconfig import Composer
 from ..core.vocabulary import Key, is_active, spec_gpus, task_shape
 
 STATUS_FIELDS = frozenset(f.alias or name for name, f in ArgusTaskStatus.model_fields.items())
@@ -142,8 +144,8 @@ class TaskView:
         return self.job_cluster
 
     def as_queued(self, clusters: tuple[str, ...] | None = None, verl: str | None = None) -> QueuedTask:
-        """As the queue sees it; ``verl``: the verl version it is composed for at its start (the
-        operator's tree; None: the one its status says it was composed for, if any)."""
+        """As the queue sees it; ``verl``: the verl release it is composed for and started with
+        (queuesnapshot.QueueSnapshot; None: the one its status says it was composed for, if any)."""
         nnodes, per_node = task_shape(self.spec)
         status = self.state.status
         composed = status.verl.version if status.verl is not None else None
@@ -169,6 +171,13 @@ class TaskView:
             ttl_seconds_after_finished=_spec_int(self.spec, "ttlSecondsAfterFinished"),
             labels=self.labels, annotations=self.annotations,
         )
+
+
+def composed_with(composers: Composers | None, view: TaskView) -> Composer | None:
+    """The composer of the verl release the task is composed for (its status.verl): its start,
+    its checkpointing and its inputs are planned with the same tree its queue place assumed."""
+    verl = view.state.status.verl
+    return composers.of(verl.version if verl is not None else None) if composers is not None else None
 
 
 def _spec_int(spec: Mapping[str, Any], field: str) -> int | None:

@@ -178,23 +178,26 @@ class ClusterDoctor(_CamelModel):
     verl_versions: list[Annotated[str, Field(max_length=64)]] | None = Field(
         None, max_length=16, description="The verl versions the probes read in its verl snapshot (verl/version/version), each once; "
         "absent when no probe read one. Kept from the run before when a run reads none.")
-    expected_verl: Annotated[str, Field(max_length=64)] | None = Field(
-        None, description="The verl version Argus composes and templates with. A snapshot at another version fails the doctor, "
-        "and new tasks wait (reason VerlDrift) until a run finds the two equal.")
+    supported_verl: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None, max_length=16, description="The verl releases Argus has a config tree for, and composes and templates tasks with: "
+        "a task for this cluster is composed for the release its snapshot runs. A snapshot at another version (or at "
+        "several) fails the doctor, and new tasks wait (reason VerlDrift) until a run finds one of these.")
 
     def verl_drift(self) -> tuple[str, ...]:
-        """The versions its snapshot runs other than the one Argus composes with (empty: none known)."""
-        if not self.expected_verl:
+        """The versions its snapshot runs that Argus has no tree for, or all of them when it
+        runs several (a task is composed for one); empty: none, or none known."""
+        if not self.supported_verl:
             return ()
-        return tuple(v for v in self.verl_versions or () if v != self.expected_verl)
+        found = self.verl_versions or []
+        return tuple(found) if len(found) > 1 else tuple(v for v in found if v not in self.supported_verl)
 
 
 class ArgusClusterStatus(_StatusModel):
     """Written by the operator (its leader), at most once per poll interval and only when it changed."""
 
     conditions: list[Condition] | None = Field(None, description=f"{ConditionType.RayReachable} (reason {_or(CLUSTER_REACHABILITY_REASONS)}), "
-                                               f"{ConditionType.VerlDrift} (True: its verl snapshot runs a version other than "
-                                               "the one Argus composes with, and new tasks wait; set once argus doctor has read "
+                                               f"{ConditionType.VerlDrift} (True: its verl snapshot runs a release Argus has no config "
+                                               "tree for, and new tasks wait; set once argus doctor has read "
                                                f"the snapshot's version) and {ConditionType.Deleting}.")
     address: str | None = Field(None, description="The dashboard address the operator uses: spec.address, or the one read from "
                                 "spec.rayClusterRef's head Service.")
@@ -310,10 +313,10 @@ def missing_raycluster(ref: RayClusterRef) -> UnresolvedRef:
     return UnresolvedRef(f"spec.rayClusterRef: RayCluster {ref} does not exist (KubeRay's ray.io/v1)")
 
 
-def doctor_summary(rows: Sequence[Row], now: str, expected_verl: str | None = None) -> ClusterDoctor:
+def doctor_summary(rows: Sequence[Row], now: str, supported_verl: Sequence[str] = ()) -> ClusterDoctor:
     """``argus doctor``'s rows as the ArgusCluster status says them: the verdict, the counts,
     the failures (else the warnings) in one message, and the verl versions its snapshot runs
-    next to the one Argus composes with (``expected_verl``)."""
+    next to the releases Argus composes with (``supported_verl``)."""
     failures = [r for r in rows if r.status is CheckStatus.fail]
     warnings = [r for r in rows if r.status is CheckStatus.warn]
     verdict = DoctorVerdict.Failed if failures else DoctorVerdict.Warnings if warnings else DoctorVerdict.Passed
@@ -323,7 +326,7 @@ def doctor_summary(rows: Sequence[Row], now: str, expected_verl: str | None = No
     if len(message) > 2000:
         message = message[:1997] + "..."
     return ClusterDoctor(checked_at=now, verdict=verdict, failed=len(failures), warnings=len(warnings), message=message,
-                         verl_versions=list(snapshot_versions(rows)) or None, expected_verl=expected_verl)
+                         verl_versions=list(snapshot_versions(rows)) or None, supported_verl=list(supported_verl) or None)
 
 
 def preference_order(clusters: list[ClusterConfig]) -> list[ClusterConfig]:
@@ -402,13 +405,14 @@ def cluster_status(previous: ArgusClusterStatus, report: ClusterReport, *, addre
 def _verl_condition(conditions: list[Condition], doctor: ClusterDoctor | None, *, now: str, generation: int | None) -> list[Condition]:
     """VerlDrift, once argus doctor has read the snapshot's version (until then it says nothing:
     nothing is known, and nothing is held back)."""
-    if doctor is None or not doctor.expected_verl or not doctor.verl_versions:
+    if doctor is None or not doctor.supported_verl or not doctor.verl_versions:
         return conditions
-    drift = doctor.verl_drift()
+    drift, releases = doctor.verl_drift(), " and ".join(doctor.supported_verl)
     if drift:
         return set_condition(conditions, ConditionType.VerlDrift, True, ClusterReason.VerlDrift,
-                             f"its verl snapshot runs verl {' and '.join(drift)}, but Argus composes with verl {doctor.expected_verl}: "
-                             f"new tasks wait (reason {ClusterReason.VerlDrift}) until argus doctor finds verl {doctor.expected_verl} there; "
-                             "running tasks are left alone", now=now, generation=generation)
+                             f"its verl snapshot runs verl {' and '.join(drift)}, but Argus composes with verl {releases} only "
+                             f"(one release per cluster): new tasks wait (reason {ClusterReason.VerlDrift}) until argus doctor finds "
+                             "one of those there; running tasks are left alone", now=now, generation=generation)
     return set_condition(conditions, ConditionType.VerlDrift, False, ClusterReason.VerlMatches,
-                         f"its verl snapshot runs verl {doctor.expected_verl}, the release Argus composes with", now=now, generation=generation)
+                         f"its verl snapshot runs verl {doctor.verl_versions[0]}, a release Argus composes with: "
+                         "tasks for it are composed for that release", now=now, generation=generation)

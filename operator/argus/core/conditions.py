@@ -35,7 +35,7 @@ class ConditionType(StrEnum):
     RayReachable = "RayReachable"
     # An ArgusCluster's (clusters.cluster_status).
     Deleting = "Deleting"
-    VerlDrift = "VerlDrift"  # its verl snapshot runs a verl other than the one Argus composes with
+    VerlDrift = "VerlDrift"  # its verl snapshot runs a verl release Argus has no config tree for
 
 
 class ConditionStatus(str, Enum):

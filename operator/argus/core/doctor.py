@@ -97,12 +97,12 @@ class Node:
 
 @dataclass(frozen=True)
 class DoctorSettings:
-    """What the checks compare against. ``expected_verl``: the verl version Argus composes
-    with (None: the snapshot's version is shown, not compared). The shared Hugging Face
+    """What the checks compare against. ``expected_verl``: the verl releases Argus composes
+    with, one of which the snapshot must run (empty: the snapshot's version is shown, not compared). The shared Hugging Face
     cache is the one jobs get (``PlatformConfig.hf_cache``, the ``--hf-home`` flag)."""
 
     config: PlatformConfig
-    expected_verl: str | None = None
+    expected_verl: tuple[str, ...] = ()
     token_configured: bool = False
 
     def shared_hf(self) -> str:
@@ -344,13 +344,14 @@ def _verl_row(settings: DoctorSettings, label: str, verl: Mapping[str, Any]) -> 
                    f"put verl's source tree at {path} on the shared tree (or point --verl-code-path at it)")
     version, expected = verl.get("version"), settings.expected_verl
     found = version if isinstance(version, str) and version else None
-    if expected is None:
+    if not expected:
         return Row(label, Check.verl, Status.ok if version else Status.warn,
                    f"{path}: verl {version or '(no verl/version/version)'} (no expected version given: not compared)",
                    "" if version else "a snapshot of a verl release has verl/version/version", found=found)
-    if version != expected:
-        return Row(label, Check.verl, Status.fail, f"{path}: verl {version or 'of unknown version'}, Argus composes with verl {expected}",
-                   f"put verl {expected} at {path}, or run Argus with the verl version of the snapshot", found=found)
+    if version not in expected:
+        releases = " or ".join(expected)
+        return Row(label, Check.verl, Status.fail, f"{path}: verl {version or 'of unknown version'}, Argus composes with verl {releases}",
+                   f"put verl {releases} at {path}, or give Argus the snapshot's config tree (--verl-config)", found=found)
     return Row(label, Check.verl, Status.ok, f"{path}: verl {version} (as expected)", found=found)
 
 

@@ -194,11 +194,13 @@ def _decide(task: TaskState, seen: Observation, now: dt.datetime, settings: Life
 # --------------------------------------------------------------------------- what the controller saw
 
 def _validated(task: TaskState, seen: Validated, now: dt.datetime, settings: LifecycleSettings) -> Decision:
-    """A new task's spec passed: it is queued (and stopped at once if already cancelled)."""
-    if task.phase is not None:
-        return Decision(task.status)
+    """A new task's spec passed: it is queued (and stopped at once if already cancelled). A
+    queued one composed again for the verl its clusters run keeps its place, with the new command."""
     status = task.status.model_copy(update={"user": seen.user, "command": seen.command, "warnings": list(seen.warnings) or None,
                                             "verl": VerlConfigSource(version=seen.verl[0], source=seen.verl[1]) if seen.verl else None})
+    if task.phase is not None:
+        again = task.phase is Phase.Queued and not task.cancel and not task.suspend
+        return Decision(status.model_copy(update={"reason": Reason.Queued, "message": f"{seen.why}; waiting in the queue"}) if again else task.status)
     queued = Decision(enter(task, status, Phase.Queued, Reason.Validated, "validated; waiting in the queue", format_time(now)),
                       tuple(PostEvent("Warning", Reason.WeakCheck, w) for w in seen.warnings))
     if task.cancel or task.suspend:

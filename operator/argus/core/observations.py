@@ -21,12 +21,14 @@ from .vocabulary import Reason
 
 @dataclass(frozen=True)
 class Validated:
-    """The spec passed validation for ``user``; ``command`` is what will run."""
+    """The spec passed validation for ``user``; ``command`` is what will run. A queued task
+    Validated again was composed again for the verl release its clusters run (``why``)."""
 
     user: str
     command: str
     warnings: tuple[str, ...] = ()
     verl: tuple[str, str] | None = None  # (version, source) of the verl config tree it was checked with
+    why: str = ""  # why it was composed for that release (core.verlchoice), said in its status
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ its priority band (oldest first), whatever its user's usage: fairness never star
 **Verl drift.** A cluster whose verl snapshot argus doctor last read at a version other than
 the one the task is composed for takes no new task (``Room.verl_drift``): the tasks that
 could only go there wait (``VerlDrift``) and block nobody; running tasks are left alone.
+Tasks are composed for the release their clusters run (``core.verlchoice``), so this holds
+a task back only until it is composed again, or for a cluster at a release Argus lacks.
 
 **Missing inputs.** A task whose data files, reward function or model folders are not in
 the shared tree (``core.inputs``, asked by the controller) waits (``InputMissing``, in
@@ -86,7 +88,7 @@ class QueuedTask:
     nnodes: int = 1
     user: str = ""
     clusters: tuple[str, ...] | None = None  # the clusters it may go to (None: any)
-    verl: str | None = None  # the verl version it is composed for (None: the one each cluster's doctor expects)
+    verl: str | None = None  # the verl release it is composed for (None: the one each cluster's Room.composes)
 
     @property
     def key(self) -> Key:
@@ -251,7 +253,8 @@ class Room:
     not be read, nothing is admitted there), the claims of the tasks admitted to it, how
     many of them are active, its own cap (None: only the operator's ``max_running``),
     whether it takes new tasks (not when drained or being deleted), the verl versions argus
-    doctor last read in its snapshot (empty: not known) and the one Argus composes with."""
+    doctor last read in its snapshot (empty: not known) and the one a task that says none is
+    composed for (Argus's default release)."""
 
     name: str
     capacity: Capacity | None
@@ -346,7 +349,7 @@ def decide(
             blocked = True  # no slot for anyone behind it either
         else:
             message = _wait_for_room(task, fits, free, room_slots, named=len(rooms) > 1)
-        result.waiting[task.key] = (Reason.Queued, message)
+        result.waiting[task.key] = (Reason.Queued, message + _elsewhere(task, rooms))
     return result
 
 
@@ -407,11 +410,22 @@ def _no_cluster(task: QueuedTask, eligible: list[Room]) -> tuple[Reason, str]:
         runs = "; ".join(f"{'cluster ' + r.name if r.name else 'the Ray cluster of --ray-address'} runs verl "
                          f"{' and '.join(r.verl_drift(task))}" for r in drifted)
         return (Reason.VerlDrift, f"waiting: {runs} (argus doctor read it in the verl snapshot), but the task is composed for "
-                f"verl {wanted}; it goes when argus doctor finds verl {wanted} there")
+                f"verl {wanted} (a task is composed for the release its cluster runs when Argus has that release's config tree, "
+                "one release per cluster); it goes when argus doctor finds one it has there")
     if eligible:
         return (Reason.NoCluster, "waiting: " + ", ".join(f"cluster {r.name}" for r in eligible) +
                 " takes no new tasks now (drained, or being deleted)")
     return (Reason.NoCluster, "waiting: no Ray cluster it may use exists (spec.cluster, and the ArgusClusters' namespaceSelector)")
+
+
+def _elsewhere(task: QueuedTask, rooms: Sequence[Room]) -> str:
+    """What a waiting task's message adds when clusters it may use run a verl other than the one
+    it is composed for (core.verlchoice chose the release of the others): it does not go there."""
+    other = [r for r in rooms if (task.clusters is None or r.name in task.clusters) and r.accepting and r.verl_drift(task)]
+    if not other:
+        return ""
+    return (f"; composed for verl {task.verl or other[0].composes}, it does not go to "
+            + ", ".join(f"cluster {r.name} (verl {' and '.join(r.verl)})" for r in other))
 
 
 def _reserve(free: list[float], capacity: Capacity | None, task: QueuedTask) -> list[int]:

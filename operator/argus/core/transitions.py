@@ -141,6 +141,8 @@ RULES: tuple[Rule, ...] = (
     Rule((None, Phase.Queued), Refused, Phase.Rejected, _REJECTED, ("StopJob",),
          "the spec is invalid, or the namespace has no valid user; StopJob if it holds the finalizer (it may have reached Ray)"),
     # the queue
+    Rule((Phase.Queued,), Validated, SAME, (Reason.Queued,), (),
+         "composed again for the verl release its clusters run (it waited VerlDrift): the new command and status.verl"),
     Rule((Phase.Queued,), Waiting, SAME, _WAITING, (), "the queue leaves it waiting (the reason and message say why; its place is served on demand)"),
     Rule((Phase.Queued,), Admitted, SAME, (), ("Submit",), "the queue admits it: add the finalizer, submit to Ray"),
     Rule((Phase.Queued,), Reconcile, Phase.Stopped, (Reason.Cancelled,), (),
@@ -260,8 +262,9 @@ PHASE_MEANINGS: dict[Phase | None, str] = {
     None: "Just created; the operator has not looked yet.",
     Phase.Queued: "Valid, waiting for a slot and GPUs (why in `message`; its place: `argus queue`). `QuotaExceeded`: its user's GPU quota "
                   "is full. `NoCluster`: no Ray cluster it may use takes tasks (its `spec.cluster`, the ArgusClusters' `namespaceSelector`, "
-                  "a drained or deleted cluster). `VerlDrift`: argus doctor found the verl snapshot of every cluster it may use at a version other "
-                  "than the one it is composed for; it goes when a doctor run finds that version there. `InputMissing`: a data file, the reward "
+                  "a drained or deleted cluster). `VerlDrift`: argus doctor found the verl snapshot of every cluster it may use at a release Argus "
+                  "has no config tree for (or at several); it goes when a doctor run finds one it has there. A task whose clusters turn out "
+                  "to run another release Argus has is composed again for it (`status.verl`; rejected if that release's checks refuse it). `InputMissing`: a data file, the reward "
                   "function or a model folder it reads is not in the shared tree (one line each in `message`); it goes when they exist. `SecretMissing`: a Secret or key its "
                   "`spec.env` names is not in its namespace (the message names the variable, the Secret and the key); read again every 30 s, "
                   "it holds no GPUs and no place ahead of others, nothing reached Ray. `RayAuthFailed`: Ray refused the operator's token. `Retrying`: an earlier attempt was lost or failed and "

@@ -16,7 +16,7 @@ from ..adapters.clock import SystemClock
 from ..adapters.kube import KubeConfigError
 from ..controller.metrics import Metrics
 from ..controller.settings import add_operator_flags, operator_config
-from ..platform import UsageError, add_platform_flags, platform_config, verl_composer
+from ..platform import UsageError, add_platform_flags, platform_config, verl_composers
 from ..servers.logapi.settings import add_logapi_flags, logapi_settings
 from ..servers.webhook.settings import add_webhook_flags, webhook_settings
 from .logs import FORMATS, LEVELS, configure_logging
@@ -113,14 +113,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"argus-operator: cannot serve metrics on {args.metrics_host}:{args.metrics_port}: {exc}", file=sys.stderr)
             return 2
     try:
-        # The verl config tree every task is composed with (issue 21): refuse to start without one.
-        composer = verl_composer(args, config.platform)
+        # The verl config trees tasks are composed with (issue 21): refuse to start without the
+        # default one; the other pinned releases present here, for clusters that run them.
+        composers = verl_composers(args, config.platform)
     except UsageError as exc:
         print(f"argus-operator: {exc}", file=sys.stderr)
         return 2
-    logging.getLogger("argus").info("composing tasks' configurations with %s", composer.tree.describe())
+    logging.getLogger("argus").info("composing tasks' configurations with %s%s", composers.default.tree.describe(),
+                                    f", and for a cluster that runs it, verl {' or '.join(composers.supported[1:])}" if composers.supported[1:] else "")
     try:
-        operator = Operator.build(config, webhook, args.kubeconfig, logs_api=logs_api, composer=composer, clock=clock, metrics=metrics)
+        operator = Operator.build(config, webhook, args.kubeconfig, logs_api=logs_api, composers=composers, clock=clock, metrics=metrics)
     except KubeConfigError as exc:  # no cluster to talk to: one line, not a traceback
         print(f"argus-operator: {exc}", file=sys.stderr)
         return 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from ..core.progress import ProgressSource
 from ..core.rayjobs import RayRefused, RayUnreachable
 from ..core.times import format_time
 from ..core.user import USER_LABEL, user_from_label
+from ..core.verlchoice import Composers
 from ..core.verlconfig import Composer, ComposeRequest
 from ..servers.logapi.settings import LogApiSettings
 from ..servers.webhook.context import WebhookContext
@@ -73,12 +74,12 @@ class Operator:
     webhook: WebhookContext | None = None  # what the admission webhook reads (servers.webhook.context)
     health: HealthServer | None = None
     logs_api: Any = None  # controller.logapi.LogApi with --logs-api
-    composer: Composer | None = None  # the verl config tree's composer (adapters.verlcompose)
+    composers: Composers | None = None  # a composer per verl release Argus has a config tree for (core.verlchoice)
     background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
     def build(cls, config: OperatorConfig, webhook: WebhookSettings | None = None, kubeconfig: str | None = None,
-              logs_api: LogApiSettings | None = None, composer: Composer | None = None, *, clock: Clock,
+              logs_api: LogApiSettings | None = None, composers: Composers | None = None, *, clock: Clock,
               metrics: Metrics) -> Operator:
         """Wire the real adapters around the entry point's clock and metrics (which
         ``--metrics-port`` serves). Call from a running event loop (kopf's startup)."""
@@ -92,7 +93,7 @@ class Operator:
         cache: TaskCache[TaskView] = TaskCache(TaskView.from_body, config.namespaces, watch_seconds=config.watch_seconds, monotonic=clock.monotonic)
         files = LocalLogFiles(config.platform.users_root()) if config.progress_source == ProgressSource.file else None
         control_loop = ControlLoop(config, ray, store, cache, clock=clock, metrics=metrics,
-                                leads=(lambda: leader.is_leader) if leader else (lambda: True), composer=composer, log_files=files,
+                                leads=(lambda: leader.is_leader) if leader else (lambda: True), composers=composers, log_files=files,
                                 clusters=KubeClusterStore(store), connect=connect, token_namespace=config.own_namespace,
                                 shared_tree=LocalSharedTree(), secrets=KubeTaskSecrets(store))
 
@@ -116,7 +117,7 @@ class Operator:
             api = LogApi(logs_api, LogRouter(control_loop.fleet, cache.views), cache.get, subject_access_review, read_front_proxy, read_file,
                          clock=clock, queue=(cache.views, queue_settings(config)))
         operator = cls(config=config, clock=clock, metrics=metrics, store=store, ray=ray, cache=cache, control_loop=control_loop, leader=leader,
-                       logs_api=api, composer=composer)
+                       logs_api=api, composers=composers)
         if webhook is not None:
             operator.webhook = operator.webhook_context(webhook)
         return operator
@@ -124,9 +125,18 @@ class Operator:
     def webhook_context(self, settings: WebhookSettings) -> WebhookContext:
         """What the admission webhook reads of this operator."""
         return WebhookContext(settings=settings, clock=self.clock, reviews=self.metrics.webhook_reviews, platform=self.config.platform,
-                              composer=self.composer, namespaces=self.config.namespaces,
+                              composer=self.composers.default if self.composers is not None else None, namespaces=self.config.namespaces,
                               replicated=bool(self.config.leader_election_namespace),
-                              user_of_namespace=self.user_of_namespace, input_warnings=self.input_warnings)
+                              user_of_namespace=self.user_of_namespace, input_warnings=self.input_warnings,
+                              composer_for=self.composer_for)
+
+    def composer_for(self, body: Mapping[str, Any]) -> Composer | None:
+        """The composer the admission webhook checks a new task with: that of the verl release
+        its clusters run, as intake will choose it (core.verlchoice), so that a task for a
+        cluster at another release is not refused by the default release's checks."""
+        if self.composers is None:
+            return None
+        return self.composers.of(self.control_loop.scheduler.snapshot.verl_choice(TaskView.from_body(body)).version)
 
     def checks(self) -> Checks:
         """What /healthz and /readyz answer from (host/health.py)."""
@@ -149,10 +159,10 @@ class Operator:
             # In the background: it waits for the front proxy's CA (the ConfigMap) if need be.
             self.background.append(asyncio.create_task(self.logs_api.start(), name="argus log API"))
         await asyncio.to_thread(warm_up)  # Hydra's override parser, before the first task needs it
-        if self.composer is not None:
+        if self.composers is not None:
             # verl's primary PPO config composed once (about a second), before the first
-            # task (a webhook request, say) waits for it.
-            await asyncio.to_thread(self.composer.compose, ComposeRequest("verl.trainer.main_ppo", (), {}, "/"))
+            # task (a webhook request, say) waits for it; the other releases' on first use.
+            await asyncio.to_thread(self.composers.default.compose, ComposeRequest("verl.trainer.main_ppo", (), {}, "/"))
         self.background.append(asyncio.create_task(self.control_loop.run(), name="argus controller"))
         # Every replica, leader or not: a stale CRD is the cluster's state, not the leader's.
         for crd in await asyncio.to_thread(built_crds):
@@ -183,10 +193,10 @@ class Operator:
         Lease when the operator may create Events there: it watches every namespace, or the
         Lease's among them (its RBAC lets it create Events where it watches tasks). Otherwise,
         and without leader election, in the log and the metric only."""
-        # Each cluster's verl snapshot must be the release Argus composes and templates with:
-        # a cluster that runs another verl fails the doctor (its ArgusCluster's status.doctor,
+        # Each cluster's verl snapshot must be a release Argus composes and templates with: a
+        # cluster that runs another verl fails the doctor (its ArgusCluster's status.doctor,
         # the metric, the Event), rather than its tasks failing at verl's start after the wait.
-        expected = self.composer.tree.version if self.composer is not None else None
+        expected = self.composers.supported if self.composers is not None else ()
         settings = DoctorSettings(self.config.platform, expected_verl=expected, token_configured=bool(self.config.ray_token_file))
         post = None
         lease_ns = self.config.leader_election_namespace

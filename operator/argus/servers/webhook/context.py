@@ -10,9 +10,9 @@ with ``--webhook``): the composition root imports this module whether the webhoo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import Histogram
 
@@ -35,7 +35,7 @@ class WebhookContext:
     clock: Clock
     reviews: Histogram  # argus_webhook_review_duration_seconds, by operation and result
     platform: PlatformConfig  # validate_task's, as the controller's
-    composer: Composer | None
+    composer: Composer | None  # the default verl release's
     namespaces: Collection[str]  # the operator's --namespace (empty: all): the configuration's selector
     replicated: bool  # leader election is on: several replicas may each serve the webhook
     # (user, reason, message) from the namespace's argus.io/user label, read live; raises
@@ -46,6 +46,9 @@ class WebhookContext:
     # Set when kopf starts the webhook (server.start_webhook):
     server: Serving | None = None
     configuration_manager: asyncio.Task[None] | None = None  # writes the ValidatingWebhookConfiguration
+    # The composer of the verl release a new task is composed for (its clusters', as intake
+    # chooses: core.verlchoice); None: ``composer`` for every task.
+    composer_for: Callable[[Mapping[str, Any]], Composer | None] | None = None
 
     def listening(self) -> bool:
         return bool(self.server and self.server.listening)

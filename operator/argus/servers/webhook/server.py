@@ -113,7 +113,8 @@ async def _review(operation: str | None, body: kopf.Body, old: kopf.Body | None,
     if user is None:
         log.info("denied %s: %s", what, message, extra=task_log(namespace or "", name or ""))
         raise kopf.AdmissionError(message, code=FORBIDDEN)
-    verdict = validate_task(body, user, context.platform, context.composer)
+    composer = context.composer_for(body) if context.composer_for is not None else context.composer
+    verdict = validate_task(body, user, context.platform, composer)
     if not verdict.valid:
         lines = verdict.error_lines()
         log.info("denied %s for user %s: %d problem(s), first: %s", what, user, len(lines), lines[0], extra=task_log(namespace or "", name or ""))
