@@ -70,13 +70,14 @@ def main() -> int:
         cp = ControlPlane.start(work / "k8s", service_network=net)
         say(f"kube-apiserver ready at {cp.server} in {time.monotonic() - t0:.1f} s")
         t0 = time.monotonic()
-        ray = RayCluster.start(work / "ray", extra_path=[STANDIN / "bin"],
+        # quiet=False: Ray's own settings, as people see its dashboard (the tests quiet them).
+        ray = RayCluster.start(work / "ray", extra_path=[STANDIN / "bin"], quiet=False,
                                extra_env={"HOME": str(login_home(work / "ray-home")), "VERL_STANDIN_STEP_SECONDS": "1.0"})
         say(f"Ray head {ray.dashboard_url} (no worker_node resource) + 1 worker with 4 GPUs, ready in {time.monotonic() - t0:.1f} s")
         t0 = time.monotonic()
         runtime = realverl.runtime()
         real = RayCluster.start(work / "ray-real", python=runtime, worker_cpus=realverl.WORKER_CPUS, worker_gpus=realverl.WORKER_GPUS,
-                                object_store_bytes=512 * 1024 * 1024,
+                                object_store_bytes=512 * 1024 * 1024, quiet=False,
                                 extra_env={"HOME": str(login_home(work / "ray-real-home", python_dir=runtime.parent, standin=False)),
                                            **realverl.node_env()})
         say(f"Ray cluster for real verl {real.dashboard_url} (verl 0.9.1 and torch on CPU, verl's plugin hook "

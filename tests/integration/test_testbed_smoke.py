@@ -1,9 +1,14 @@
 """Smoke test of the testbed: the real API server enforces the ArgusTask CRD (CEL immutability),
-RBAC and ServiceAccount tokens, and the real Ray cluster runs a job's driver on the worker."""
+RBAC and ServiceAccount tokens, the real Ray cluster runs a job's driver on the worker, and a
+testbed process dies with a test run that is killed (procs.py's watchdog)."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -132,3 +137,27 @@ def test_ray_job_runs_on_the_worker(ray_cluster: RayCluster) -> None:
     assert info.driver_node_id in ray_cluster.worker_node_ids
     assert info.driver_node_id != ray_cluster.head_node_id
     assert "42" in client.get_job_logs(job_id)
+
+
+def test_a_killed_test_run_takes_its_testbed_processes_along(tmp_path: Path) -> None:
+    # A test run SIGKILLed (no atexit): each process it started dies by its watchdog.
+    script = ("import sys, time; from argus_testbed.procs import ManagedProcess; "
+              f"p = ManagedProcess('sleeper', ['sleep', '600'], {str(tmp_path / 'sleeper.log')!r}).start(); "
+              "print(p.pid, flush=True); time.sleep(600)")
+    run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert run.stdout is not None
+    sleeper = int(run.stdout.readline())
+    assert os.path.exists(f"/proc/{sleeper}")
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=10)
+
+    def gone() -> bool:
+        try:
+            with open(f"/proc/{sleeper}/stat") as f:
+                return f.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X")  # killed, not yet reaped
+        except OSError:
+            return True
+    deadline = time.monotonic() + 30
+    while not gone():
+        assert time.monotonic() < deadline, f"process {sleeper} outlived the killed test run"
+        time.sleep(0.1)

@@ -21,6 +21,11 @@ groups (and the job drivers Ray starts in sessions of their own). `ray stop` is 
 would kill every Ray on the machine. Ray's temp dir is a short folder under /tmp (unix socket
 paths are limited to 107 bytes); its logs are copied into the workdir when the cluster stops.
 
+``quiet`` (the default) starts the nodes with QUIET_SETTINGS: Ray's own settings that cut
+the CPU its nodes burn while they wait, on what no test looks at (the constant's comment
+says which). The demo, whose clusters people may look at in Ray's dashboard, passes
+quiet=False.
+
 Two options make it a cluster as people run them:
 - ``python``: the interpreter whose Ray runs the nodes (default: this one). An older Ray
   from another virtual environment (``hack/build-ray-env.sh``) makes a cluster of that
@@ -64,6 +69,25 @@ from .procs import ManagedProcess, tail
 
 WORKER_PORT_RANGE = 60  # ports for Ray worker processes, per node
 OLD_RAY_SCRIPT = Path("hack") / "build-ray-env.sh"
+# Ray's own settings that cut what its nodes burn while they wait (docs/testing.md has the
+# figures), kept to what no test looks at: Ray's metrics (nobody scrapes the testbed's), its
+# event-loop statistics (a debugging aid), the dashboard agent's node report (psutil over
+# the node's processes, for the dashboard's cluster view; Argus reads the GCS's node list
+# and cluster_status instead) every minute rather than every 5 s, the agent's check that
+# its raylet lives every second rather than every 0.4 s (it still exits 5 checks after the
+# raylet; stopping a node kills it anyway), and the log monitor's search for new worker log
+# files once a second rather than ten times (a new file is still read from its start: what
+# workers print reaches their driver whole, up to a second later). Every name exists in
+# Ray 2.41 (the oldest tested, test_old_ray.py) and 2.60 (the .venv's); Ray ignores the
+# names it does not know.
+QUIET_SETTINGS = {
+    "RAY_enable_metrics_collection": "0",
+    "RAY_event_stats": "0",
+    "REPORTER_UPDATE_INTERVAL_MS": "60000",
+    "RAY_DASHBOARD_AGENT_CHECK_PARENT_INTERVAL_S": "1",
+    "RAY_LOG_MONITOR_MANY_FILES_THRESHOLD": "0",
+    "LOG_NAME_UPDATE_INTERVAL_S": "1",
+}
 # What Ray prints when one of its fixed start-up deadlines passed (not a setting of ours).
 _RAY_START_DEADLINES = ("it contains the error message from the dashboard",
                         "The node registration may not be complete yet before the timeout",
@@ -174,11 +198,13 @@ class RayCluster:
         extra_workers: Iterable[int] = (),
         python: str | os.PathLike[str] | None = None,
         auth_token: str | None = None,
+        quiet: bool = True,
     ) -> None:
         self.workdir = Path(workdir).resolve()
         # Not resolved: a virtual environment's python is a symlink to the base interpreter.
         self.python = Path(os.path.abspath(python)) if python else Path(sys.executable)
         self.auth_token = auth_token
+        self.quiet = quiet
         self.worker_gpus = worker_gpus
         self.worker_cpus = worker_cpus
         self.worker_resource = worker_resource
@@ -224,6 +250,7 @@ class RayCluster:
         auth_token: str | None = None,
         timeout: float = 120,
         extra_workers: Iterable[int] = (),
+        quiet: bool = True,
     ) -> RayCluster:
         """Start the head and the worker, and wait until the Jobs API answers and the worker
         has joined (its raylet and dashboard agent healthy)."""
@@ -232,6 +259,7 @@ class RayCluster:
                 workdir, worker_gpus=worker_gpus, worker_cpus=worker_cpus, worker_resource=worker_resource,
                 worker_resource_amount=worker_resource_amount, extra_env=extra_env, extra_path=extra_path,
                 object_store_bytes=object_store_bytes, extra_workers=extra_workers, python=python, auth_token=auth_token,
+                quiet=quiet,
             )
             rc.workdir.mkdir(parents=True, exist_ok=True)
             try:
@@ -264,6 +292,8 @@ class RayCluster:
             PYTHONUNBUFFERED="1",
             RAY_AUTH_MODE="disabled",  # unknown to a Ray older than 2.52, which ignores it
         )
+        if self.quiet:
+            env.update(QUIET_SETTINGS)
         if self.auth_token is not None:
             token_file = self.temp_dir / "auth_token"
             fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
