@@ -199,8 +199,10 @@ def _validated(task: TaskState, seen: Validated, now: dt.datetime, settings: Lif
         return Decision(task.status)
     status = task.status.model_copy(update={"user": seen.user, "command": seen.command, "warnings": list(seen.warnings) or None,
                                             "verl": VerlConfigSource(version=seen.verl[0], source=seen.verl[1]) if seen.verl else None})
-    queued = Decision(enter(task, status, Phase.Queued, Reason.Validated, "validated; waiting in the queue", format_time(now)),
-                      tuple(PostEvent("Warning", Reason.WeakCheck, w) for w in seen.warnings))
+    # A weak check warns of what a run would do; a task created cancelled never runs (cancel
+    # is one-way), so its warnings stay in status.warnings without an Event each.
+    events = () if task.cancel else tuple(PostEvent("Warning", Reason.WeakCheck, w) for w in seen.warnings)
+    queued = Decision(enter(task, status, Phase.Queued, Reason.Validated, "validated; waiting in the queue", format_time(now)), events)
     if task.cancel or task.suspend:
         return _merge(queued, step(_with(task, queued.status), Reconcile(), now, settings))
     return queued
