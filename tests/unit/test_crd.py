@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from argus.cli import crd_yaml
 from argus.core.crd import argustask_crd
+from argus.core.rules import immutable_message
 from argus.core.spec import BASIC_FIELDS
 
 pytestmark = pytest.mark.unit
@@ -170,13 +171,20 @@ def _defaults(spec: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "basic", "cancel": False, "priority": 0, "restartPolicy": "Never", "backoffLimit": 3, "moveOnRetry": False, "preemptible": True, **spec}
 
 
-def _failing(rules: list[dict[str, str]], new: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
+def _failing(spec_schema: dict[str, Any], new: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
+    """The messages of the rules that fail, as the API server runs them: the spec's, and each
+    field's own (``self`` the field's value) where the object has that field."""
+    new, old_or_none = _defaults(new), _defaults(old) if old is not None else None
+    scoped: list[tuple[dict[str, str], Any, Any]] = [(r, new, old_or_none) for r in spec_schema["x-kubernetes-validations"]]
+    for field, prop in spec_schema["properties"].items():
+        if field in new:
+            scoped += [(r, new[field], (old_or_none or {}).get(field)) for r in prop.get("x-kubernetes-validations", [])]
     failed = []
-    for r in rules:
-        is_transition = "oldSelf" in r["rule"]
-        if is_transition and old is None:
-            continue  # transition rules run on update only
-        if not eval(_python(r["rule"]), {}, {"new": _defaults(new), "old": _defaults(old or {})}):  # noqa: S307
+    for r, value, old_value in scoped:
+        if "oldSelf" in r["rule"] and old_value is None:
+            continue  # transition rules run on update only, where the old object has the field too
+        expr = re.sub(r"\boldSelf\b(?!\.)", "old", re.sub(r"\bself\b(?!\.)", "new", _python(r["rule"])))
+        if not eval(expr, {}, {"new": value, "old": old_value}):  # noqa: S307
             failed.append(r.get("message", r["rule"]))
     return failed
 
@@ -193,9 +201,8 @@ def test_rules_have_messages(spec_schema: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("spec", [ADVANCED, BASIC, {**BASIC, "cancel": True, "priority": 5}], ids=["advanced", "basic", "basic-cancelled"])
 def test_unchanged_spec_passes_every_rule(spec_schema: dict[str, Any], spec: dict[str, Any]) -> None:
-    rules = spec_schema["x-kubernetes-validations"]
-    assert _failing(rules, spec, None) == []
-    assert _failing(rules, spec, dict(spec)) == []
+    assert _failing(spec_schema, spec, None) == []
+    assert _failing(spec_schema, spec, dict(spec)) == []
 
 
 def test_every_field_but_cancel_suspend_and_the_ttl_is_immutable(spec_schema: dict[str, Any]) -> None:
@@ -204,35 +211,46 @@ def test_every_field_but_cancel_suspend_and_the_ttl_is_immutable(spec_schema: di
                       "overrides": ["trainer.total_epochs=2"], "preemptible": False,
                       "env": [{"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "other", "key": "k"}}}]}
     mutable = {"cancel", "suspend", "ttlSecondsAfterFinished"}  # cancel one-way; suspend both ways; the TTL may move, as on a Job
-    assert not [r for r in rules if "oldSelf.ttlSecondsAfterFinished" in r["rule"] or "oldSelf.suspend" in r["rule"]]
+    for field in ("ttlSecondsAfterFinished", "suspend"):
+        assert "x-kubernetes-validations" not in spec_schema["properties"][field]
+        assert not [r for r in rules if f"oldSelf.{field}" in r["rule"]]
     for field, prop in spec_schema["properties"].items():
         if field in mutable:
             continue
-        rule = [r for r in rules if f"oldSelf.{field}" in r["rule"]]
-        assert len(rule) == 1, f"no immutability rule for spec.{field}"
-        assert rule[0]["message"].startswith(f"spec.{field} is immutable")
+        # The value compared by the field's own rule (no lookup in the spec: issue 39).
+        assert prop["x-kubernetes-validations"] == [{"rule": "self == oldSelf", "message": immutable_message(field)}], field
         base = dict(ADVANCED if field in ("command",) else BASIC)
         value = changed_values[field] if field in changed_values else {"integer": 7, "number": 0.5, "string": "other-value", "boolean": True}[prop["type"]]
         if field == "kind":
             base, new = dict(ADVANCED), {**ADVANCED, "kind": "basic"}
         else:
             new = {**base, field: value}
-        failed = _failing(rules, new, base)
+        failed = _failing(spec_schema, new, base)
         assert any(m.startswith(f"spec.{field} is immutable") for m in failed), (field, failed)
         if prop.get("default") is None and field not in spec_schema["required"]:
-            # adding or removing an optional field is a change too
+            # adding or removing an optional field is a change too: the spec's rule sees it
+            assert [r for r in rules if r["rule"] == f"has(self.{field}) == has(oldSelf.{field})"], field
             removed = {k: v for k, v in new.items() if k != field}
-            assert any(m.startswith(f"spec.{field} is immutable") for m in _failing(rules, removed, new)), field
+            assert any(m.startswith(f"spec.{field} is immutable") for m in _failing(spec_schema, removed, new)), field
+            assert any(m.startswith(f"spec.{field} is immutable") for m in _failing(spec_schema, new, removed)), field
+
+
+def test_the_spec_rules_read_only_whether_optional_fields_are_there(spec_schema: dict[str, Any]) -> None:
+    """A status patch runs every rule of the object; a spec rule's ``self.f`` copies the schemas
+    of all the spec's fields. The change rules on the spec only ask ``has``."""
+    for r in spec_schema["x-kubernetes-validations"]:
+        if "oldSelf" in r["rule"]:
+            assert re.fullmatch(r"has\(self\.(\w+)\) == has\(oldSelf\.\1\)", r["rule"]), r
 
 
 def test_cancel_is_one_way(spec_schema: dict[str, Any]) -> None:
-    rules = spec_schema["x-kubernetes-validations"]
-    assert _failing(rules, {**BASIC, "cancel": True}, {**BASIC, "cancel": False}) == []
-    assert _failing(rules, {**BASIC, "cancel": True}, BASIC) == []  # absent means false
-    assert _failing(rules, {**BASIC, "cancel": False}, {**BASIC, "cancel": True}) == [
+    assert _failing(spec_schema, {**BASIC, "cancel": True}, {**BASIC, "cancel": False}) == []
+    assert _failing(spec_schema, {**BASIC, "cancel": True}, BASIC) == []  # absent means false
+    assert _failing(spec_schema, {**BASIC, "cancel": False}, {**BASIC, "cancel": True}) == [
         "spec.cancel cannot go back from true to false: a cancelled task stays cancelled"
     ]
-    assert any(r["rule"] == "!oldSelf.cancel || self.cancel" for r in rules)
+    assert spec_schema["properties"]["cancel"]["x-kubernetes-validations"] == [
+        {"rule": "!oldSelf || self", "message": "spec.cancel cannot go back from true to false: a cancelled task stays cancelled"}]
 
 
 @pytest.mark.parametrize(
@@ -247,7 +265,7 @@ def test_cancel_is_one_way(spec_schema: dict[str, Any]) -> None:
     ids=["advanced-without-command", "basic-with-command", "advanced-with-modelId", "advanced-with-totalEpochs", "basic-without-valFile"],
 )
 def test_kind_field_consistency_rules(spec_schema: dict[str, Any], spec: dict[str, Any], message: str) -> None:
-    failed = _failing(spec_schema["x-kubernetes-validations"], spec, None)
+    failed = _failing(spec_schema, spec, None)
     assert any(message in m for m in failed), failed
 
 
@@ -265,14 +283,12 @@ _specs = st.fixed_dictionaries(_REQUIRED, optional=_OPTIONAL)
 def test_cel_and_python_renderings_of_the_rules_agree(spec_schema: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
     """core.rules renders each rule to CEL (the CRD) and to Python (validation, webhook):
     for any spec, and any update of it, both say the same."""
-    from argus.core.rules import change_problems, kind_problems
-    rules = spec_schema["x-kubernetes-validations"]
-    from argus.core.rules import KIND_RULES
-    cel_create = _failing(rules, new, None)
+    from argus.core.rules import KIND_RULES, change_problems, kind_problems
+    cel_create = _failing(spec_schema, new, None)
     python_create = kind_problems(_defaults(new))
     assert bool(cel_create) == bool(python_create), (new, cel_create, python_create)
     creation_messages = {r.group for r in KIND_RULES}
-    cel_update = [m for m in _failing(rules, new, old) if m not in creation_messages]
+    cel_update = [m for m in _failing(spec_schema, new, old) if m not in creation_messages]
     assert sorted(cel_update) == sorted(change_problems(_defaults(old), _defaults(new))), (old, new)
 
 

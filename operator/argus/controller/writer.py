@@ -1,6 +1,7 @@
 """The one writer of task status: it turns the lifecycle's typed status into the smallest
 merge patch (nothing when nothing changed), posts one Event per phase change but the quiet
-ones (``core.vocabulary.QUIET_PHASE_CHANGES``) and the lifecycle's other events off the critical path, adds and removes the finalizer, and
+ones (``core.vocabulary.QUIET_PHASE_CHANGES``, and a first status in ``QUIET_FIRST_PHASES``)
+and the lifecycle's other events off the critical path, adds and removes the finalizer, and
 remembers what it wrote until the watch shows it (read your own writes).
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 from ..core.lifecycle import FINALIZER, PostEvent
 from ..core.patch import apply_merge_patch, merge_patch
 from ..core.spec import ArgusTaskStatus, Phase
-from ..core.vocabulary import QUIET_PHASE_CHANGES, Key
+from ..core.vocabulary import QUIET_FIRST_PHASES, QUIET_PHASE_CHANGES, Key
 from .metrics import Metrics
 from .ports import TaskStore
 from .view import TaskView
@@ -99,7 +100,8 @@ class StatusWriter:
             document = apply_merge_patch(view.status, patch)
             self._remember(view.key, status=document)
             if patch.get("phase"):
-                if (status.phase, status.reason) not in QUIET_PHASE_CHANGES:
+                quiet = QUIET_PHASE_CHANGES if view.phase else QUIET_PHASE_CHANGES + QUIET_FIRST_PHASES
+                if (status.phase, status.reason) not in quiet:
                     events = (phase_event(view.phase, status), *events)
                 self.metrics.observe_phase_change(view.phase, status.phase, status.reason)
             view = view.with_changes(status=document)

@@ -199,7 +199,10 @@ def argustask_crd() -> dict[str, Any]:
 def _crd_spec() -> dict[str, Any]:
     spec = _model_schema(ArgusTaskSpec)
     spec["description"] = "What to train. Immutable after creation, except spec.cancel (false -> true), spec.suspend and spec.ttlSecondsAfterFinished."
-    spec["x-kubernetes-validations"] = [r.cel() for r in KIND_RULES] + change_rules_cel(spec["properties"], spec.get("required", []))
+    spec_rules, field_rules = change_rules_cel(spec["properties"], spec.get("required", []))
+    spec["x-kubernetes-validations"] = [r.cel() for r in KIND_RULES] + spec_rules
+    for field, rules in field_rules.items():
+        spec["properties"][field] = {**spec["properties"][field], "x-kubernetes-validations": rules}
     status = _status_schema(ArgusTaskStatus)
     status["properties"]["warnings"]["x-kubernetes-list-type"] = "atomic"
     # kopf keeps its handler progress here unless told otherwise; give it room so the API

@@ -201,8 +201,10 @@ def _validated(task: TaskState, seen: Validated, now: dt.datetime, settings: Lif
     if task.phase is not None:
         again = task.phase is Phase.Queued and not task.cancel and not task.suspend
         return Decision(status.model_copy(update={"reason": Reason.Queued, "message": f"{seen.why}; waiting in the queue"}) if again else task.status)
-    queued = Decision(enter(task, status, Phase.Queued, Reason.Validated, "validated; waiting in the queue", format_time(now)),
-                      tuple(PostEvent("Warning", Reason.WeakCheck, w) for w in seen.warnings))
+    # A weak check warns of what a run would do; a task created cancelled never runs (cancel
+    # is one-way), so its warnings stay in status.warnings without an Event each.
+    events = () if task.cancel else tuple(PostEvent("Warning", Reason.WeakCheck, w) for w in seen.warnings)
+    queued = Decision(enter(task, status, Phase.Queued, Reason.Validated, "validated; waiting in the queue", format_time(now)), events)
     if task.cancel or task.suspend:
         return _merge(queued, step(_with(task, queued.status), Reconcile(), now, settings))
     return queued

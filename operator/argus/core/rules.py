@@ -99,17 +99,25 @@ def change_problems(old_spec: Any, new_spec: Any) -> list[str]:
     return problems
 
 
-def change_rules_cel(properties: Mapping[str, Any], required: Iterable[str]) -> list[dict[str, str]]:
-    """The change rules as CEL transition rules over the spec schema's properties."""
+def change_rules_cel(properties: Mapping[str, Any], required: Iterable[str]) -> tuple[list[dict[str, str]], dict[str, list[dict[str, str]]]]:
+    """The change rules as CEL transition rules: (the spec's, each property's).
+
+    The API server runs every rule of the object on every write, a status patch included, and
+    each ``self.field`` a rule on the spec reads copies the schemas of all the spec's fields
+    (apiextensions-apiserver 1.34): thirty rules that compared ``self.f`` with ``oldSelf.f`` cost
+    a fifth of a status patch (issue 39). So a field's value is compared by a rule on the
+    field itself (``self`` is the value: no lookup), run when the old and the new object both
+    have it; only whether an optional field is there at all needs the spec (``has``). Same
+    meaning, same messages, a third of the lookups."""
     required = set(required)
-    rules = []
+    spec_rules: list[dict[str, str]] = []
+    field_rules: dict[str, list[dict[str, str]]] = {}
     for field, schema in properties.items():
         if field in MUTABLE_FIELDS:
             continue
-        always_there = field in required or "default" in schema
-        rule = (f"self.{field} == oldSelf.{field}" if always_there else
-                f"has(self.{field}) == has(oldSelf.{field}) && (!has(self.{field}) || self.{field} == oldSelf.{field})")
-        rules.append({"rule": rule, "message": immutable_message(field)})
+        if not (field in required or "default" in schema):
+            spec_rules.append({"rule": f"has(self.{field}) == has(oldSelf.{field})", "message": immutable_message(field)})
+        field_rules[field] = [{"rule": "self == oldSelf", "message": immutable_message(field)}]
     for field, message in ONE_WAY_FIELDS.items():
-        rules.append({"rule": f"!oldSelf.{field} || self.{field}", "message": message})
-    return rules
+        field_rules.setdefault(field, []).append({"rule": "!oldSelf || self", "message": message})
+    return spec_rules, field_rules

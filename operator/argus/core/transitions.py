@@ -134,8 +134,8 @@ RULES: tuple[Rule, ...] = (
     # a new task
     Rule(NEW, Validated, Phase.Queued, (Reason.Validated,), (event(Reason.WeakCheck),),
          "the spec is valid (a WeakCheck Warning per weak-check warning)"),
-    Rule(NEW, Validated, Phase.Stopped, (Reason.Cancelled,), (event(Reason.WeakCheck),),
-         "valid, but spec.cancel is set: it never reached Ray"),
+    Rule(NEW, Validated, Phase.Stopped, (Reason.Cancelled,), (),
+         "valid, but spec.cancel is set: it never reached Ray (and never will: its weak-check warnings only in status.warnings)"),
     Rule(NEW, Validated, Phase.Suspended, (Reason.Suspended,), (event(Reason.WeakCheck),),
          "valid, but spec.suspend is set: it waits outside the queue until resumed"),
     Rule((None, Phase.Queued), Refused, Phase.Rejected, _REJECTED, ("StopJob",),

@@ -160,6 +160,15 @@ EVENT_REASONS = (Reason.AdoptedExistingJob, Reason.WeakCheck, Reason.PlacementVi
 # restart, Ray pending again after it ran) keeps its Event. An Event is an API write: a run
 # that validates, runs and succeeds costs 6 (issue 26).
 QUIET_PHASE_CHANGES = ((Phase.Submitted, Reason.Admitted),)
+# A task's first status made without an Event when it is just what the spec asked for:
+# validated and waiting in the queue (Queued, reason Validated or Queued: behind others),
+# created cancelled (Stopped, Cancelled) or created suspended (Suspended). The status says
+# it, and nobody has anything to do; as a Pod gets no Event while it waits for the scheduler,
+# nor a Kueue Workload before its quota is reserved. A first status that asks something of
+# someone (Rejected, or Queued for a missing input, a quota, an unreachable cluster) keeps
+# its Event. A first start over 10,000 such tasks posted 10,000 of these (issue 39).
+QUIET_FIRST_PHASES = ((Phase.Queued, Reason.Validated), (Phase.Queued, Reason.Queued), (Phase.Stopped, Reason.Cancelled),
+                      (Phase.Suspended, Reason.Suspended))
 
 
 def task_shape(spec: Mapping[str, Any]) -> tuple[int, int]:

@@ -407,7 +407,9 @@ class ControlPlane(KubeCluster):
             # Start-up speed: no APF bootstrap objects to wait for, no endpoint lease loop.
             "--enable-priority-and-fairness=false",
             "--endpoint-reconciler-type=none",
-            "--profiling=false",
+            # /debug/pprof off unless asked for (ARGUS_TESTBED_PROFILING=1): where the API
+            # server's CPU goes under a benchmark (docs/benchmarks-first-start.md).
+            f"--profiling={'true' if os.environ.get('ARGUS_TESTBED_PROFILING') == '1' else 'false'}",
             *self._audit_args(),
             *([f"--egress-selector-config-file={self.service_network.egress_config(self.workdir / 'egress.yaml')}"]
               if self.service_network else []),

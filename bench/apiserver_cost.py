@@ -1,0 +1,117 @@
+"""What one write of the operator costs the real kube-apiserver + etcd, in CPU, measured apart
+from everything else (issue 39): the denominator of docs/benchmarks-first-start.md's breakdown.
+
+It starts a control plane of its own with a CRD (this checkout's, or ``--crd FILE``: e.g. the
+CRD of another commit, to see what its CEL rules cost), creates ``--calls`` ArgusTasks as
+bench/first_start.py does (advanced PPO specs), then sends, eight at a time, through the same
+Kubernetes client the operator uses:
+
+- ``status``: one status merge patch a task, the first status of a queued task as the operator
+  writes it (phase, reason, six conditions, the generated command, a warning);
+- ``event``: one Event a task, as the operator posts it.
+
+and prints the API server's and etcd's CPU per call. ``--profile DIR`` also takes a Go CPU
+profile of the API server during each (``go tool pprof -top DIR/status.pprof``).
+
+    .venv/bin/python bench/apiserver_cost.py [--calls 1500] [--crd crds/argus.io_argustasks.yaml] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from argus_testbed.controlplane import ControlPlane
+from benchlib import GROUP, VERSION, Kube, cpu_of, loadavg, log, parallel, ppo_command, task_body
+
+REPO = Path(__file__).resolve().parents[1]
+NS = "cost"
+STAMP = "2026-01-01T00:00:00Z"
+WARNING = ("spec.command: 'trainer.default_local_dir=checkpoints/verl_examples/gsm8k': is a relative path: verl's Ray actors "
+           "run in the raylet's folder, not the job's, so Argus makes it absolute under the job folder; set an absolute path")
+
+
+def first_status(command: str) -> dict[str, Any]:
+    """A queued task's first status, the shape the operator writes (docs/benchmarks-first-start.md)."""
+    said = "validated; waiting in the queue"
+    conditions = [{"type": t, "status": "False", "observedGeneration": 1, "lastTransitionTime": STAMP, "reason": "Validated",
+                   "message": said} for t in ("Admitted", "Running", "Complete", "Failed", "Finished")]
+    conditions.append({"type": "RayReachable", "status": "True", "observedGeneration": 1, "lastTransitionTime": STAMP,
+                       "reason": "RayReachable", "message": "the Ray dashboard answers"})
+    return {"phase": "Queued", "reason": "Queued", "message": "waiting behind tasks ahead in the queue", "observedGeneration": 1,
+            "user": "alice", "verl": {"source": "cluster", "version": "0.9.1"}, "command": command, "warnings": [WARNING],
+            "conditions": conditions}
+
+
+def measured(cp: ControlPlane, what: str, fn: Any, items: list[Any], profile: Path | None) -> float:
+    """CPU seconds per call of the API server + etcd while ``fn`` runs over ``items``."""
+    pids = [p.popen.pid for p in (cp._apiserver, cp._etcd) if p is not None and p.popen is not None]
+    profiler = None
+    if profile:
+        # Long enough to cover the calls; stopped early when they are done is not possible, so
+        # the profile's seconds are a fixed guess and its figures are shares, not totals.
+        out = profile / f"{what}.pprof"
+        profiler = threading.Thread(target=lambda: out.write_bytes(subprocess.run(
+            ["kubectl", f"--kubeconfig={cp.kubeconfig}", "get", "--raw", "/debug/pprof/profile?seconds=20"],
+            capture_output=True, check=True).stdout))
+        profiler.start()
+    c0, t0 = cpu_of(pids), time.monotonic()
+    parallel(fn, items, workers=8)
+    cpu, seconds = cpu_of(pids) - c0, time.monotonic() - t0
+    if profiler:
+        profiler.join()
+    per_call = cpu / len(items) * 1000
+    log(f"{what}: {len(items)} calls in {seconds:.1f} s, API server + etcd {cpu:.1f} s CPU: {per_call:.2f} ms a call")
+    return per_call
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=1500)
+    parser.add_argument("--crd", default=str(REPO / "crds" / "argus.io_argustasks.yaml"))
+    parser.add_argument("--profile", help="a folder for Go CPU profiles of the API server (needs ARGUS_TESTBED_PROFILING=1)")
+    args = parser.parse_args()
+    profile = Path(args.profile) if args.profile else None
+    if profile:
+        profile.mkdir(parents=True, exist_ok=True)
+        os.environ["ARGUS_TESTBED_PROFILING"] = "1"
+    work = Path(tempfile.mkdtemp(prefix="argus-apiserver-cost-"))
+    cp = ControlPlane.start(work / "k8s")
+    try:
+        cp.kubectl("apply", "--server-side", "-f", args.crd)
+        cp.wait_established("argustasks.argus.io")
+        kube = Kube(cp.kubeconfig)
+        kube.namespace(NS, "alice")
+        command = ppo_command(steps=1_000_000)
+        names = [f"t{i:05d}" for i in range(args.calls)]
+        parallel(lambda n: kube.create(NS, task_body(n, command)), names, workers=8)
+        status = first_status(command)
+        load0 = loadavg()
+        results = {
+            "status": measured(cp, "status", lambda n: kube.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, NS, "argustasks", n, {"status": status}, _preload_content=False), names, profile),
+            "event": measured(cp, "event", lambda n: kube.core.create_namespaced_event(NS, {
+                "metadata": {"name": f"{n}.e"}, "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ArgusTask",
+                                                                  "name": n, "namespace": NS},
+                "type": "Warning", "reason": "WeakCheck", "message": WARNING, "firstTimestamp": STAMP, "lastTimestamp": STAMP,
+                "count": 1, "source": {"component": "argus"}, "reportingComponent": "argus", "reportingInstance": "argus",
+                "action": "WeakCheck"}, _preload_content=False), names, profile),
+        }
+        print(json.dumps({"crd": args.crd, "calls": args.calls, "ms_per_call": {k: round(v, 2) for k, v in results.items()},
+                          "load": [load0, loadavg()]}))
+    finally:
+        cp.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
