@@ -16,7 +16,12 @@ that act on the outcome (e.g. `request.node.rep_call.failed`).
 
 For the operator: a /private tree, Ray nodes whose login shell finds the test's Python and
 the verl stand-in, onboarded namespaces, and a factory that runs the operator as a real
-subprocess watching only the test's namespaces."""
+subprocess watching only the test's namespaces.
+
+For the real-verl modules (test_real_verl*.py): `real_ray` (a Ray cluster of the verl
+runtime's Ray, one logical GPU, verl's plugin hook on its nodes), `real_root` (a /private
+tree with alice's home laid out for real verl) and `real_operator_in` (the operator on them,
+in a new namespace of alice's)."""
 
 from __future__ import annotations
 
@@ -216,3 +221,28 @@ def real_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = make_private_tree(tmp_path_factory.mktemp("real-private"), users=("alice",))
     realverl.lay_out_home(root / "users" / "alice")
     return root
+
+
+@pytest.fixture
+def real_operator_in(control_plane: Any, real_ray: RayCluster, real_root: Path, user_namespace: Any, tmp_path: Path,
+                     request: pytest.FixtureRequest) -> Iterator[Callable[..., tuple[str, OperatorProcess]]]:
+    """Start the operator on the real-verl Ray cluster, watching a new namespace of alice's
+    (``prefix``), with the ``hf`` rollout the cluster's plugins register and ``extra_args``:
+    its namespace and the process. Stopped after the test; on a failure, its log's tail and
+    the Ray worker's in the report."""
+    started: list[OperatorProcess] = []
+
+    def start(prefix: str, *extra_args: str) -> tuple[str, OperatorProcess]:
+        ns = user_namespace("alice", prefix=prefix)
+        op = OperatorProcess.start(tmp_path / f"operator-{prefix}", kubeconfig=control_plane.kubeconfig, ray_address=real_ray.dashboard_url,
+                                   root=real_root, namespaces=[ns], verl_code_path=realverl.snapshot(), poll_interval=1.0,
+                                   extra_args=["--verl-plugin-rollout", "hf", "--progress-interval", "1", *extra_args])
+        started.append(op)
+        return ns, op
+
+    yield start
+    failed = getattr(request.node, "rep_call", None)
+    for op in started:
+        op.stop()
+        if failed is not None and failed.failed:
+            print(f"\n--- operator (tail) ---\n{op.log_tail(80)}\n--- ray worker (tail) ---\n{real_ray.log_tail(40)}")

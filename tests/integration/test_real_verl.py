@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,19 +65,8 @@ URGENT = 10  # the SFT task's priority, above the GRPO task's 0
 
 
 @pytest.fixture
-def real_operator(control_plane: Any, real_ray: RayCluster, real_root: Path, user_namespace: Any,
-                  tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, OperatorProcess]]:
-    ns = user_namespace("alice", prefix="real")
-    op = OperatorProcess.start(tmp_path / "operator", kubeconfig=control_plane.kubeconfig, ray_address=real_ray.dashboard_url,
-                               root=real_root, namespaces=[ns], verl_code_path=realverl.snapshot(), poll_interval=1.0,
-                               extra_args=["--verl-plugin-rollout", "hf", "--preemption", "--progress-interval", "1"])
-    try:
-        yield ns, op
-    finally:
-        op.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"\n--- operator (tail) ---\n{op.log_tail(80)}\n--- ray worker (tail) ---\n{real_ray.log_tail(40)}")
+def real_operator(real_operator_in: Any) -> tuple[str, OperatorProcess]:
+    return real_operator_in("real", "--preemption")
 
 
 def left_in_ray(ray: RayCluster, job_id: str) -> list[str]:

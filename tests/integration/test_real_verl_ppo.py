@@ -27,35 +27,18 @@ Measured: the module alone 4.5 min wall (2 cores, other work beside it, load ave
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from argus_testbed import RayCluster, realverl
-from argus_testbed.harness import OperatorProcess, apply_text, argus_logs, wait_phase
+from argus_testbed import realverl
+from argus_testbed.harness import apply_text, argus_logs, wait_phase
 from argus_testbed.realverl import RUN_TIMEOUT, example
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.real_verl, pytest.mark.timeout(1800)]
 
 STEPS = 2  # the example's trainer.total_training_steps
-
-
-@pytest.fixture
-def ppo_operator(control_plane: Any, real_ray: RayCluster, real_root: Path, user_namespace: Any,
-                 tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, OperatorProcess]]:
-    ns = user_namespace("alice", prefix="ppo")
-    op = OperatorProcess.start(tmp_path / "operator", kubeconfig=control_plane.kubeconfig, ray_address=real_ray.dashboard_url,
-                               root=real_root, namespaces=[ns], verl_code_path=realverl.snapshot(), poll_interval=1.0,
-                               extra_args=["--verl-plugin-rollout", "hf", "--progress-interval", "1"])
-    try:
-        yield ns, op
-    finally:
-        op.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"\n--- operator (tail) ---\n{op.log_tail(80)}\n--- ray worker (tail) ---\n{real_ray.log_tail(40)}")
 
 
 def step_metrics(log: str, step: int) -> dict[str, str]:
@@ -65,9 +48,8 @@ def step_metrics(log: str, step: int) -> dict[str, str]:
     return dict(pair.split(":", 1) for pair in lines[-1].split(" - ") if ":" in pair)
 
 
-def test_ppo_with_a_critic_and_a_kl_loss_trains_and_checkpoints_both(control_plane: Any, ppo_operator: tuple[str, OperatorProcess],
-                                                                     real_root: Path) -> None:
-    ns, op = ppo_operator
+def test_ppo_with_a_critic_and_a_kl_loss_trains_and_checkpoints_both(control_plane: Any, real_operator_in: Any, real_root: Path) -> None:
+    ns, op = real_operator_in("ppo")
     apply_text(control_plane, ns, example("ppo.yaml"))
     task = wait_phase(control_plane, ns, "real-ppo", ("Succeeded", "Failed", "Rejected"), timeout=RUN_TIMEOUT, op=op)
     s = task["status"]
