@@ -2,10 +2,12 @@
 # The test command: sets up whatever is missing (hack/setup.sh), then runs the suite against a
 # real kube-apiserver + etcd and real Ray clusters that the tests start. Extra arguments go to
 # pytest. The tiers:
-#   hack/test.sh                   everything (what CI runs)
+#   hack/test.sh                   everything but the slower suite (what CI runs)
 #   hack/test.sh -m unit           pure logic: needs only the .venv (no Go build, no verl runtime)
 #   hack/test.sh -m "not slow"     the inner loop: no real verl, no verl oracle, no old Ray
 #                                  (the testbed binaries, not the Python environments)
+#   hack/test.sh -m slower         the slower suite, which no other run selects: real verl PPO
+#                                  with a critic and a KL (tests/conftest.py)
 # The tests run side by side in pytest-xdist workers, a test module to a worker (its module
 # fixtures start once): the integration tests mostly wait on real processes, not on the CPU.
 # ARGUS_TEST_WORKERS sets how many (default 4; `-n 0` or `-p no:xdist` runs them in this one

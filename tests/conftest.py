@@ -4,6 +4,9 @@ are in tests/integration/conftest.py).
 
 Markers: tests under tests/unit are marked `unit`, tests under tests/integration `integration`
 (unless they carry one of those markers already), so `-m unit` / `-m "not integration"` work.
+Tests marked `slower` (the slower suite: real verl PPO with a critic and a KL) run only when
+the `-m` expression names that marker (`hack/test.sh -m slower`); any other run deselects
+them and says so.
 """
 
 from __future__ import annotations
@@ -31,7 +34,27 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 # --------------------------------------------------------------------------- markers
 
+_SLOWER_LEFT = pytest.StashKey[int]()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if SLOWER in (config.getoption("markexpr") or ""):
+        return None
+    return f"the slower suite (marker '{SLOWER}': real verl PPO with a critic and a KL) is not run: hack/test.sh -m {SLOWER} runs it"
+
+
+SLOWER = "slower"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The slower suite runs when asked for by name, never as part of another selection: it
+    # trains for minutes more than CI's run can hold (docs/testing.md).
+    if SLOWER not in (config.getoption("markexpr") or ""):
+        left = [item for item in items if item.get_closest_marker(SLOWER)]
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = [item for item in items if not item.get_closest_marker(SLOWER)]
+            config.stash[_SLOWER_LEFT] = len(left)
     for item in items:
         if item.get_closest_marker("unit") or item.get_closest_marker("integration"):
             continue

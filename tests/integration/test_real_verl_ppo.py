@@ -36,7 +36,8 @@ from argus_testbed import realverl
 from argus_testbed.harness import apply_text, argus_logs, wait_phase
 from argus_testbed.realverl import RUN_TIMEOUT, example
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.real_verl, pytest.mark.timeout(1800)]
+# The slower suite (tests/conftest.py): run by `hack/test.sh -m slower`, not by CI's run.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.real_verl, pytest.mark.slower, pytest.mark.timeout(1800)]
 
 STEPS = 2  # the example's trainer.total_training_steps
 
