@@ -179,6 +179,16 @@ def user_namespace(control_plane: Any, crd_installed: None) -> Callable[..., str
     return make
 
 
+def stop_operators(started: list[OperatorProcess], request: pytest.FixtureRequest, also: Callable[[], str] | None = None) -> None:
+    """Stop the operators a test started; when the test failed, print each one's log tail
+    (and ``also``'s text: another process's tail) into its report."""
+    failed = getattr(request.node, "rep_call", None)
+    for op in started:
+        op.stop()
+        if failed is not None and failed.failed:
+            print(f"\n--- {op.log_path.name} (tail) ---\n{op.log_tail(80)}" + (f"\n{also()}" if also else ""))
+
+
 @pytest.fixture
 def run_operator(control_plane: Any, ray_cluster: Any, argus_root: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., OperatorProcess]]:
     started: list[OperatorProcess] = []
@@ -192,11 +202,7 @@ def run_operator(control_plane: Any, ray_cluster: Any, argus_root: Path, tmp_pat
         return op
 
     yield start
-    failed = getattr(request.node, "rep_call", None)
-    for op in started:
-        op.stop()
-        if failed is not None and failed.failed:
-            print(f"\n--- {op.log_path.name} (tail) ---\n{op.log_tail(80)}")
+    stop_operators(started, request)
 
 
 # The real-verl modules (test_real_verl*.py): a Ray cluster of the verl runtime's Ray and a
@@ -241,8 +247,4 @@ def real_operator_in(control_plane: Any, real_ray: RayCluster, real_root: Path, 
         return ns, op
 
     yield start
-    failed = getattr(request.node, "rep_call", None)
-    for op in started:
-        op.stop()
-        if failed is not None and failed.failed:
-            print(f"\n--- operator (tail) ---\n{op.log_tail(80)}\n--- ray worker (tail) ---\n{real_ray.log_tail(40)}")
+    stop_operators(started, request, also=lambda: f"--- ray worker (tail) ---\n{real_ray.log_tail(40)}")
