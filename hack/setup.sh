@@ -34,6 +34,36 @@ times=build/setup-times.txt
 : > "$times"
 took() { printf '%s\t%s\n' "$1" "$(($SECONDS - $2))" >> "$times"; echo "setup: $1 ready in $(($SECONDS - $2)) s" >&2; }
 
+CACHE="${ARGUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/argus}"
+
+# The heavy steps start first, in the background, side by side: the Go builds take the CPU
+# while the Python environments come from PyPI (network), and the .venv below installs
+# meanwhile. Each is cached and returns at once when done before; a failure of any fails
+# the setup.
+t_all=$SECONDS
+pids=()
+if [[ $mode != --python-only ]]; then
+  if [[ $mode != --no-slow ]]; then
+    if [[ $mode == --demo ]]; then
+      versions=$(awk '!/^#/ && NF {print $1; exit}' operator/argus/verl-releases.txt)
+    else
+      versions=$(awk '!/^#/ && NF {print $1}' operator/argus/verl-releases.txt)
+    fi
+    stage "in the background: the real verl runtime(s) $versions$([[ $mode == all ]] && echo ' and an older Ray for the version-range test') (built once from PyPI, then cached)"
+    for version in $versions; do
+      (t=$SECONDS; bash hack/build-verl-oracle.sh "$version" >/dev/null; took "verl $version runtime" "$t") &
+      pids+=($!)
+    done
+    if [[ $mode == all ]]; then
+      (t=$SECONDS; bash hack/build-ray-env.sh >/dev/null; took "older-Ray environment" "$t") &
+      pids+=($!)
+    fi
+  fi
+  stage "in the background: kube-apiserver, kubectl, etcd, helm (built once from Go modules, then cached)"
+  (t=$SECONDS; bash hack/build-testbed-bins.sh >/dev/null; took "testbed binaries" "$t") &
+  pids+=($!)
+fi
+
 t0=$SECONDS
 if [[ ! -x .venv/bin/python ]]; then
   stage "creating .venv"
@@ -41,9 +71,12 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 stamp=.venv/.argus-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp || tests/testbed/pyproject.toml -nt $stamp ]]; then
-  stage "installing the project and its test extras into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]' -e tests/testbed
+  stage "installing the project and its test extras into .venv (uv, its cache in $CACHE/uv)"
+  # uv (a test dependency already: hack/lock.sh) installs in a fraction of pip's time, from
+  # the cache hack/release.sh shares; byte-compiled as pip would, so that the test workers
+  # do not each compile Ray and the Kubernetes client on their first import.
+  .venv/bin/python -m pip install -q --disable-pip-version-check uv
+  UV_CACHE_DIR="$CACHE/uv" .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[test]' -e tests/testbed
   touch "$stamp"
 fi
 took "python environment" "$t0"
@@ -51,28 +84,7 @@ t0=$SECONDS
 stage "the pinned verl releases' config trees (fetched once from the package index, then cached)"
 bash hack/fetch-verl.sh >/dev/null
 took "verl trees" "$t0"
-[[ $mode == --python-only ]] && exit 0
 
-t1=$SECONDS
-pids=()
-if [[ $mode != --no-slow ]]; then
-  if [[ $mode == --demo ]]; then
-    versions=$(awk '!/^#/ && NF {print $1; exit}' operator/argus/verl-releases.txt)
-  else
-    versions=$(awk '!/^#/ && NF {print $1}' operator/argus/verl-releases.txt)
-  fi
-  stage "in the background, side by side: the real verl runtime(s) $versions$([[ $mode == all ]] && echo ' and an older Ray for the version-range test') (built once from PyPI, then cached)"
-  for version in $versions; do
-    (t=$SECONDS; bash hack/build-verl-oracle.sh "$version" >/dev/null; took "verl $version runtime" "$t") &
-    pids+=($!)
-  done
-  if [[ $mode == all ]]; then
-    (t=$SECONDS; bash hack/build-ray-env.sh >/dev/null; took "older-Ray environment" "$t") &
-    pids+=($!)
-  fi
-fi
-stage "kube-apiserver, kubectl, etcd, helm (built once from Go modules, then cached)"
-bash hack/build-testbed-bins.sh >/dev/null
-took "testbed binaries" "$t1"
 for pid in "${pids[@]}"; do wait "$pid"; done
-took "all (wall)" "$t1"
+took "all (wall)" "$t_all"
+
