@@ -1,9 +1,9 @@
 """A training run's whole life (issue 13) on the real API server and a real Ray cluster:
-durable logs in the job folder, progress in the status, a new attempt after a head restart
-that resumes from the newest checkpoint, the backoff limit, and cleanup (TTL, Ray's job
-history). The trainer is the verl stand-in (it checkpoints and resumes as verl does).
-
-The head-restart test uses its own Ray cluster, so the restart disturbs no other test."""
+durable logs in the job folder, progress in the status, suspend and resume from the newest
+checkpoint, the backoff limit, and cleanup (TTL, Ray's job history). The trainer is the verl
+stand-in (it checkpoints and resumes as verl does). A head restart's new attempt, which
+resumes from the checkpoint as well, is test_operator_ray_outage.py's (that module restarts
+a Ray of its own anyway; this one runs on the session's)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from argus.core.progress import verl_line, verl_lines
-from argus_testbed import RayCluster
 from argus_testbed.harness import advanced_task, apply_text, forget_ray_job, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
@@ -29,13 +28,6 @@ def verl_text(log: str) -> str:
     """A job's log without Ray's actor prefix, colour codes and tqdm's bar (core.progress)."""
     return "\n".join(verl_lines(log))
 FAST_PROGRESS = ["--progress-interval", "1"]
-
-
-@pytest.fixture(scope="module")
-def own_ray(tmp_path_factory: pytest.TempPathFactory, ray_cluster_options: dict) -> RayCluster:
-    rc = RayCluster.start(Path(tmp_path_factory.mktemp("ray-runs")), **ray_cluster_options)
-    yield rc
-    rc.stop()
 
 
 def task_with(name: str, command: str, **spec: object) -> str:
@@ -82,37 +74,6 @@ def test_the_log_outlives_ray_and_progress_shows_in_the_status(control_plane, ra
     assert out.returncode == 0, out.stderr
     assert f"Ray no longer has job {sid}" in out.stderr and job_dir["userPath"] + "/attempt-1.log" in out.stderr
     assert verl_line(out.stdout.strip()).startswith("Final validation metrics")
-
-
-def test_a_head_restart_starts_attempt_two_which_resumes_from_the_checkpoint(control_plane, own_ray, user_namespace, run_operator):
-    ns = user_namespace("alice")
-    op = run_operator([ns], ray_address=own_ray.dashboard_url, extra_args=FAST_PROGRESS)
-    total, save_freq = 400, 20
-    apply_text(control_plane, ns, task_with("resumable", ppo_command(steps=total, extra=f"trainer.save_freq={save_freq}"),
-                                            restartPolicy="OnRayJobLost"))
-    wait_for(lambda: ((get_task(control_plane, ns, "resumable").get("status") or {}).get("progress") or {}).get("step", 0) > 2 * save_freq,
-             120, "the run to pass two checkpoints", on_timeout=op.log_tail)
-    own_ray.restart_head()
-    status = wait_phase(control_plane, ns, "resumable", ("Succeeded", "Failed"), timeout=240, op=op)["status"]
-    assert (status["phase"], status["attempt"]) == ("Succeeded", 2), status
-    status = wait_for(lambda: (s := get_task(control_plane, ns, "resumable")["status"])["progress"]["step"] == total and s, 30,
-                      "the final progress", on_timeout=op.log_tail)
-    first, second = status["attempts"]
-    assert (first["attempt"], first["outcome"], second["attempt"], second["outcome"]) == (1, "RayJobLost", 2, "RayJobSucceeded")
-    assert second["submissionId"] == first["submissionId"] + "-a2"
-    events = json.loads(control_plane.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
-    assert any(e["reason"] == "Retrying" and "attempt 2 waits in the queue" in e["message"] for e in events)
-    # Attempt 2 resumed at the last step attempt 1 checkpointed, and did the rest: every
-    # step of the run was done, the ones after the checkpoint twice at most.
-    job_dir = Path(status["jobDir"]["jobPath"])
-    one, two = (job_dir / "attempt-1.log").read_text(), (job_dir / "attempt-2.log").read_text()
-    done_first = [int(n) for n in STEP.findall(verl_text(one))]
-    resumed = int(re.search(r"Resuming from \S*global_step_(\d+)", two).group(1))
-    assert resumed % save_freq == 0 and resumed <= max(done_first) < resumed + save_freq
-    assert [int(n) for n in STEP.findall(verl_text(two))] == list(range(resumed + 1, total + 1))
-    assert status["progress"]["step"] == total and status["progress"]["resumedFromStep"] == resumed
-    # One Ray job per attempt on the new head (the old head forgot attempt 1's).
-    assert [j.submission_id for j in ray_jobs_for(own_ray.dashboard_url, ns)] == [second["submissionId"]]
 
 
 def argus_cli(control_plane, *args: str) -> subprocess.CompletedProcess:
