@@ -29,8 +29,9 @@ against real verl here:
 - checkpoints land in alice's home.
 Not run against real verl any more (each real GRPO start is minutes of CPU): a cancelled
 run's checkpoint resumed by a new task in the same folder. Real verl's resume is the one
-proven above; the operator's other ways to a resumed attempt (suspend and resume, a Ray head
-restart) run with the stand-in (test_operator_runs.py), as do the preemption policy's finer
+proven above; the operator's other ways to a resumed attempt run with the stand-in (suspend
+and resume: test_operator_runs.py; a Ray head restart: test_operator_ray_outage.py), as do the
+preemption policy's finer
 points (test_operator_preemption.py and the unit tests).
 
 Measured (2-core machine, other work beside it, load average 5-19): the module 6.6 min wall
