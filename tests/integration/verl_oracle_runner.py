@@ -35,6 +35,8 @@ fsdp_workers.py, 0.6.1: ``world_size % (tp * dp * pp) == 0``), marked ``"worker 
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import inspect
 import io
 import json
@@ -59,6 +61,40 @@ def _compose(config_dir: Path, name: str, overrides: list[str]) -> Any:
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         return compose(config_name=name, overrides=overrides)
+
+
+def parse_each_config_file_once() -> None:
+    """Hydra's config sources hand out a deep copy of their first load of a file.
+
+    Every compose reads and parses again each of the ~30 YAML files it composes (Hydra's
+    CachingConfigRepository lives for one ``load_configuration``; initializing Hydra once
+    instead of for every case keeps nothing more): measured, a compose of verl 0.9.1's
+    ppo_trainer took 0.34 s of CPU, 0.24 s with this. The files do not change during a run, and
+    a deep copy of a parse is what a fresh parse gives (Hydra merges a loaded config into the
+    composition without copying it, so each compose gets its own copy; the first one is never
+    handed out). Everything after the file's parse (the defaults lists, the merge, the
+    overrides, the checks) is Hydra's and verl's own, for every case.
+    """
+    from hydra._internal.sources_registry import SourcesRegistry
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # its discovery loads the core plugins' modules anew: the classes Hydra uses are these
+    for scheme in ("file", "pkg"):  # verl's tree, Hydra's own configs (hydra/config and its groups)
+        source = SourcesRegistry.instance().resolve(scheme)
+        source.load_config = _first_load_copied(source.load_config)  # type: ignore[method-assign]
+
+
+def _first_load_copied(load: Any) -> Any:
+    first: dict[tuple[str, str, str], Any] = {}
+
+    @functools.wraps(load)
+    def load_config(source: Any, config_path: str) -> Any:
+        key = (type(source).__name__, source.path, config_path)
+        if key not in first:  # a file that is not there raises, every time, and is not kept
+            first[key] = load(source, config_path)
+        return copy.deepcopy(first[key])
+
+    return load_config
 
 
 def _ppo(cfg: Any) -> tuple[str, str] | None:
@@ -189,6 +225,7 @@ def main() -> None:
     config_dir = Path(verl.__file__).parent / "trainer" / "config"
     version = (Path(verl.__file__).parent / "version" / "version").read_text().strip()
     cases = json.load(sys.stdin)
+    parse_each_config_file_once()
     with tempfile.TemporaryDirectory(prefix="verl-oracle-model-") as tmp:
         with contextlib.redirect_stdout(io.StringIO()):
             model = tiny_model(Path(tmp))
