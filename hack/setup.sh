@@ -36,11 +36,24 @@ took() { printf '%s\t%s\n' "$1" "$(($SECONDS - $2))" >> "$times"; echo "setup: $
 
 CACHE="${ARGUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/argus}"
 
-# The heavy steps start first, in the background, side by side: the Go builds take the CPU
+t_all=$SECONDS
+t0=$SECONDS
+if [[ ! -x .venv/bin/python ]]; then
+  stage "creating .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.argus-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || tests/testbed/pyproject.toml -nt $stamp ]]; then
+  # uv first, alone (seconds): the .venv's own install below and the verl runtimes' and the
+  # old Ray's environments (hack/install-into.sh, which falls back to a far slower pip
+  # without it) all install with it.
+  .venv/bin/python -m pip install -q --disable-pip-version-check uv
+fi
+
+# The heavy steps start next, in the background, side by side: the Go builds take the CPU
 # while the Python environments come from PyPI (network), and the .venv below installs
 # meanwhile. Each is cached and returns at once when done before; a failure of any fails
 # the setup.
-t_all=$SECONDS
 pids=()
 if [[ $mode != --python-only ]]; then
   if [[ $mode != --no-slow ]]; then
@@ -64,18 +77,12 @@ if [[ $mode != --python-only ]]; then
   pids+=($!)
 fi
 
-t0=$SECONDS
-if [[ ! -x .venv/bin/python ]]; then
-  stage "creating .venv"
-  python3 -m venv .venv
-fi
-stamp=.venv/.argus-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp || tests/testbed/pyproject.toml -nt $stamp ]]; then
   stage "installing the project and its test extras into .venv (uv, its cache in $CACHE/uv)"
   # uv (a test dependency already: hack/lock.sh) installs in a fraction of pip's time, from
-  # the cache hack/release.sh shares; byte-compiled as pip would, so that the test workers
-  # do not each compile Ray and the Kubernetes client on their first import.
-  .venv/bin/python -m pip install -q --disable-pip-version-check uv
+  # the cache hack/release.sh shares; byte-compiled as pip would, since no process writes
+  # bytecode where PYTHONDONTWRITEBYTECODE is set (each would compile Ray and the
+  # Kubernetes client again on every start).
   UV_CACHE_DIR="$CACHE/uv" .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[test]' -e tests/testbed
   touch "$stamp"
 fi
