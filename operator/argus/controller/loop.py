@@ -17,7 +17,10 @@ once when the watch shows a change):
    are idle until they change (``idle``);
 4. admit from the head of the queue and submit; tell the others their place (``scheduler``).
 A new task is written once, after step 4: admitted at once, it goes from nothing to
-Submitted in one status patch.
+Submitted in one status patch. While new tasks wait for the next ticks (a first start over
+thousands), a batch's writes go on while the next tick validates the next batch (the API
+server works while the operator validates): that tick leaves the batch out of its intake
+and waits for its writes before its queue pass, so the queue sees every task it wrote.
 
 Every step is idempotent and the process may die at any line: the finalizer is on a task
 before its first submission, and the submission id is derived from the object's UID, so a
@@ -112,6 +115,10 @@ class ControlLoop:
         self.idle_tasks = IdleTasks(self.settings)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
+        # The first statuses of a batch of new tasks still being written (a first start's
+        # backlog: see the module's docstring), and whose they are.
+        self._writing: asyncio.Future[None] | None = None
+        self._writing_keys: frozenset[Key] = frozenset()
 
     def _root(self, cluster: str) -> str:
         """The root of a cluster's shared tree, as its jobs see it (its ArgusCluster's root, or --root)."""
@@ -135,6 +142,13 @@ class ControlLoop:
         # The first tick waits for the full LIST: over a partial view it would not count
         # running tasks it has not seen yet and admit past --max-running.
         await self.tasks.synced.wait()
+        try:
+            await self._ticks()
+        finally:
+            if self._writing is not None:
+                self._writing.cancel()  # stopping: the writes not done are the next leader's (the tasks are still new)
+
+    async def _ticks(self) -> None:
         while True:
             if self.leads():
                 self._tick_started = self.clock.monotonic()
@@ -165,7 +179,17 @@ class ControlLoop:
 
     async def idle(self) -> None:
         """Wait for the background work started so far (tests, and a clean stop)."""
+        await self._written()
         await self.writer.drain()
+
+    async def _written(self) -> None:
+        """Wait for the writes of the last batch of new tasks, if any are still going on."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            try:
+                await writing
+            finally:
+                self._writing_keys = frozenset()
 
     def views(self) -> list[TaskView]:
         return self.writer.overlays(self.tasks.views(), self.clock.monotonic())
@@ -205,7 +229,7 @@ class ControlLoop:
         await each(self._follow(v.key) for v in due)
         # 2. New tasks are validated.
         views = [v for v in self.views() if v.key in live]
-        drafts = self.intake.new(views)
+        drafts = self.intake.new([v for v in views if v.key not in self._writing_keys])
         if drafts:
             await self.fleet.refresh()  # (once per poll interval) a new task is composed for its clusters' verl
         await self.intake.validate(drafts)
@@ -224,7 +248,10 @@ class ControlLoop:
         self._next_timer = min((t for t in [*timers, idle_timer] if t is not None and t > now), default=None)
         await each(self._final_progress(key) for key in self.logs.finished())
         await self.removals.check()
-        # 4. The queue.
+        # 4. The queue, once the last batch's writes are done (its tasks are in the queue too).
+        if self._writing is not None:
+            await self._written()
+            views = [v for v in self.views() if v.key in live]
         queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel and not d.view.suspend]
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting]
         active = [v for v in views if v.active]
@@ -233,7 +260,12 @@ class ControlLoop:
         else:
             await self.fleet.refresh()  # the clusters' status and finalizers follow them with or without a queue
         self.metrics.observe_users(in_use(active), queued, self.scheduler.snapshot.quotas)
-        await each(self.task_reconciler.write_locked(d) for d in drafts.values())
+        writes = (self.task_reconciler.write_locked(d) for d in drafts.values())
+        if self.intake.deferred:
+            # More new tasks wait: the next tick (at once) validates them while these go out.
+            self._writing, self._writing_keys = asyncio.ensure_future(each(writes)), frozenset(drafts)
+        else:
+            await each(writes)
         current = [v for v in self.views() if v.key in live]
         for v in current:
             self.idle_tasks.note(v, now)
