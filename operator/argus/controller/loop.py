@@ -32,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from ..core import lifecycle
 from ..core.clock import Clock
@@ -115,10 +116,7 @@ class ControlLoop:
         self.idle_tasks = IdleTasks(self.settings)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
-        # The first statuses of a batch of new tasks still being written (a first start's
-        # backlog: see the module's docstring), and whose they are.
-        self._writing: asyncio.Future[None] | None = None
-        self._writing_keys: frozenset[Key] = frozenset()
+        self.batch_writes = BatchWrites()  # a first start's backlog: see the module's docstring
 
     def _root(self, cluster: str) -> str:
         """The root of a cluster's shared tree, as its jobs see it (its ArgusCluster's root, or --root)."""
@@ -143,33 +141,29 @@ class ControlLoop:
         # running tasks it has not seen yet and admit past --max-running.
         await self.tasks.synced.wait()
         try:
-            await self._ticks()
-        finally:
-            if self._writing is not None:
-                self._writing.cancel()  # stopping: the writes not done are the next leader's (the tasks are still new)
-
-    async def _ticks(self) -> None:
-        while True:
-            if self.leads():
-                self._tick_started = self.clock.monotonic()
+            while True:
+                if self.leads():
+                    self._tick_started = self.clock.monotonic()
+                    try:
+                        await self.tick()
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
+                        self.metrics.reconcile_errors.inc()
+                        log.exception("reconcile tick failed; retrying next tick")
+                    finally:
+                        self._tick_started = None
+                else:
+                    self.jobs.forget_all()
+                    self.logs.close()
+                    self.metrics.step_down()
                 try:
-                    await self.tick()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
-                    self.metrics.reconcile_errors.inc()
-                    log.exception("reconcile tick failed; retrying next tick")
-                finally:
-                    self._tick_started = None
-            else:
-                self.jobs.forget_all()
-                self.logs.close()
-                self.metrics.step_down()
-            try:
-                await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
-            except TimeoutError:
-                pass
-            self.wake.clear()
+                    await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
+                except TimeoutError:
+                    pass
+                self.wake.clear()
+        finally:
+            self.batch_writes.cancel()
 
     def tick_age(self) -> float:
         """Seconds the current tick has run, 0 between ticks: a tick awaits only calls with
@@ -179,17 +173,8 @@ class ControlLoop:
 
     async def idle(self) -> None:
         """Wait for the background work started so far (tests, and a clean stop)."""
-        await self._written()
+        await self.batch_writes.done()
         await self.writer.drain()
-
-    async def _written(self) -> None:
-        """Wait for the writes of the last batch of new tasks, if any are still going on."""
-        writing, self._writing = self._writing, None
-        if writing is not None:
-            try:
-                await writing
-            finally:
-                self._writing_keys = frozenset()
 
     def views(self) -> list[TaskView]:
         return self.writer.overlays(self.tasks.views(), self.clock.monotonic())
@@ -229,7 +214,7 @@ class ControlLoop:
         await each(self._follow(v.key) for v in due)
         # 2. New tasks are validated.
         views = [v for v in self.views() if v.key in live]
-        drafts = self.intake.new([v for v in views if v.key not in self._writing_keys])
+        drafts = self.intake.new([v for v in views if v.key not in self.batch_writes.keys])
         if drafts:
             await self.fleet.refresh()  # (once per poll interval) a new task is composed for its clusters' verl
         await self.intake.validate(drafts)
@@ -249,9 +234,10 @@ class ControlLoop:
         await each(self._final_progress(key) for key in self.logs.finished())
         await self.removals.check()
         # 4. The queue, once the last batch's writes are done (its tasks are in the queue too).
-        if self._writing is not None:
-            await self._written()
-            views = [v for v in self.views() if v.key in live]
+        written = self.batch_writes.keys
+        await self.batch_writes.done()
+        if written:  # those tasks as written (a task gone meanwhile left out)
+            views = [w for w in ((self.view(v.key) if v.key in written else v) for v in views) if w is not None]
         queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel and not d.view.suspend]
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting]
         active = [v for v in views if v.active]
@@ -263,7 +249,7 @@ class ControlLoop:
         writes = (self.task_reconciler.write_locked(d) for d in drafts.values())
         if self.intake.deferred:
             # More new tasks wait: the next tick (at once) validates them while these go out.
-            self._writing, self._writing_keys = asyncio.ensure_future(each(writes)), frozenset(drafts)
+            self.batch_writes.start(each(writes), frozenset(drafts))
         else:
             await each(writes)
         current = [v for v in self.views() if v.key in live]
@@ -332,6 +318,32 @@ class ControlLoop:
                     self.logs.not_written(key)
                     raise
             self.logs.drop(key)
+
+
+class BatchWrites:
+    """The first statuses of a batch of new tasks, written while the next tick validates the
+    next batch (a first start's backlog), and whose they are."""
+
+    def __init__(self) -> None:
+        self.keys: frozenset[Key] = frozenset()
+        self._writes: asyncio.Future[None] | None = None
+
+    def start(self, writes: Coroutine[Any, Any, None], keys: frozenset[Key]) -> None:
+        self._writes, self.keys = asyncio.ensure_future(writes), keys
+
+    async def done(self) -> None:
+        """Wait for the batch's writes, if any are still going on."""
+        writes, self._writes = self._writes, None
+        try:
+            if writes is not None:
+                await writes
+        finally:
+            self.keys = frozenset()
+
+    def cancel(self) -> None:
+        """Stopping: the writes not done are the next leader's (those tasks are still new)."""
+        if self._writes is not None:
+            self._writes.cancel()
 
 
 def _job_log(view: TaskView) -> tuple[str, str | None, str]:
