@@ -1081,6 +1081,42 @@ def test_a_first_start_over_many_new_tasks_validates_a_batch_per_tick() -> None:
     assert world.control_loop.next_wait() > 0.05
 
 
+def test_a_batchs_writes_go_on_while_the_next_tick_validates_the_next_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first start's backlog: the API server writes one batch while the operator validates
+    the next. That tick leaves the batch being written out of its intake (no task validated
+    or written twice) and waits for its writes before the queue, which keeps its order."""
+    from argus.controller.intake import INTAKE_PER_TICK
+    world = World(max_running=1)
+    keys = [world.cluster.create(f"t{i:04d}", spec()) for i in range(INTAKE_PER_TICK + 50)]
+    world.clock.advance(600)
+    seen: list[tuple[str, tuple[str, str]]] = []
+    patch_status, checked = world.cluster.patch_status, world.control_loop.intake._checked
+
+    async def patching(namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        await asyncio.sleep(0)  # an answer takes a moment: the loop runs meanwhile, as with the API server
+        seen.append(("patch", (namespace, name)))
+        return await patch_status(namespace, name, patch)
+
+    def checking(view: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(("validate", view.key))
+        return checked(view, *args, **kwargs)
+    monkeypatch.setattr(world.cluster, "patch_status", patching)
+    monkeypatch.setattr(world.control_loop.intake, "_checked", checking)
+    world.loop.run_until_complete(world.control_loop.tick())  # the first batch; its writes go on
+    assert len([k for k in keys if world.phase(k)]) < INTAKE_PER_TICK  # the tick did not wait for them
+    world.loop.run_until_complete(world.control_loop.tick())  # the rest, validated while they go on
+    world.loop.run_until_complete(world.control_loop.idle())
+    first, rest = set(keys[:INTAKE_PER_TICK]), set(keys[INTAKE_PER_TICK:])
+    last_first_patch = max(i for i, (what, k) in enumerate(seen) if what == "patch" and k in first)
+    first_rest_validation = min(i for i, (what, k) in enumerate(seen) if what == "validate" and k in rest)
+    assert first_rest_validation < last_first_patch  # they overlapped
+    assert sorted(k for what, k in seen if what == "validate") == sorted(keys)  # each validated once
+    assert sorted(k for what, k in seen if what == "patch") == sorted(keys)  # and written once
+    assert world.phase(keys[0]) == "Submitted"  # the oldest, from the first batch, runs
+    assert all(world.phase(k) == "Queued" for k in keys[1:])
+    assert not world.control_loop.intake.deferred and world.control_loop.next_wait() > 0.05
+
+
 def test_new_tasks_are_validated_for_at_most_intake_seconds_a_tick(monkeypatch: pytest.MonkeyPatch) -> None:
     """A tick stops validating when INTAKE_SECONDS are up: the rest stay new, hold their
     places and are taken next tick (the loop comes back at once), in the same order."""

@@ -17,7 +17,10 @@ once when the watch shows a change):
    are idle until they change (``idle``);
 4. admit from the head of the queue and submit; tell the others their place (``scheduler``).
 A new task is written once, after step 4: admitted at once, it goes from nothing to
-Submitted in one status patch.
+Submitted in one status patch. While new tasks wait for the next ticks (a first start over
+thousands), a batch's writes go on while the next tick validates the next batch (the API
+server works while the operator validates): that tick leaves the batch out of its intake
+and waits for its writes before its queue pass, so the queue sees every task it wrote.
 
 Every step is idempotent and the process may die at any line: the finalizer is on a task
 before its first submission, and the submission id is derived from the object's UID, so a
@@ -29,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from ..core import lifecycle
 from ..core.clock import Clock
@@ -112,6 +116,7 @@ class ControlLoop:
         self.idle_tasks = IdleTasks(self.settings)
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
+        self.batch_writes = BatchWrites()  # a first start's backlog: see the module's docstring
 
     def _root(self, cluster: str) -> str:
         """The root of a cluster's shared tree, as its jobs see it (its ArgusCluster's root, or --root)."""
@@ -135,27 +140,30 @@ class ControlLoop:
         # The first tick waits for the full LIST: over a partial view it would not count
         # running tasks it has not seen yet and admit past --max-running.
         await self.tasks.synced.wait()
-        while True:
-            if self.leads():
-                self._tick_started = self.clock.monotonic()
+        try:
+            while True:
+                if self.leads():
+                    self._tick_started = self.clock.monotonic()
+                    try:
+                        await self.tick()
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
+                        self.metrics.reconcile_errors.inc()
+                        log.exception("reconcile tick failed; retrying next tick")
+                    finally:
+                        self._tick_started = None
+                else:
+                    self.jobs.forget_all()
+                    self.logs.close()
+                    self.metrics.step_down()
                 try:
-                    await self.tick()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # noqa: BLE001 - the loop must survive anything; the next tick retries
-                    self.metrics.reconcile_errors.inc()
-                    log.exception("reconcile tick failed; retrying next tick")
-                finally:
-                    self._tick_started = None
-            else:
-                self.jobs.forget_all()
-                self.logs.close()
-                self.metrics.step_down()
-            try:
-                await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
-            except TimeoutError:
-                pass
-            self.wake.clear()
+                    await asyncio.wait_for(self.wake.wait(), timeout=self.next_wait())
+                except TimeoutError:
+                    pass
+                self.wake.clear()
+        finally:
+            self.batch_writes.cancel()
 
     def tick_age(self) -> float:
         """Seconds the current tick has run, 0 between ticks: a tick awaits only calls with
@@ -165,6 +173,7 @@ class ControlLoop:
 
     async def idle(self) -> None:
         """Wait for the background work started so far (tests, and a clean stop)."""
+        await self.batch_writes.done()
         await self.writer.drain()
 
     def views(self) -> list[TaskView]:
@@ -205,7 +214,7 @@ class ControlLoop:
         await each(self._follow(v.key) for v in due)
         # 2. New tasks are validated.
         views = [v for v in self.views() if v.key in live]
-        drafts = self.intake.new(views)
+        drafts = self.intake.new([v for v in views if v.key not in self.batch_writes.keys])
         if drafts:
             await self.fleet.refresh()  # (once per poll interval) a new task is composed for its clusters' verl
         await self.intake.validate(drafts)
@@ -224,7 +233,11 @@ class ControlLoop:
         self._next_timer = min((t for t in [*timers, idle_timer] if t is not None and t > now), default=None)
         await each(self._final_progress(key) for key in self.logs.finished())
         await self.removals.check()
-        # 4. The queue.
+        # 4. The queue, once the last batch's writes are done (its tasks are in the queue too).
+        written = self.batch_writes.keys
+        await self.batch_writes.done()
+        if written:  # those tasks as written (a task gone meanwhile left out)
+            views = [w for w in ((self.view(v.key) if v.key in written else v) for v in views) if w is not None]
         queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel and not d.view.suspend]
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting]
         active = [v for v in views if v.active]
@@ -233,7 +246,12 @@ class ControlLoop:
         else:
             await self.fleet.refresh()  # the clusters' status and finalizers follow them with or without a queue
         self.metrics.observe_users(in_use(active), queued, self.scheduler.snapshot.quotas)
-        await each(self.task_reconciler.write_locked(d) for d in drafts.values())
+        writes = (self.task_reconciler.write_locked(d) for d in drafts.values())
+        if self.intake.deferred:
+            # More new tasks wait: the next tick (at once) validates them while these go out.
+            self.batch_writes.start(each(writes), frozenset(drafts))
+        else:
+            await each(writes)
         current = [v for v in self.views() if v.key in live]
         for v in current:
             self.idle_tasks.note(v, now)
@@ -300,6 +318,32 @@ class ControlLoop:
                     self.logs.not_written(key)
                     raise
             self.logs.drop(key)
+
+
+class BatchWrites:
+    """The first statuses of a batch of new tasks, written while the next tick validates the
+    next batch (a first start's backlog), and whose they are."""
+
+    def __init__(self) -> None:
+        self.keys: frozenset[Key] = frozenset()
+        self._writes: asyncio.Future[None] | None = None
+
+    def start(self, writes: Coroutine[Any, Any, None], keys: frozenset[Key]) -> None:
+        self._writes, self.keys = asyncio.ensure_future(writes), keys
+
+    async def done(self) -> None:
+        """Wait for the batch's writes, if any are still going on."""
+        writes, self._writes = self._writes, None
+        try:
+            if writes is not None:
+                await writes
+        finally:
+            self.keys = frozenset()
+
+    def cancel(self) -> None:
+        """Stopping: the writes not done are the next leader's (those tasks are still new)."""
+        if self._writes is not None:
+            self._writes.cancel()
 
 
 def _job_log(view: TaskView) -> tuple[str, str | None, str]:
