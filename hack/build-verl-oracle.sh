@@ -41,7 +41,6 @@ pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 pins=$(sha256sum "$CONSTRAINTS" | cut -c1-10)
 ENV="$CACHE/verl-oracle/verl-$VERSION-py$pyver-$pins"
 STAMP="$ENV/.argus-built"
-BYTECODE="$ENV/.argus-bytecode"
 # One lock per environment: two releases build side by side (hack/setup.sh), one release once.
 lock="$CACHE/verl-oracle/.build-$(basename "$ENV").lock"
 
@@ -80,25 +79,7 @@ if not verl.__version__.startswith(('0.6.', '0.7.', '0.8.')):
   fi
 fi
 
-# The bytecode of every module, written once: uv installs none, and where
-# PYTHONDONTWRITEBYTECODE is set (the test machines) no run writes any, so without it every
-# process of this environment (the oracle's runner, each Ray worker of the real-verl tests)
-# compiled torch, transformers and verl from source again (measured: 15 s of CPU for the
-# oracle runner's imports, 7 s with bytecode; the compile takes about 50 s of CPU once,
-# 400 MB). Separate from the build's stamp so that an
-# environment built before this step gets it too; readers never see a partial file (Python
-# writes each one by a rename).
-if [[ ! -f $BYTECODE ]]; then
-  exec 9>"$lock"
-  flock -n 9 || { log "another build holds $lock: waiting"; flock 9; }
-  if [[ ! -f $BYTECODE ]]; then
-    t0=$SECONDS
-    # Not every file compiles: torch ships tests in Python 3.12's syntax. Each one that does is kept.
-    env -u PYTHONPYCACHEPREFIX "$ENV/bin/python" -m compileall -q -j 0 "$ENV/lib" >"$ENV/.compile.log" 2>&1 || \
-      log "$(grep -c '^\*\*\* Error' "$ENV/.compile.log") files did not compile (see $ENV/.compile.log)"
-    echo "compiled $(date -u +%FT%TZ) in $((SECONDS - t0)) s" > "$BYTECODE.tmp"
-    mv -f "$BYTECODE.tmp" "$BYTECODE"
-    log "compiled verl $VERSION's environment in $((SECONDS - t0)) s"
-  fi
-fi
+# Measured for this environment: the oracle runner's imports took 15 s of CPU, 7 s with
+# bytecode; the compile takes about 50 s of CPU once, 400 MB.
+write_bytecode "$ENV" "$lock"
 echo "$ENV/bin/python"
