@@ -43,7 +43,9 @@ if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
 stamp=.venv/.argus-installed
-if [[ ! -f $stamp || pyproject.toml -nt $stamp || tests/testbed/pyproject.toml -nt $stamp ]]; then
+venv_stale=false
+[[ ! -f $stamp || pyproject.toml -nt $stamp || tests/testbed/pyproject.toml -nt $stamp ]] && venv_stale=true
+if $venv_stale; then
   # uv first, alone (seconds): the .venv's own install below and the verl runtimes' and the
   # old Ray's environments (hack/install-into.sh, which falls back to a far slower pip
   # without it) all install with it.
@@ -77,7 +79,7 @@ if [[ $mode != --python-only ]]; then
   pids+=($!)
 fi
 
-if [[ ! -f $stamp || pyproject.toml -nt $stamp || tests/testbed/pyproject.toml -nt $stamp ]]; then
+if $venv_stale; then
   stage "installing the project and its test extras into .venv (uv, its cache in $CACHE/uv)"
   # uv (a test dependency already: hack/lock.sh) installs in a fraction of pip's time, from
   # the cache hack/release.sh shares; byte-compiled as pip would, since no process writes
@@ -94,4 +96,3 @@ took "verl trees" "$t0"
 
 for pid in "${pids[@]}"; do wait "$pid"; done
 took "all (wall)" "$t_all"
-
