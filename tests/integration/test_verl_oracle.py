@@ -29,10 +29,8 @@ import pytest
 from omegaconf import OmegaConf
 from verl_cases import argus_calls, corpus_cases
 
-from argus.adapters.verlcompose import HydraComposer
-from argus.core.verlconfig import ComposeRequest, ConfigTree
 from argus.core.verlconfig.startup import startup_problems
-from argus_testbed.verl import REPO, VerlCall, release_dir, standin_snapshot
+from argus_testbed.verl import REPO, VerlCall, compose, standin_snapshot
 
 # Its module fixture composes every case with verl and with Argus (minutes of CPU): room for
 # a machine that runs other test workers beside it.
@@ -73,14 +71,13 @@ def standin_checks(version: str) -> Any:
 JOB_DIR = "/private/users/alice/jobs/oracle-t-12345678"
 
 
-def argus_and_standin_verdicts(composer: HydraComposer, call: VerlCall, standin: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def argus_and_standin_verdicts(version: str, call: VerlCall, standin: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """Argus's verdict (the operator's composer, then startup_problems) and the stand-in's
     (its startup_checks on the same composed config), from one composition."""
-    composed = composer.compose(ComposeRequest(call.entry, tuple(call.overrides), {}, JOB_DIR, config_name=call.config_name))
+    composed = compose(version, call, JOB_DIR)
     if composed.error is not None:  # Hydra's or OmegaConf's refusal is the verdict of both
         refused = {"ok": False, "stage": "compose", "error": composed.error.splitlines()[0]}
         return refused, refused
-    version = composer.tree.version
     found = startup_problems(composed.config, version=version, entry=call.entry)
     config = OmegaConf.create(dict(composed.config))  # a DictConfig, as Hydra hands the stand-in
     argus = {"ok": not found, "stage": "startup_problems", "error": " | ".join(f"{p.key}: {p.message}" for p in found)}
@@ -104,9 +101,8 @@ def verdicts() -> dict[str, dict[str, Any]]:
     for version, cases in by_version.items():
         verl = run_oracle(version, {i: c["call"] for i, c in cases.items()})
         standin = standin_checks(version)
-        composer = HydraComposer(ConfigTree(version, str(release_dir(version)), "release"))
         for i, c in cases.items():
-            argus, by_standin = argus_and_standin_verdicts(composer, c["call"], standin)
+            argus, by_standin = argus_and_standin_verdicts(version, c["call"], standin)
             out[f"{version} {i}"] = {**c, "verl": verl[i], "argus": argus, "standin": by_standin}
     return out
 

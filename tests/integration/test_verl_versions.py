@@ -11,31 +11,22 @@ No cluster: only the cached releases (hack/fetch-verl.sh) and Hydra in .venv.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import pytest
 from verl_cases import argus_calls
 
-from argus.adapters.verlcompose import HydraComposer
-from argus.core.verlconfig import ComposeRequest, ConfigTree
 from argus.core.verlconfig.startup import startup_problems
-from argus_testbed.verl import VerlCall, release_dir, releases
+from argus_testbed.verl import VerlCall, compose, releases
 
 pytestmark = pytest.mark.integration
 
 CALLS = argus_calls()
-JOB_DIR = "/private/users/alice/jobs/versions-t-12345678"
 
 
-@functools.cache
-def composer(version: str) -> HydraComposer:
-    return HydraComposer(ConfigTree(version, str(release_dir(version)), "release"))
-
-
-def compose(version: str, call: VerlCall) -> dict[str, Any]:
+def config(version: str, call: VerlCall) -> dict[str, Any]:
     """The job's configuration, resolved, as the operator composes it for ``version``."""
-    composed = composer(version).compose(ComposeRequest(call.entry, tuple(call.overrides), {}, JOB_DIR, config_name=call.config_name))
+    composed = compose(version, call)
     assert composed.error is None, composed.error
     return dict(composed.config)
 
@@ -47,8 +38,7 @@ def test_the_matrix_covers_every_release() -> None:
 
 @pytest.mark.parametrize("task", CALLS, ids=[f"{c.version}:{c.label}" for c in CALLS])
 def test_argus_commands_pass_verl_startup_checks(task) -> None:  # type: ignore[no-untyped-def]
-    config = compose(task.version, task.call)
-    problems = startup_problems(config, version=task.version, entry=task.call.entry)
+    problems = startup_problems(config(task.version, task.call), version=task.version, entry=task.call.entry)
     assert problems == [], "\n".join(f"{p.key}: {p.value!r}: {p.message}" for p in problems)
 
 
@@ -65,7 +55,7 @@ def test_a_template_verl_refuses_fails_here() -> None:
     what Argus generated before, and verl 0.9.1 refuses it."""
     task = next(c for c in CALLS if c.version == "0.9.1" and c.label.startswith("template ppo nnodes=1 gpus=1"))
     words = tuple(w for w in task.call.overrides if "micro_batch_size" not in w and "tensor_model_parallel" not in w)
-    config = compose("0.9.1", type(task.call)(task.call.entry, task.call.config_name, words))
-    messages = [p.message for p in startup_problems(config, version="0.9.1", entry=task.call.entry)]
+    composed = config("0.9.1", type(task.call)(task.call.entry, task.call.config_name, words))
+    messages = [p.message for p in startup_problems(composed, version="0.9.1", entry=task.call.entry)]
     assert any("Please set at least one of 'actor.ppo_micro_batch_size'" in m for m in messages), messages
     assert any("rollout world_size: 1 is not divisible by infer_world_size: 2" in m for m in messages), messages

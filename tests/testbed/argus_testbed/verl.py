@@ -1,12 +1,9 @@
 """verl's own configuration, for the tests: the releases Argus supports (fetched once into the
 shared cache by hack/fetch-verl.sh), the verl call a checked command makes (entry module,
-config name, Hydra overrides), and Hydra's composition of it with a release's config tree.
+config name, Hydra overrides), and its composition with a release's config tree as the
+operator composes it.
 
     from argus_testbed.verl import releases, verl_call, compose, task_calls
-
-Composition uses Hydra's compose API on the release's ``verl/trainer/config`` folder, as
-verl's ``@hydra.main`` does for the job's configuration (the ``hydra`` node left out), then
-resolves it (verl resolves the whole config before training).
 """
 
 from __future__ import annotations
@@ -128,24 +125,22 @@ def verl_call(argv: Iterable[str]) -> VerlCall:
     return VerlCall(entry, config_name, tuple(overrides))
 
 
-def compose_config(version: str, call: VerlCall) -> Any:
-    """The job's configuration as verl ``version`` composes it (an OmegaConf DictConfig)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+@functools.cache
+def operator_composer(version: str) -> Any:
+    """The operator's composer (adapters.verlcompose.HydraComposer: the fast path, held equal
+    to Hydra's compose by tests/unit/test_verl_compose_fast.py) over ``version``'s own tree."""
+    from argus.adapters.verlcompose import HydraComposer
+    from argus.core.verlconfig import ConfigTree
 
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(config_dir(version)), version_base=None):
-        return hydra_compose(config_name=call.config_name, overrides=list(call.overrides))
+    return HydraComposer(ConfigTree(version, str(release_dir(version)), "release"))
 
 
-def compose(version: str, call: VerlCall) -> dict[str, Any]:
-    """The job's configuration as verl ``version`` sees it, resolved, as plain containers."""
-    from omegaconf import OmegaConf
+def compose(version: str, call: VerlCall, job_dir: str = "/private/users/alice/jobs/alice-t-12345678") -> Any:
+    """The job's configuration as the operator composes it for verl ``version`` (an
+    argus.core.verlconfig.Composed: the resolved config, or Hydra's or OmegaConf's refusal)."""
+    from argus.core.verlconfig import ComposeRequest
 
-    out = OmegaConf.to_container(compose_config(version, call), resolve=True)
-    assert isinstance(out, dict)
-    return out
+    return operator_composer(version).compose(ComposeRequest(call.entry, tuple(call.overrides), {}, job_dir, config_name=call.config_name))
 
 
 @dataclass(frozen=True)
