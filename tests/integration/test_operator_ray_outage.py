@@ -16,14 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from argus.core.progress import verl_lines
 from argus.core.times import parse_time
 from argus_testbed import RayCluster
-from argus_testbed.harness import advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
+from argus_testbed.harness import advanced_task, apply_text, get_task, logged_steps, ppo_command, ray_jobs_for, task_with, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
-
-STEP = re.compile(r"^step:(\d+) ", re.M)  # over a log's lines as verl printed them
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +43,6 @@ def condition(task: dict, type_: str) -> str | None:
     return next((c["status"] for c in (task.get("status") or {}).get("conditions") or [] if c["type"] == type_), None)
 
 
-def resumable_task(name: str, command: str) -> str:
-    body = json.loads(advanced_task(name, command))
-    body["spec"]["restartPolicy"] = "OnRayJobLost"
-    return json.dumps(body)
-
-
-def steps(log: str) -> list[int]:
-    """The steps a job's log shows, without Ray's actor prefix, colour codes and tqdm's bar."""
-    return [int(n) for n in STEP.findall("\n".join(verl_lines(log)))]
-
-
 def test_head_restart_loses_running_jobs_and_queued_tasks_wait(control_plane, ray, user_namespace, run_operator):
     """One head restart, three tasks: the running one with the default restartPolicy
     (Never) fails as RayJobLost; the running one with OnRayJobLost gets attempt 2, which
@@ -65,7 +51,7 @@ def test_head_restart_loses_running_jobs_and_queued_tasks_wait(control_plane, ra
     op = run_operator([ns], ray_address=ray.dashboard_url, extra_args=["--ray-grace", "120", "--progress-interval", "1"])
     total, save_freq = 400, 20
     apply_text(control_plane, ns, advanced_task("long", ppo_command(steps=2000)))
-    apply_text(control_plane, ns, resumable_task("resumable", ppo_command(steps=total, extra=f"trainer.save_freq={save_freq}")))
+    apply_text(control_plane, ns, task_with("resumable", ppo_command(steps=total, extra=f"trainer.save_freq={save_freq}"), restartPolicy="OnRayJobLost"))
     wait_phase(control_plane, ns, "long", "Running", timeout=60, op=op)
     wait_for(lambda: ((get_task(control_plane, ns, "resumable").get("status") or {}).get("progress") or {}).get("step", 0) > 2 * save_freq,
              120, "the resumable run to pass two checkpoints", on_timeout=op.log_tail)
@@ -102,8 +88,8 @@ def test_head_restart_loses_running_jobs_and_queued_tasks_wait(control_plane, ra
     job_dir = Path(status["jobDir"]["jobPath"])
     one, two = (job_dir / "attempt-1.log").read_text(), (job_dir / "attempt-2.log").read_text()
     resumed = int(re.search(r"Resuming from \S*global_step_(\d+)", two).group(1))
-    assert resumed % save_freq == 0 and resumed <= max(steps(one)) < resumed + save_freq
-    assert steps(two) == list(range(resumed + 1, total + 1))
+    assert resumed % save_freq == 0 and resumed <= max(logged_steps(one)) < resumed + save_freq
+    assert logged_steps(two) == list(range(resumed + 1, total + 1))
     assert status["progress"]["step"] == total and status["progress"]["resumedFromStep"] == resumed
 
     # Nothing was resubmitted silently: the new head knows only the task created while it

@@ -16,24 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from argus.core.progress import verl_line, verl_lines
-from argus_testbed.harness import advanced_task, apply_text, forget_ray_job, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
+from argus.core.progress import verl_line
+from argus_testbed.harness import advanced_task, apply_text, forget_ray_job, get_task, logged_steps, ppo_command, ray_jobs_for, task_with, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 
-STEP = re.compile(r"^step:(\d+) ", re.M)  # over a log's lines as verl printed them (verl_text)
-
-
-def verl_text(log: str) -> str:
-    """A job's log without Ray's actor prefix, colour codes and tqdm's bar (core.progress)."""
-    return "\n".join(verl_lines(log))
 FAST_PROGRESS = ["--progress-interval", "1"]
-
-
-def task_with(name: str, command: str, **spec: object) -> str:
-    body = json.loads(advanced_task(name, command))
-    body["spec"].update(spec)
-    return json.dumps(body)
 
 
 def argus_logs(cp, ns: str, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -63,12 +51,12 @@ def test_the_log_outlives_ray_and_progress_shows_in_the_status(control_plane, ra
     assert job_dir["userPath"].startswith("$HOME/jobs/") and job_dir["jobPath"].startswith(str(argus_root / "users" / "alice" / "jobs"))
     assert status["logFile"] == {"userPath": job_dir["userPath"] + "/attempt-1.log", "jobPath": job_dir["jobPath"] + "/attempt-1.log"}
     text = Path(status["logFile"]["jobPath"]).read_text()
-    assert "Total training steps: 60" in text and [int(n) for n in STEP.findall(verl_text(text))] == list(range(1, 61))
+    assert "Total training steps: 60" in text and logged_steps(text) == list(range(1, 61))
     # Ray's own log says the same; once Ray forgets the job (its history trimmed here), the
     # CLI reads the file.
     from ray.job_submission import JobSubmissionClient
     sid = status["rayJob"]["submissionId"]
-    assert [int(n) for n in STEP.findall(verl_text(JobSubmissionClient(ray_cluster.dashboard_url).get_job_logs(sid)))] == list(range(1, 61))
+    assert logged_steps(JobSubmissionClient(ray_cluster.dashboard_url).get_job_logs(sid)) == list(range(1, 61))
     forget_ray_job(ray_cluster.dashboard_url, sid)
     out = argus_logs(control_plane, ns, "logged", "--tail", "1")
     assert out.returncode == 0, out.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -144,6 +145,25 @@ def advanced_task(name: str, command: str, *, nnodes: int = 1, gpus: int = 1, pr
     if deadline is not None:
         spec["activeDeadlineSeconds"] = deadline
     return json.dumps({"apiVersion": "argus.io/v1alpha1", "kind": "ArgusTask", "metadata": {"name": name}, "spec": spec})
+
+
+def task_with(name: str, command: str, **spec: object) -> str:
+    """An advanced task (``advanced_task``) with more fields in its spec (restartPolicy,
+    backoffLimit, ttlSecondsAfterFinished, ...)."""
+    body = json.loads(advanced_task(name, command))
+    body["spec"].update(spec)
+    return json.dumps(body)
+
+
+_STEP = re.compile(r"^step:(\d+) ", re.M)
+
+
+def logged_steps(log: str) -> list[int]:
+    """The steps a job's log shows, read as verl printed them: past Ray's actor prefix,
+    colour codes and tqdm's bar (argus.core.progress.verl_lines)."""
+    from argus.core.progress import verl_lines
+
+    return [int(n) for n in _STEP.findall("\n".join(verl_lines(log)))]
 
 
 def ppo_command(*, steps: int | None = None, nnodes: int = 1, gpus: int = 1, extra: str = "") -> str:
