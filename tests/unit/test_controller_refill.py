@@ -1,5 +1,5 @@
 """The refill path (``controller.logfollow`` -> ``jobsync.JobSync.hurry`` -> ``loop``): a job
-whose log says it ended (its exit marker by file, its stream's end from Ray) is read at once,
+that says it ended (its exit marker where the tree is mounted, else its stream's end from Ray) is read at once,
 not at its next periodic read, and in that one tick its end is written (one status patch) and
 the freed slot's next task is admitted and submitted. Over the in-memory fakes; the gap is
 measured against real Ray by bench/run.py."""
@@ -44,14 +44,10 @@ def let_background_run(world: World, seconds: float = 0.2) -> None:
     world.loop.run_until_complete(asyncio.sleep(seconds))
 
 
-@pytest.mark.parametrize("source", [ProgressSource.file, ProgressSource.stream])
-def test_a_job_whose_log_says_it_ended_is_read_and_refilled_in_one_tick(source: ProgressSource) -> None:
-    world = World(max_running=1, progress_source=source)
-    first, second, sid = old_running_job(world)
-    assert due_in(world, first) > 1.0
-    world.ray.finish(sid)
+def ended_and_refilled_in_one_tick(world: World, first: tuple[str, str], second: tuple[str, str], sid: str) -> None:
+    """The job ended and its end was signalled: the loop reads it in the very next tick
+    (not in ~2 s), writes its end once and submits the next task in that tick."""
     reads_before = sum(1 for op, s in world.ray.calls if op == "status" and s == sid)
-    let_background_run(world)  # the exit marker is seen / Ray closes the stream
     assert due_in(world, first) <= 0  # due now, not in ~2 s
     assert world.control_loop.next_wait() == pytest.approx(0.05)  # the loop's shortest wait
     assert world.control_loop.wake.is_set()
@@ -62,6 +58,45 @@ def test_a_job_whose_log_says_it_ended_is_read_and_refilled_in_one_tick(source: 
     ends = [p for p in status_patches(world, first) if p.get("phase")]
     assert [p["phase"] for p in ends][-1] == Phase.Succeeded.value
     assert sum(1 for p in ends if p["phase"] == Phase.Succeeded.value) == 1  # one write of the end
+
+
+@pytest.mark.parametrize("source", list(ProgressSource))
+def test_a_job_whose_exit_marker_appears_is_read_and_refilled_in_one_tick(source: ProgressSource) -> None:
+    """Wherever the tree is mounted, the exit marker tells the end, whatever the progress
+    source: Ray's stream here still holds a last line (as Ray 2.60 closes a stream 1-2 s late)."""
+    world = World(max_running=1, progress_source=source)
+    first, second, sid = old_running_job(world)
+    assert due_in(world, first) > 1.0
+    world.ray.log_lag = 3600.0
+    world.ray.say(sid, "the last line, which Ray's stream brings later\n")
+    world.ray.finish(sid)
+    let_background_run(world)  # the exit marker is seen
+    ended_and_refilled_in_one_tick(world, first, second, sid)
+    world.control_loop.logs.close()
+
+
+def test_without_the_tree_the_stream_s_end_tells_the_end() -> None:
+    world = World(max_running=1, progress_source=ProgressSource.stream)
+    world.files.mounted = lambda users_root: False  # type: ignore[method-assign]
+    first, second, sid = old_running_job(world)
+    world.ray.finish(sid)
+    let_background_run(world)
+    assert world.files.looks == 0  # no marker looked for
+    ended_and_refilled_in_one_tick(world, first, second, sid)
+
+
+@pytest.mark.parametrize("source", [ProgressSource.stream, ProgressSource.off])
+def test_without_the_tree_or_a_closed_stream_the_end_waits_for_its_periodic_read(source: ProgressSource) -> None:
+    """The can-fail side of the two above: with neither sign, the job is not hurried."""
+    world = World(max_running=1, progress_source=source)
+    world.files.mounted = lambda users_root: False  # type: ignore[method-assign]
+    first, _, sid = old_running_job(world)
+    world.ray.log_lag = 3600.0
+    world.ray.say(sid, "a line Ray's stream brings later\n")
+    world.ray.finish(sid)
+    let_background_run(world)
+    assert due_in(world, first) > 1.0 and not world.control_loop.wake.is_set()
+    world.control_loop.logs.close()
 
 
 def test_an_exit_marker_seen_before_ray_says_the_job_ended_is_read_again_soon() -> None:

@@ -1,8 +1,8 @@
-"""The jobs' log files, read where the operator mounts the shared tree:
-``controller.ports.LogFiles`` (for ``--progress-source file``) and ``read_text`` (the log API's
-reader of logs Ray no longer has), the cheaper source of
-progress, which costs the Ray head nothing (Ray's log stream is served by its dashboard, one
-stream per running job).
+"""The jobs' log files and exit markers, read where the operator mounts the shared tree:
+``controller.ports.LogFiles`` (the exit markers, whatever the progress source, and the logs
+for ``--progress-source file``, the cheaper source of progress, which costs the Ray head
+nothing: Ray's log stream is served by its dashboard, one stream per running job) and
+``read_text`` (the log API's reader of logs Ray no longer has).
 
 Each cluster's tree is read where it is mounted at the path its jobs see it (an ArgusCluster's
 ``spec.root``; ``--root`` for the implicit cluster): the users folder a read may use is the

@@ -7,13 +7,15 @@ the progress when a status write for it is due (``progress_due``), at most once 
 ``interval`` seconds per task (the first one ``interval`` after it starts running), and
 always with the job's last read.
 
-A log also tells when its job ends, and the follower says so at once (``on_end``): Ray closes
-its log stream after the job's end (1-2 s after it in Ray 2.60, which looks at the log file
-and the job's status once a second), and by file the job's exit marker (``core.jobscript``)
-appears as the command ends; the exit markers of all the jobs followed by file are looked at
-together every EXIT_POLL_SECONDS, which costs Ray nothing. The control loop then reads the job
-from Ray at once (``jobsync.JobSync.hurry``): the end shows, and the freed GPUs are given out,
-without waiting for the job's next periodic read.
+A job also tells when it ends, and the followers say so at once (``on_end``): the job's exit
+marker (``core.jobscript``) appears in its job folder as the command ends, and wherever the
+operator has that cluster's shared tree mounted the exit markers of all its running jobs are
+looked at together every EXIT_POLL_SECONDS, whatever the progress source (``off`` too): one
+lstat a job, no Ray call. Without the tree, Ray's log stream closing is the sign (1-2 s after
+the end in Ray 2.60, which looks at the log file and the job's status once a second). The
+control loop then reads the job from Ray at once (``jobsync.JobSync.hurry``; Ray stays the
+judge of how it ended): the end shows, and the freed GPUs are given out, without waiting for
+the job's next periodic read.
 
 A stream that breaks (Ray unreachable, a head restart) is opened again while the task runs;
 Ray's log stream starts from the beginning of the log, so the reader starts afresh too, as it
@@ -63,6 +65,7 @@ class _Follower:
     cluster: str = ""  # the cluster the job runs on (its Ray serves the stream)
     users_root: str | None = None  # by file: the users folder of that cluster's tree, mounted here (None: --root's)
     by_file: bool = False  # read from its log file (else from Ray's log stream)
+    marked: bool = False  # its tree is mounted here: its exit marker tells its end
     task: asyncio.Task[None] | None = None
     written_at: float | None = None  # monotonic time of the last progress write
     finishing_since: float | None = None  # monotonic time the task stopped running
@@ -87,9 +90,10 @@ class LogFollowers:
         if source == ProgressSource.file and files is None:
             raise ValueError("progress from log files needs the files")
         self.ray_of = ray_of  # a cluster's name -> its Ray
-        # By file: a cluster's name -> the users folder of its shared tree (its ArgusCluster's
-        # root, or --root), read where the operator mounts it; a cluster whose tree is not
-        # mounted here is followed through Ray's log stream instead (said once).
+        # A cluster's name -> the users folder of its shared tree (its ArgusCluster's root, or
+        # --root), read where the operator mounts it (``files``: the exit markers, and by file
+        # the logs); by file, a cluster whose tree is not mounted here is followed through
+        # Ray's log stream instead (said once).
         self.users_root_of = users_root_of
         self._unmounted: set[str] = set()
         self.source = source
@@ -109,9 +113,7 @@ class LogFollowers:
     def follow(self, running: dict[Key, tuple[str, str | None, str]]) -> None:
         """Follow these tasks' jobs (key -> submission id, the attempt's log file, the
         cluster it runs on). A task no longer among them is finishing: its stream is read to
-        its end (``finished``)."""
-        if self.source == ProgressSource.off:
-            return
+        its end (``finished``). With ``off`` a job is followed only for its exit marker."""
         now = self.monotonic()
         for key, follower in list(self._followers.items()):
             sid = running.get(key, (None, None, ""))[0]
@@ -121,27 +123,40 @@ class LogFollowers:
                 self.drop(key)  # a new attempt
         for key, (sid, log_file, cluster) in running.items():
             if key not in self._followers:
-                if self.source == ProgressSource.file and not log_file:
-                    continue  # a task submitted before the status named the file: no progress
-                # The first progress is written ``interval`` after the following starts, not
-                # at once: a run shorter than that gets its progress with its end, in the
-                # same status patch (one write fewer per task; issue 26).
-                follower = _Follower(key, sid, ProgressReader(self.metrics), log_file=log_file, cluster=cluster, written_at=now)
-                if self.source == ProgressSource.file:
-                    follower.users_root = self.users_root_of(cluster) if self.users_root_of is not None else None
-                    follower.by_file = self._mounted(cluster, follower.users_root)
-                read = self._read_file if follower.by_file else self._read
-                follower.task = asyncio.create_task(read(follower), name=f"argus log {key[0]}/{key[1]}")
-                self._followers[key] = follower
-        if (self._markers is None or self._markers.done()) and any(f.by_file for f in self._followers.values()):
+                new = self._follower(key, sid, log_file, cluster, now)
+                if new is not None:
+                    self._followers[key] = new
+        if (self._markers is None or self._markers.done()) and any(f.marked for f in self._followers.values()):
             assert self.files is not None
             self._markers = asyncio.create_task(watch_exit_markers(self.files, self._followers, self.on_end), name="argus exit markers")
+
+    def _follower(self, key: Key, sid: str, log_file: str | None, cluster: str, now: float) -> _Follower | None:
+        """A new follower of a running job, reading its log from the progress source, or
+        None when there is nothing to follow (by file without the file's name: a task
+        submitted before the status named it; with ``off``, a job whose marker is not here)."""
+        if self.source == ProgressSource.file and not log_file:
+            return None
+        # The first progress is written ``interval`` after the following starts, not at once:
+        # a run shorter than that gets its progress with its end, in the same status patch
+        # (one write fewer per task; issue 26).
+        follower = _Follower(key, sid, ProgressReader(self.metrics), log_file=log_file, cluster=cluster, written_at=now)
+        if self.files is not None and log_file:
+            follower.users_root = self.users_root_of(cluster) if self.users_root_of is not None else None
+            follower.marked = self._mounted(cluster, follower.users_root)
+        if self.source == ProgressSource.off:
+            return follower if follower.marked else None
+        follower.by_file = self.source == ProgressSource.file and follower.marked
+        read = self._read_file if follower.by_file else self._read
+        follower.task = asyncio.create_task(read(follower), name=f"argus log {key[0]}/{key[1]}")
+        return follower
 
     def _mounted(self, cluster: str, users_root: str | None) -> bool:
         assert self.files is not None
         if self.files.mounted(users_root):
             self._unmounted.discard(cluster)
             return True
+        if self.source != ProgressSource.file:
+            return False  # no tree here: the end shows by Ray's log stream or the job's reads
         if cluster not in self._unmounted:
             self._unmounted.add(cluster)
             log.warning("--progress-source file: the shared tree of cluster %s (%s) is not mounted here; its jobs' progress is read "
@@ -153,7 +168,7 @@ class LogFollowers:
         take their last progress (``progress_due(final=True)``), then ``drop`` them."""
         now = self.monotonic()
         return [key for key, f in self._followers.items() if f.finishing_since is not None
-                and ((f.task is not None and f.task.done()) or now - f.finishing_since >= FINISHING_SECONDS)]
+                and (f.task is None or f.task.done() or now - f.finishing_since >= FINISHING_SECONDS)]
 
     async def read_the_rest(self, key: Key) -> None:
         """An ended job: read what its stream has not brought yet from the whole log (one
@@ -289,11 +304,11 @@ def latest_steps(followers: LogFollowers, key: Key) -> tuple[int | None, int | N
 
 
 async def watch_exit_markers(files: LogFiles, followers: dict[Key, _Follower], on_end: Callable[[Key], None] | None) -> None:
-    """Look for the exit markers of the jobs followed by file, all in one look, every
-    EXIT_POLL_SECONDS while any job is followed by file."""
-    while any(f.by_file for f in followers.values()):
+    """Look for the exit markers of the followed jobs whose tree is mounted here, all in one
+    look, every EXIT_POLL_SECONDS while there are any."""
+    while any(f.marked for f in followers.values()):
         waiting = {exit_marker_for(f.log_file): f for f in followers.values()
-                   if f.by_file and f.log_file and not f.ended and f.finishing_since is None}
+                   if f.marked and f.log_file and not f.ended and f.finishing_since is None}
         if waiting:
             try:
                 found = await files.present([(marker, f.users_root) for marker, f in waiting.items()])

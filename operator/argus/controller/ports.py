@@ -33,7 +33,8 @@ class RayJobs(Protocol):
 
 
 class LogFiles(Protocol):
-    """The jobs' log files, where the shared tree is mounted (``--progress-source file``).
+    """The jobs' files, where the shared tree is mounted: their exit markers, and their
+    logs for ``--progress-source file``.
     Raises OSError (FileNotFoundError before the job has written its first line)."""
 
     # At most `limit` bytes from `offset`, of a file under `users_root` (None: the operator's --root's users folder).

@@ -33,7 +33,6 @@ from ..core.clusters import ClusterConfig
 from ..core.crd import built_crds
 from ..core.doctor import DoctorSettings
 from ..core.inputs import InputPath, warning_lines
-from ..core.progress import ProgressSource
 from ..core.rayjobs import RayRefused, RayUnreachable
 from ..core.times import format_time
 from ..core.user import USER_LABEL, user_from_label
@@ -91,7 +90,9 @@ class Operator:
                                 clock=clock, metrics=metrics) if config.leader_election_namespace else None
         metrics.leader.set(0 if leader else 1)
         cache: TaskCache[TaskView] = TaskCache(TaskView.from_body, config.namespaces, watch_seconds=config.watch_seconds, monotonic=clock.monotonic)
-        files = LocalLogFiles(config.platform.users_root()) if config.progress_source == ProgressSource.file else None
+        # The jobs' files where the shared tree is mounted: their exit markers, whatever the
+        # progress source, and with --progress-source file their logs.
+        files = LocalLogFiles(config.platform.users_root())
         control_loop = ControlLoop(config, ray, store, cache, clock=clock, metrics=metrics,
                                 leads=(lambda: leader.is_leader) if leader else (lambda: True), composers=composers, log_files=files,
                                 clusters=KubeClusterStore(store), connect=connect, token_namespace=config.own_namespace,
