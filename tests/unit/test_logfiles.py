@@ -112,7 +112,13 @@ def test_exit_markers_are_seen_only_as_files_inside_the_users_folders(tree: Path
     (job / "attempt-3.exit").mkdir()
     outside = tree / "attempt-9.exit"
     outside.write_text("0\n")
-    asked = [(str(job / f"attempt-{n}.exit"), None) for n in (1, 2, 3, 4)] + [(str(outside), None), ("relative.exit", None)]
+    elsewhere = tree / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "attempt-1.exit").write_text("0\n")
+    linked_job = tree / "users/alice/jobs/team-linked-1234abcd"
+    linked_job.symlink_to(elsewhere)  # a job folder that is a link: its files are elsewhere
+    asked = ([(str(job / f"attempt-{n}.exit"), None) for n in (1, 2, 3, 4)]
+             + [(str(outside), None), ("relative.exit", None), (str(linked_job / "attempt-1.exit"), None)])
     assert asyncio.run(files.present(asked)) == {str(job / "attempt-1.exit")}
     other = tree / "other-users"
     (other / "bob").mkdir(parents=True)

@@ -45,8 +45,10 @@ class LocalLogFiles:
         found = set()
         for path, users_root in files:
             try:
-                self._check(path, self._root(users_root))
+                # Most markers are not there yet: one lstat says so; only a file that is gets
+                # the path check (a realpath, a dozen lstats), which then decides.
                 if stat.S_ISREG(os.lstat(path).st_mode):
+                    self._check(path, self._root(users_root))
                     found.add(path)
             except OSError:
                 continue
