@@ -107,8 +107,9 @@ def test_a_task_cancelled_before_validation_is_stopped_without_reaching_ray() ->
     d = step(task(cancel=True), Validated("alice", "cmd"), T0, SETTINGS)
     assert (d.status.phase, d.status.reason) == ("Stopped", "Cancelled")
     assert "never reached Ray" in d.status.message
-    # Finished is the one condition true at every end (kubectl wait --for=condition=Finished).
-    assert conditions(d.status) == {"Admitted": "True", "Running": "False", "Complete": "False", "Failed": "False", "Finished": "True"}
+    # Finished is the one condition true at every end (kubectl wait --for=condition=Finished);
+    # never admitted, so Admitted stays False.
+    assert conditions(d.status) == {"Admitted": "False", "Running": "False", "Complete": "False", "Failed": "False", "Finished": "True"}
     assert not [a for a in d.actions if isinstance(a, (StopJob, Submit))]
 
 
@@ -461,6 +462,21 @@ def test_conditions_for_each_terminal_phase() -> None:
     assert {x.type: x.status for x in succeeded} == {"Admitted": "True", "Running": "False", "Complete": "True", "Failed": "False", "Finished": "True"}
     rejected = lc.conditions_for_phase(None, Phase.Rejected, "InvalidSpec", "bad", now="t", generation=1)
     assert {x.type: x.status for x in rejected} == {"Admitted": "False", "Running": "False", "Complete": "False", "Failed": "True", "Finished": "True"}
+
+
+@pytest.mark.parametrize("end", [Phase.Stopped, Phase.Failed])
+def test_a_task_that_ends_in_the_queue_was_never_admitted(end: Phase) -> None:
+    """Stopped or Failed keep Admitted as it was: True after a run, False for a task
+    cancelled (or failed) while it waited, or created cancelled."""
+    def admitted(conditions: list[Condition]) -> str:
+        return next(x.status for x in conditions if x.type == "Admitted")
+    queued = lc.conditions_for_phase(None, Phase.Queued, "Queued", "waiting", now="t1", generation=1)
+    assert admitted(lc.conditions_for_phase(queued, end, "Cancelled", "cancelled", now="t2", generation=2)) == "False"
+    assert admitted(lc.conditions_for_phase(None, end, "Cancelled", "cancelled", now="t2", generation=2)) == "False"
+    running = lc.conditions_for_phase(queued, Phase.Running, "RayJobRunning", "running", now="t2", generation=1)
+    ended = lc.conditions_for_phase(running, end, "Cancelled", "cancelled", now="t3", generation=2)
+    assert admitted(ended) == "True"
+    assert next(x.last_transition_time for x in ended if x.type == "Admitted") == "t2"
 
 
 def test_a_pending_read_after_the_submission_writes_nothing_new() -> None:
