@@ -1117,6 +1117,52 @@ def test_a_batchs_writes_go_on_while_the_next_tick_validates_the_next_batch(monk
     assert not world.control_loop.intake.deferred and world.control_loop.next_wait() > 0.05
 
 
+# A write that never started is closed, not left unawaited (Python warns when it is collected).
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_a_loop_that_stops_cancels_its_batchs_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopping (a shutdown, a lost lease) while a batch's first statuses are being written:
+    the writes not done are cancelled, not left to race the next leader, for whom those tasks
+    are still new."""
+    from argus.controller.intake import INTAKE_PER_TICK
+    world = World(max_running=0)  # nothing admitted: no other write waits on the API server
+    keys = [world.cluster.create(f"t{i:04d}", spec()) for i in range(INTAKE_PER_TICK + 5)]
+    world.clock.advance(600)
+
+    async def unanswered(namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        await asyncio.sleep(3600)  # the API server has not answered yet
+        return True
+    monkeypatch.setattr(world.cluster, "patch_status", unanswered)
+    batch = world.control_loop.batch_writes
+    started: list[asyncio.Future[None]] = []
+    start = batch.start
+
+    def recording(writes: Any, keys: frozenset[tuple[str, str]]) -> None:
+        start(writes, keys)
+        assert batch._writes is not None
+        started.append(batch._writes)
+    monkeypatch.setattr(batch, "start", recording)
+
+    async def run_then_stop() -> asyncio.Future[None]:
+        running = asyncio.ensure_future(world.control_loop.run())
+        for _ in range(300):  # until the first tick left its batch's writes going
+            await asyncio.sleep(0.01)
+            if started:
+                break
+        assert len(started) == 1
+        writes = started[0]
+        await asyncio.sleep(0.05)
+        assert not writes.done()
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await asyncio.sleep(0)
+        return writes
+    writes = world.loop.run_until_complete(run_then_stop())
+    assert writes.cancelled()
+    assert not any(world.phase(k) for k in keys)  # still new for the next leader
+
+
 def test_new_tasks_are_validated_for_at_most_intake_seconds_a_tick(monkeypatch: pytest.MonkeyPatch) -> None:
     """A tick stops validating when INTAKE_SECONDS are up: the rest stay new, hold their
     places and are taken next tick (the loop comes back at once), in the same order."""

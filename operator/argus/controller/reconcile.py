@@ -17,6 +17,7 @@ a Ray read of the same task never interleave.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
@@ -102,8 +103,14 @@ class TaskReconciler:
         gate = asyncio.Semaphore(WRITES_IN_FLIGHT)
 
         async def one(coro: Awaitable[Any]) -> None:
-            async with gate:
-                await coro
+            awaited = False
+            try:
+                async with gate:
+                    awaited = True
+                    await coro
+            finally:
+                if not awaited and inspect.iscoroutine(coro):
+                    coro.close()  # cancelled (a stop) before its turn: it never starts, quietly
 
         # Failures alike (the API server down fails every task the same way) are said once,
         # with how many tasks they hit: not a traceback per task per tick.
