@@ -84,9 +84,9 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress-source", choices=[s.value for s in ProgressSource], default=env("ARGUS_PROGRESS_SOURCE", "stream"),
                         help="where a running job's log is read for status.progress: stream (Ray's log stream, one per running job, "
                              "served by the Ray head), file (the attempt's log file in the job folder; the shared tree must be "
-                             "mounted here read-only at the jobs' paths; costs Ray nothing; sees each job's end by its exit "
-                             "marker within 50 ms), off (no progress) "
-                             "(default stream; env ARGUS_PROGRESS_SOURCE)")
+                             "mounted here read-only at the jobs' paths; costs Ray nothing), off (no progress) "
+                             "(default stream; env ARGUS_PROGRESS_SOURCE). Whatever the source, where the shared tree is "
+                             "mounted each job's end is seen by its exit marker within 50 ms")
     parser.add_argument("--progress-metrics", default=env("ARGUS_PROGRESS_METRICS", ",".join(DEFAULT_PROGRESS_METRICS)),
                         help="verl metrics shown in status.progress.metrics, comma-separated (default critic/score/mean; env ARGUS_PROGRESS_METRICS)")
     parser.add_argument("--ray-job-retention", type=_optional_number, default=_optional_number(env("ARGUS_RAY_JOB_RETENTION_SECONDS")),
