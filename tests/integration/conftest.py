@@ -47,13 +47,22 @@ _testbeds: dict[str, Any] = {}
 
 # --------------------------------------------------------------------------- failure report
 
+_LAZY = pytest.StashKey[set[str]]()
+
+
+def _used_lazily(item: pytest.Item) -> set[str]:
+    """The testbeds a test asked for while it ran (request.getfixturevalue), which its
+    fixturenames do not list."""
+    return item.stash.setdefault(_LAZY, set())
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     report = yield
     # item.rep_setup / rep_call / rep_teardown, for fixtures that look at the outcome.
     setattr(item, f"rep_{report.when}", report)
     if report.failed:
-        used = set(getattr(item, "fixturenames", ()))
+        used = set(getattr(item, "fixturenames", ())) | _used_lazily(item)
         for name, testbed in list(_testbeds.items()):
             if name not in used:
                 continue
@@ -190,11 +199,17 @@ def stop_operators(started: list[OperatorProcess], request: pytest.FixtureReques
 
 
 @pytest.fixture
-def run_operator(control_plane: Any, ray_cluster: Any, argus_root: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., OperatorProcess]]:
+def run_operator(control_plane: Any, argus_root: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., OperatorProcess]]:
+    """Start the operator as a subprocess on the test's namespaces; stopped after the test.
+    Without ``ray_address`` it submits to the session's `ray_cluster`, started then (not
+    before): a module whose operators all run on a Ray cluster of its own never pays the
+    session cluster's start (20-28 s of CPU, docs/testing.md)."""
     started: list[OperatorProcess] = []
 
     def start(namespaces: list[str], **kwargs: Any) -> OperatorProcess:
-        kwargs.setdefault("ray_address", ray_cluster.dashboard_url)
+        if "ray_address" not in kwargs:
+            _used_lazily(request.node).add("ray_cluster")
+            kwargs["ray_address"] = request.getfixturevalue("ray_cluster").dashboard_url
         kwargs.setdefault("kubeconfig", control_plane.kubeconfig)  # or another identity's (tests/integration/test_chart.py)
         op = OperatorProcess.start(tmp_path / "operator", root=argus_root,
                                    namespaces=namespaces, name=f"operator-{len(started)}", **kwargs)

@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 
 from argus_testbed import RayCluster
+from argus_testbed.apiget import get_object
+from argus_testbed.controlplane import KubectlError
 from argus_testbed.harness import REPO, STANDIN, advanced_task, apply_text, get_task, make_private_tree, ppo_command, ray_jobs_for, wait_for, wait_phase
 from argus_testbed.verl import standin_snapshot
 
@@ -66,8 +68,14 @@ def fleet(control_plane: Any, crd_installed: None, ray_cluster: RayCluster, ray_
 
 
 def arguscluster(cp: Any, name: str) -> dict[str, Any] | None:
-    out = cp.kubectl("get", "arguscluster", name, "-o", "json", check=False)
-    return json.loads(out.stdout) if out.returncode == 0 else None
+    """The ArgusCluster as ``kubectl get -o json`` prints it, None when there is none; read
+    directly (the wait_for loops poll it every 0.3 s, for up to 4 minutes: apiget.py)."""
+    try:
+        return get_object(cp, f"/apis/argus.io/v1alpha1/argusclusters/{name}", "arguscluster", name)
+    except KubectlError as e:
+        if "(NotFound)" in (e.stderr or ""):
+            return None
+        raise
 
 
 def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from argus_testbed import Backend, ControlPlane, KubeCluster, ServiceNetwork, find_binaries
-from argus_testbed.harness import REPO, advanced_task, apply_text, ppo_command, ray_jobs_for, wait_for, wait_phase
+from argus_testbed.harness import REPO, advanced_task, apply_text, get_task, ppo_command, ray_jobs_for, wait_for, wait_phase
 from argus_testbed.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -182,8 +182,7 @@ def test_leader_dies_the_other_takes_over_and_the_webhook_keeps_answering(
     print(f"\nfailover: the follower acquired the Lease {(acquired - last_renew).total_seconds():.2f} s after the dead "
           f"leader's last renewal we saw; the test saw it {failover_seen:.2f} s after the kill (lease {LEASE_SECONDS} s)")
 
-    wait_for(lambda: {json.loads(cp.kubectl("get", "argustask", f"t{i}", "-n", ns, "-o", "json").stdout).get("status", {}).get("phase")
-                      for i in range(3)} == {"Succeeded"}, 180, "all tasks to succeed after the failover",
+    wait_for(lambda: {get_task(cp, ns, f"t{i}").get("status", {}).get("phase") for i in range(3)} == {"Succeeded"}, 180, "all tasks to succeed after the failover",
              on_timeout=lambda: follower.log_tail())
     prober.done.set()
     prober.join(timeout=30)

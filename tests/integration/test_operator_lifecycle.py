@@ -12,7 +12,7 @@ from ray.job_submission import JobSubmissionClient
 
 from argus.core.progress import verl_lines
 from argus_testbed import harness
-from argus_testbed.harness import EXAMPLES, advanced_task, apply_file, apply_text, get_task, ppo_command, wait_for, wait_phase
+from argus_testbed.harness import EXAMPLES, advanced_task, apply_file, apply_text, get_task, ppo_command, task_gone, wait_for, wait_phase
 
 pytestmark = pytest.mark.integration
 
@@ -237,7 +237,7 @@ def test_delete_after_a_crash_stops_the_job_that_reached_ray(control_plane, ray_
     assert control_plane.kubectl("get", "argustask", "orphan", "-n", ns, check=False).returncode == 0  # held by the finalizer
     assert client.get_job_info(sid).status.value == "RUNNING"  # no operator runs: the job still runs
     op.restart(without_faults=True)
-    wait_for(lambda: control_plane.kubectl("get", "argustask", "orphan", "-n", ns, check=False).returncode != 0, 60,
+    wait_for(lambda: task_gone(control_plane, ns, "orphan"), 60,
              "the object to go once its job is stopped", on_timeout=lambda: op.log_tail())
     # Stopped, then removed from Ray's job history (Ray removes only ended jobs). The removal
     # runs in the background and looks again until the record stays gone (Ray's job monitor

@@ -17,7 +17,19 @@ from pathlib import Path
 import pytest
 
 from argus.core.progress import verl_line
-from argus_testbed.harness import advanced_task, apply_text, forget_ray_job, get_task, logged_steps, ppo_command, ray_jobs_for, task_with, wait_for, wait_phase
+from argus_testbed.harness import (
+    advanced_task,
+    apply_text,
+    forget_ray_job,
+    get_task,
+    logged_steps,
+    ppo_command,
+    ray_jobs_for,
+    task_gone,
+    task_with,
+    wait_for,
+    wait_phase,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -141,7 +153,7 @@ def test_an_ended_task_goes_after_its_ttl_and_takes_its_ray_jobs_along(control_p
     assert kept["phase"] == done["phase"] == "Succeeded"
     # The retention (1 s) removes both tasks' jobs from Ray's job history; the TTL (4 s) the one task.
     wait_for(lambda: ray_jobs_for(ray_cluster.dashboard_url, ns) == [], 60, "Ray's job history to lose both jobs", on_timeout=op.log_tail)
-    wait_for(lambda: control_plane.kubectl("get", "argustask", "short-lived", "-n", ns, check=False).returncode != 0, 60,
+    wait_for(lambda: task_gone(control_plane, ns, "short-lived"), 60,
              "the task to be deleted after its TTL", on_timeout=op.log_tail)
     kept = get_task(control_plane, ns, "kept")["status"]
     assert kept["phase"] == "Succeeded" and kept["rayJobsRemoved"] is True
@@ -169,7 +181,7 @@ def test_a_task_argo_cd_tracks_outlives_its_ttl_and_leaves_rays_history(control_
     apply_text(control_plane, ns, helm)
     for name in ("from-git", "from-helm"):
         wait_phase(control_plane, ns, name, ("Succeeded", "Failed"), timeout=90, op=op)
-    wait_for(lambda: control_plane.kubectl("get", "argustask", "from-helm", "-n", ns, check=False).returncode != 0, 60,
+    wait_for(lambda: task_gone(control_plane, ns, "from-helm"), 60,
              "the Helm-labelled task to be deleted after its TTL", on_timeout=op.log_tail)
     kept = wait_for(lambda: (s := get_task(control_plane, ns, "from-git")["status"]).get("rayJobsRemoved") and s, 60,
                     "the tracked task's Ray job to leave Ray's history", on_timeout=op.log_tail)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .apiget import get_object
-from .controlplane import repo_root
+from .controlplane import KubectlError, repo_root
 from .private_tree import STANDIN, make_private_tree  # noqa: F401 - re-exported for tests
 
 REPO = repo_root()
@@ -101,6 +101,18 @@ def get_task(cp: Any, ns: str, name: str) -> dict[str, Any]:
     """The task as ``kubectl get argustask NAME -n NS -o json`` prints it (read directly:
     apiget.py says why)."""
     return get_object(cp, f"/apis/argus.io/v1alpha1/namespaces/{ns}/argustasks/{name}", "argustask", name, "-n", ns)
+
+
+def task_gone(cp: Any, ns: str, name: str) -> bool:
+    """True once the task is not found (read as get_task reads it: a poll loop of kubectl
+    starts costs half a second of CPU a poll); any other error is raised."""
+    try:
+        get_task(cp, ns, name)
+    except KubectlError as e:
+        if "(NotFound)" in (e.stderr or ""):
+            return True
+        raise
+    return False
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.3, on_timeout: Callable[[], str] | None = None) -> Any:

@@ -5,3 +5,5 @@ Not part of the system under test. Entry points: ``python3 -m verl.trainer.main_
 verl.trainer.fsdp_sft_trainer`` (verl up to 0.7). The release's config tree
 (``verl/trainer/config``) is copied in by the testbed (argus_testbed.verl.standin_snapshot).
 """
+
+from verl.trainer import _one_compose  # noqa: F401 - Hydra composes once a run (its docstring says why)
