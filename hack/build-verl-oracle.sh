@@ -60,6 +60,7 @@ if [[ ! -f $STAMP ]]; then
       tail -n 40 "$ENV/.pip.log" >&2
       exit 1
     fi
+    lazy_bytecode "$ENV"
     # What the oracle test imports, on CPU: verl's config checks and Hydra.
     if ! "$ENV/bin/python" -W ignore -c "
 import verl, hydra
@@ -69,10 +70,20 @@ from verl.trainer.sft_trainer import SFTTrainer
 assert verl.__version__ == '$VERSION', verl.__version__
 if not verl.__version__.startswith(('0.6.', '0.7.', '0.8.')):
     import transfer_queue, cachetools  # main_ppo's undeclared imports
+import importlib.util, os
+assert os.path.exists(importlib.util.cache_from_source(verl.__file__)), 'no bytecode written (lazy_bytecode)'
 " >"$ENV/.check.log" 2>&1; then
       tail -n 40 "$ENV/.check.log" >&2
       exit 1
     fi
+    # What else the oracle runner, verl's entry points and workers, and the Ray cluster that
+    # runs them import from this environment (the real-verl jobs import verl itself from a
+    # snapshot: argus_testbed.realverl).
+    case $VERSION in 0.[0-8].*) trainers=(verl.trainer.fsdp_sft_trainer verl.workers.fsdp_workers) ;;
+                     *) trainers=(verl.trainer.sft_trainer verl.workers.engine_workers) ;; esac
+    warm_bytecode "$ENV" torch transformers transformers.models.qwen2.modeling_qwen2 verl.trainer.main_ppo \
+      verl.trainer.ppo.ray_trainer "${trainers[@]}" ray.dashboard.dashboard ray.dashboard.agent \
+      ray._private.log_monitor ray._private.runtime_env.agent.main ray.util.state ray.job_submission
     echo "verl $VERSION python $pyver pins $pins built $(date -u +%FT%TZ) in $((SECONDS - t0)) s" > "$STAMP.tmp"
     mv -f "$STAMP.tmp" "$STAMP"
     log "built verl $VERSION in $((SECONDS - t0)) s"
@@ -80,6 +91,7 @@ if not verl.__version__.startswith(('0.6.', '0.7.', '0.8.')):
 fi
 
 # Measured for this environment: the oracle runner's imports took 15 s of CPU, 7 s with
-# bytecode; the compile takes about 50 s of CPU once, 400 MB.
-write_bytecode "$ENV" "$lock"
+# bytecode. An environment built before its processes wrote their own bytecode, and not
+# compiled whole either (an interrupted compile), gets the hook now.
+lazy_bytecode "$ENV"
 echo "$ENV/bin/python"

@@ -15,25 +15,79 @@ install_into() {
   fi
 }
 
-# write_bytecode ENV LOCK: the bytecode of every module of ENV, written once, under LOCK (the
-# build's lock file). uv installs none, and where PYTHONDONTWRITEBYTECODE is set (the test
-# machines) no process writes any, so without it every process of the environment compiles
-# what it imports from source again (torch and transformers for verl's, Ray for the old
-# Ray's: a dozen processes a cluster). Behind a stamp of its own (ENV/.argus-bytecode), apart
-# from the build's, so an environment built before this step gets it too; Python writes
-# each file by a rename, so a process importing meanwhile never reads a partial one. Not
-# every file compiles (torch ships tests in Python 3.12's syntax); each one that does is kept.
-write_bytecode() {
-  local env=$1 lock=$2 stamp="$1/.argus-bytecode" t0
-  [[ -f $stamp ]] && return 0
-  exec 9>"$lock"
-  flock -n 9 || { log "another build holds $lock: waiting"; flock 9; }
-  if [[ ! -f $stamp ]]; then
-    t0=$SECONDS
-    env -u PYTHONPYCACHEPREFIX "$env/bin/python" -m compileall -q -j 0 "$env/lib" >"$env/.compile.log" 2>&1 || \
-      log "$(grep -c '^\*\*\* Error' "$env/.compile.log") files did not compile (see $env/.compile.log)"
-    echo "compiled $(date -u +%FT%TZ) in $((SECONDS - t0)) s" > "$stamp.tmp"
-    mv -f "$stamp.tmp" "$stamp"
-    log "wrote $env's bytecode in $((SECONDS - t0)) s"
-  fi
+# lazy_bytecode ENV: ENV's processes write the bytecode of what they import, once, where
+# PYTHONDONTWRITEBYTECODE is set (the test machines): else uv installs none and every process
+# of the environment compiles what it imports from source again (torch and transformers for
+# verl's, Ray for the old Ray's: a dozen processes a cluster). A .pth file in site-packages
+# (run by `site` at each start) imports _argus_bytecode, which turns writing back on for the
+# environment's own files only (under sys.prefix), never a job's code or a repository's,
+# which stay as PYTHONDONTWRITEBYTECODE leaves them. Python writes each file by a rename,
+# so processes importing side by side never read a partial one. It replaces a compileall of
+# the whole environment (18,000 modules, most never imported: 200 s a verl environment on a
+# loaded 2-core machine); the build's own imports then write the bytecode of what its
+# entry points import. An environment compiled whole before this (ENV/.argus-bytecode) is
+# left as it is.
+lazy_bytecode() {
+  local env=$1 site
+  [[ -f $env/.argus-bytecode ]] && return 0
+  site=$(echo "$env"/lib/python3*/site-packages)
+  [[ -d $site ]] || { log "no site-packages in $env"; return 1; }
+  [[ -f $site/_argus_bytecode.pth && -f $site/_argus_bytecode.py ]] && return 0
+  cat > "$site/_argus_bytecode.py.tmp" <<'PY'
+"""Written by Argus's hack/install-into.sh: this environment's processes write the bytecode of
+its own modules (under sys.prefix) as they import them, though PYTHONDONTWRITEBYTECODE is set;
+any other file is imported as PYTHONDONTWRITEBYTECODE says. Run at each start by
+_argus_bytecode.pth."""
+import os
+import sys
+from importlib import _bootstrap_external
+
+_own = tuple({os.path.join(sys.prefix, ""), os.path.join(os.path.realpath(sys.prefix), "")})
+_cache_bytecode = getattr(_bootstrap_external.SourceFileLoader, "_cache_bytecode", None)
+
+
+def _cache_own_bytecode(self, source_path, bytecode_path, data):
+    if source_path.startswith(_own):
+        return _cache_bytecode(self, source_path, bytecode_path, data)
+    return None
+
+
+if sys.dont_write_bytecode and _cache_bytecode is not None:
+    _bootstrap_external.SourceFileLoader._cache_bytecode = _cache_own_bytecode
+    sys.dont_write_bytecode = False
+PY
+  mv -f "$site/_argus_bytecode.py.tmp" "$site/_argus_bytecode.py"
+  "$env/bin/python" -m py_compile "$site/_argus_bytecode.py"  # imported before it turns writing on
+  echo "import _argus_bytecode" > "$site/_argus_bytecode.pth.tmp"
+  mv -f "$site/_argus_bytecode.pth.tmp" "$site/_argus_bytecode.pth"
+}
+
+# warm_bytecode ENV MODULE...: imports each MODULE in ENV, and every module of Ray's dashboard
+# (its head and agent import them all at start), so that their bytecode is written now, by
+# one process (lazy_bytecode), not by each of a cluster's first processes side by side. A
+# module that does not import is logged to ENV/.warm.log, never an error: warming is only
+# for speed, and whatever it misses is written by the first process that imports it.
+warm_bytecode() {
+  local env=$1; shift
+  (cd "$env" && "$env/bin/python" -W ignore - "$@" >"$env/.warm.log" 2>&1 <<'PY'
+import importlib
+import pkgutil
+import sys
+
+names = sys.argv[1:]
+try:
+    import ray.dashboard.modules as dashboard
+    names += [m.name for m in pkgutil.walk_packages(dashboard.__path__, dashboard.__name__ + ".", onerror=lambda name: None)
+              if ".tests" not in m.name and not m.name.endswith(("_test", ".conftest"))]
+except ImportError:
+    pass
+failed = []
+for name in names:
+    try:
+        importlib.import_module(name)
+    except BaseException as exc:  # noqa: BLE001 - a module that fails to import is only not warmed
+        failed.append(f"{name}: {type(exc).__name__}: {exc}")
+print(f"imported {len(names) - len(failed)} of {len(names)} modules", *failed, sep="\n")
+PY
+  ) || log "warming $env's bytecode failed (see $env/.warm.log): its processes write it as they import"
 }
