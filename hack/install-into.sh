@@ -19,14 +19,15 @@ install_into() {
 # PYTHONDONTWRITEBYTECODE is set (the test machines): else uv installs none and every process
 # of the environment compiles what it imports from source again (torch and transformers for
 # verl's, Ray for the old Ray's: a dozen processes a cluster). A .pth file in site-packages
-# (run by `site` at each start) imports _argus_bytecode, which turns writing back on for the
-# environment's own files only (under sys.prefix), never a job's code or a repository's,
-# which stay as PYTHONDONTWRITEBYTECODE leaves them. Python writes each file by a rename,
-# so processes importing side by side never read a partial one. It replaces a compileall of
-# the whole environment (18,000 modules, most never imported: 200 s a verl environment on a
-# loaded 2-core machine); the build's own imports then write the bytecode of what its
-# entry points import. An environment compiled whole before this (ENV/.argus-bytecode) is
-# left as it is.
+# (run by `site` at each start) imports _argus_bytecode, which turns writing back on with
+# Python's own sys.pycache_prefix set to ENV/.pycache: the bytecode of everything the
+# environment's processes import (its packages, a verl snapshot, a job's code) goes into that
+# tree, never beside a job's or a repository's files. Python writes each file by a rename, so
+# processes importing side by side never read a partial one, and checks each against its
+# source's size and time. It replaces a compileall of the whole environment (18,000 modules,
+# most never imported: 200 s a verl environment on a loaded 2-core machine); the build's own
+# imports then write the bytecode of what its entry points import. An environment compiled
+# whole before this (ENV/.argus-bytecode) is left as it is.
 lazy_bytecode() {
   local env=$1 site
   [[ -f $env/.argus-bytecode ]] && return 0
@@ -34,30 +35,19 @@ lazy_bytecode() {
   [[ -d $site ]] || { log "no site-packages in $env"; return 1; }
   [[ -f $site/_argus_bytecode.pth && -f $site/_argus_bytecode.py ]] && return 0
   cat > "$site/_argus_bytecode.py.tmp" <<'PY'
-"""Written by Argus's hack/install-into.sh: this environment's processes write the bytecode of
-its own modules (under sys.prefix) as they import them, though PYTHONDONTWRITEBYTECODE is set;
-any other file is imported as PYTHONDONTWRITEBYTECODE says. Run at each start by
-_argus_bytecode.pth."""
+"""Written by Argus's hack/install-into.sh: this environment's processes write the bytecode
+of what they import, though PYTHONDONTWRITEBYTECODE is set, into a tree of the environment's
+own (sys.pycache_prefix: ENV/.pycache, unless PYTHONPYCACHEPREFIX names another), never beside
+the sources. Run at each start by _argus_bytecode.pth."""
 import os
 import sys
-from importlib import _bootstrap_external
 
-_own = tuple({os.path.join(sys.prefix, ""), os.path.join(os.path.realpath(sys.prefix), "")})
-_cache_bytecode = getattr(_bootstrap_external.SourceFileLoader, "_cache_bytecode", None)
-
-
-def _cache_own_bytecode(self, source_path, bytecode_path, data):
-    if source_path.startswith(_own):
-        return _cache_bytecode(self, source_path, bytecode_path, data)
-    return None
-
-
-if sys.dont_write_bytecode and _cache_bytecode is not None:
-    _bootstrap_external.SourceFileLoader._cache_bytecode = _cache_own_bytecode
+if sys.dont_write_bytecode:
     sys.dont_write_bytecode = False
+    if not sys.pycache_prefix:
+        sys.pycache_prefix = os.path.join(sys.prefix, ".pycache")
 PY
   mv -f "$site/_argus_bytecode.py.tmp" "$site/_argus_bytecode.py"
-  "$env/bin/python" -m py_compile "$site/_argus_bytecode.py"  # imported before it turns writing on
   echo "import _argus_bytecode" > "$site/_argus_bytecode.pth.tmp"
   mv -f "$site/_argus_bytecode.pth.tmp" "$site/_argus_bytecode.pth"
 }
