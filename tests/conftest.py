@@ -11,7 +11,6 @@ them and says so.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
 from pathlib import Path
@@ -23,11 +22,12 @@ TESTS_DIR = Path(__file__).resolve().parent
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """``-m unit`` without the testbed installed: tests/integration (its conftest and its
-    modules import the testbed) is not even imported. Any other run collects it, and fails
-    loudly there when the testbed is missing."""
-    if (collection_path == TESTS_DIR / "integration" and config.getoption("markexpr") == "unit"
-            and importlib.util.find_spec("argus_testbed") is None):
+    """``-m unit``: tests/integration is not even imported (its conftest and its modules
+    import the testbed, which may not be installed, and importing them cost each xdist
+    worker of the unit tier 9 s of CPU, to deselect every test they hold: nothing there is
+    marked ``unit``, which tests/unit/test_tiers.py checks). Any other run collects it, and
+    fails loudly there when the testbed is missing."""
+    if collection_path == TESTS_DIR / "integration" and config.getoption("markexpr") == "unit":
         return True
     return None
 

@@ -6,6 +6,7 @@ cannot render, fails here. helm only (built by hack/build-testbed-bins.sh); no c
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -29,8 +30,15 @@ _MISSING = object()
 COMPANIONS = {"operator.progress.source=file": ["--set-json", 'sharedTree.volume={"persistentVolumeClaim": {"claimName": "argus-private"}}']}
 
 
+@functools.cache
+def _values() -> Any:
+    """values.yaml, parsed once (read only: every documented name was parsing it again, at
+    each collection of the module, 6 s of CPU in each process that collects it)."""
+    return yaml.safe_load((CHART / "values.yaml").read_text())
+
+
 def _default(path: str) -> Any:
-    node: Any = yaml.safe_load((CHART / "values.yaml").read_text())
+    node: Any = _values()
     for segment in path.split("."):
         if not isinstance(node, dict) or segment not in node:
             return _MISSING

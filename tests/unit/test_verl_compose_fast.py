@@ -11,6 +11,7 @@ test also checks that typical commands do take the fast path."""
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.util
 import re
 import sys
@@ -201,8 +202,10 @@ def test_every_corpus_command_composes_the_same_on_the_fast_path(version: str) -
 # --- generated overrides over the real keys ---------------------------------------------------
 
 
+@functools.cache
 def _keys(version: str) -> list[str]:
-    """Every dotted key of the version's composed ppo_trainer (no list indices)."""
+    """Every dotted key of the version's composed ppo_trainer (no list indices); composed when
+    first drawn from, not when the module is collected (every xdist worker collects it)."""
     fast, _ = pair(version)
     base = fast.compose(ComposeRequest(MODULE, (), {}, JOB))
     out: list[str] = []
@@ -217,7 +220,6 @@ def _keys(version: str) -> list[str]:
     return sorted(out)
 
 
-_KEYS = {v: _keys(v) for v in VERSIONS}
 _WORD = st.text(alphabet="abcxyz_019-/.", min_size=1, max_size=8)
 _SCALAR_TEXT = st.one_of(
     st.integers(-10**6, 10**6).map(str), st.sampled_from(["0", "-1", "1e-5", "0.5", "1.0", "inf", "-inf", "1_000"]),
@@ -235,7 +237,7 @@ _VALUE = st.recursive(_SCALAR_TEXT, lambda inner: st.one_of(
 
 @st.composite
 def _override(draw: Any, version: str) -> str:
-    key = draw(st.one_of(st.sampled_from(_KEYS[version]), st.sampled_from(_KEYS[version]).map(lambda k: k + ".zz_new"),
+    key = draw(st.one_of(st.sampled_from(_keys(version)), st.sampled_from(_keys(version)).map(lambda k: k + ".zz_new"),
                          st.sampled_from(["zz_top", "trainer.zz", "hydra.job.name", "data.train_files.0", "trainer.logger"])))
     op = draw(st.sampled_from(["", "", "", "+", "++", "~"]))
     if op == "~":
