@@ -197,16 +197,13 @@ class LogFollowers:
         follower.task.cancel()  # the stream would bring the same lines again
 
     def drop(self, key: Key) -> None:
-        self._stop(key)
-
-    def _stop(self, key: Key) -> None:
         follower = self._followers.pop(key, None)
         if follower and follower.task:
             follower.task.cancel()
 
     def close(self) -> None:
         for key in list(self._followers):
-            self._stop(key)
+            self.drop(key)
         if self._markers is not None:
             self._markers.cancel()
 
