@@ -1145,11 +1145,12 @@ def test_a_loop_that_stops_cancels_its_batchs_writes(monkeypatch: pytest.MonkeyP
 
     async def run_then_stop() -> asyncio.Future[None]:
         running = asyncio.ensure_future(world.control_loop.run())
-        for _ in range(300):  # until the first tick left its batch's writes going
+        # Until the first tick left its batch's writes going: it validates 1,000 tasks first,
+        # seconds on a loaded machine (a real-time wait: the loop runs in real time here).
+        deadline = asyncio.get_running_loop().time() + 300
+        while not started and not running.done() and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
-            if started:
-                break
-        assert len(started) == 1
+        assert len(started) == 1, "the first tick did not start its batch's writes"
         writes = started[0]
         await asyncio.sleep(0.05)
         assert not writes.done()
