@@ -472,7 +472,16 @@ class RayCluster:
         self.stop_head()
         if down_for > 0:
             time.sleep(down_for)
-        self.start_head(timeout=timeout)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self.start_head(timeout=timeout)
+                return
+            except (RuntimeError, TimeoutError):
+                # One of Ray's own fixed start-up deadlines passed on a loaded machine (as in
+                # start()): again, on the same ports, since the dashboard's URL must stay.
+                if attempt == START_ATTEMPTS or not any(marker in self.log_tail(80) for marker in _RAY_START_DEADLINES):
+                    raise
+                self.stop_head()
 
     def stop(self) -> None:
         """Stop both nodes, keep Ray's logs (copied to workdir/ray-logs) and delete the temp dir."""
