@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .conditions import Condition, ConditionStatus, ConditionType, find_condition, set_condition
+from .conditions import Condition, ConditionType, find_condition, set_condition
 from .gitops import DEFAULT_TRACKING_LABEL
 from .observations import Decision
 from .rayjobs import RayJobState
@@ -114,7 +114,7 @@ def conditions_for_phase(conditions: list[Condition] | None, phase: Phase, reaso
     ``kubectl wait --for=condition=Finished`` waits for any end. Admitted stays as it was at
     a Failed or Stopped end: a task cancelled (or failed) in the queue was never admitted."""
     before = find_condition(conditions, ConditionType.Admitted)
-    was_admitted = before is not None and before.status == ConditionStatus.true
+    was_admitted = before is not None and before.true
     admitted = phase.active or phase is Phase.Succeeded or (phase in (Phase.Failed, Phase.Stopped) and was_admitted)
     if phase is Phase.Suspended or find_condition(conditions, ConditionType.Suspended):  # only once it was ever suspended
         conditions = set_condition(conditions, ConditionType.Suspended, phase is Phase.Suspended, reason, message, now=now, generation=generation)
