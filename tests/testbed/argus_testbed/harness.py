@@ -105,7 +105,7 @@ def get_task(cp: Any, ns: str, name: str) -> dict[str, Any]:
 
 def task_gone(cp: Any, ns: str, name: str) -> bool:
     """True once the task is not found (read as get_task reads it: a poll loop of kubectl
-    starts costs half a second of CPU a poll); any other error is raised."""
+    starts costs a process start, about 0.1 s of CPU, a poll); any other error is raised."""
     try:
         get_task(cp, ns, name)
     except KubectlError as e:

@@ -95,6 +95,11 @@ _RAY_START_DEADLINES = ("it contains the error message from the dashboard",
                         "Timed out waiting for file")
 
 
+def _passed_a_start_deadline(log: str) -> bool:
+    """Whether a failed start's log says one of Ray's fixed start-up deadlines passed."""
+    return any(marker in log for marker in _RAY_START_DEADLINES)
+
+
 @contextlib.contextmanager
 def _machine_lock(name: str) -> Iterator[None]:
     """An exclusive lock shared by every process on this machine (a file in the temp dir)."""
@@ -271,7 +276,7 @@ class RayCluster:
                 # A port probed free and taken before Ray bound it, or one of Ray's own fixed
                 # start-up deadlines (20 s for the dashboard, 30 s for a raylet to register)
                 # passed on a loaded machine (parallel test workers): again, on fresh ports.
-                retry = lost_port_race(log) or any(marker in log for marker in _RAY_START_DEADLINES)
+                retry = lost_port_race(log) or _passed_a_start_deadline(log)
                 if attempt == START_ATTEMPTS or not isinstance(exc, (RuntimeError, TimeoutError)) or not retry:
                     raise
         raise AssertionError("unreachable")
@@ -479,7 +484,7 @@ class RayCluster:
             except (RuntimeError, TimeoutError):
                 # One of Ray's own fixed start-up deadlines passed on a loaded machine (as in
                 # start()): again, on the same ports, since the dashboard's URL must stay.
-                if attempt == START_ATTEMPTS or not any(marker in self.log_tail(80) for marker in _RAY_START_DEADLINES):
+                if attempt == START_ATTEMPTS or not _passed_a_start_deadline(self.log_tail(80)):
                     raise
                 self.stop_head()
 
