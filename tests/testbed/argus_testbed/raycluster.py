@@ -50,7 +50,6 @@ import fcntl
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -173,12 +172,6 @@ def _http_get(url: str, timeout: float = 3.0, headers: Mapping[str, str] | None 
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 class RayCluster:
@@ -371,8 +364,21 @@ class RayCluster:
         ]
         self._head = ManagedProcess("ray-head", head_argv, self.workdir / "ray-head.log", env=env, cwd=self.workdir)
         self._head.start()
-        # The worker only needs the GCS; start it while the dashboard is still coming up.
-        self._wait(lambda: _port_open(self.head_ports.gcs), deadline, "the head's GCS port")
+        try:
+            # The workers join once the head has come up whole (its dashboard answers): a
+            # worker's `ray start` gives the GCS 30 s to list its node, and a GCS still busy
+            # with the head's own start on a loaded machine missed that (CI, load 10-12).
+            # Quiet, the start takes as long either way (about 10 s here).
+            self._wait(self._jobs_api_up, deadline, f"the Jobs API at {self.dashboard_url}")
+            self._start_workers(env)
+            self._wait(self._worker_agent_up, deadline, "the worker's raylet and dashboard agent")
+            self._wait(self._read_node_ids, deadline, "the head and the worker in the node list")
+        except BaseException:
+            self._stop_nodes()
+            raise
+        self.start_seconds = time.monotonic() - t0
+
+    def _start_workers(self, env: dict[str, str]) -> None:
         worker_argv = [
             *self._ray(), "start",
             f"--address={self.gcs_address}",
@@ -394,14 +400,6 @@ class RayCluster:
             extra = ManagedProcess(f"ray-worker-{i}", argv, self.workdir / f"ray-worker-{i}.log", env=env, cwd=self.workdir)
             extra.start()
             self._extra.append(extra)
-        try:
-            self._wait(self._jobs_api_up, deadline, f"the Jobs API at {self.dashboard_url}")
-            self._wait(self._worker_agent_up, deadline, "the worker's raylet and dashboard agent")
-            self._wait(self._read_node_ids, deadline, "the head and the worker in the node list")
-        except BaseException:
-            self._stop_nodes()
-            raise
-        self.start_seconds = time.monotonic() - t0
 
     def _wait(self, ok: Callable[[], bool], deadline: float, what: str) -> None:
         while True:
