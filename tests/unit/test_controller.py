@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -1236,3 +1237,28 @@ def test_failures_alike_are_said_once_with_how_many_tasks_they_hit(world: World,
     assert lines == [(logging.ERROR, "reconciling a task failed (5 tasks); trying again next tick", True),
                      (logging.WARNING, "Kubernetes API error, trying again next tick (2 tasks): 409 Conflict: 409 Conflict", False)]
     assert world.control_loop.metrics.registry.get_sample_value("argus_reconcile_errors_total") == 7
+
+
+@pytest.mark.parametrize("turns", [1, 2, 3])
+def test_a_stop_closes_every_write_that_had_not_started(world: World, turns: int) -> None:
+    """A stop (the tick cancelled) while ``each`` holds writes: those that never started are
+    closed, wherever the cancel lands (before gather's tasks ran, or while they wait for the
+    gate); none is left to warn "never awaited" when it is collected."""
+    from argus.controller.reconcile import WRITES_IN_FLIGHT
+
+    async def write() -> None:
+        await asyncio.sleep(3600)  # the API server has not answered yet
+
+    writes = [write() for _ in range(WRITES_IN_FLIGHT + 3)]
+
+    async def scenario() -> None:
+        each = asyncio.ensure_future(world.control_loop.task_reconciler.each(writes))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        each.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await each
+
+    world.loop.run_until_complete(scenario())
+    states = {inspect.getcoroutinestate(w) for w in writes}
+    assert states == {inspect.CORO_CLOSED}, states

@@ -101,21 +101,24 @@ class TaskReconciler:
         """Await with at most WRITES_IN_FLIGHT at once. One task's failure (an API error, a
         bug) is logged and counted; the others go on, and the next tick tries it again."""
         gate = asyncio.Semaphore(WRITES_IN_FLIGHT)
+        coros = list(coros)
 
         async def one(coro: Awaitable[Any]) -> None:
-            awaited = False
-            try:
-                async with gate:
-                    awaited = True
-                    await coro
-            finally:
-                if not awaited and inspect.iscoroutine(coro):
-                    coro.close()  # cancelled (a stop) before its turn: it never starts, quietly
+            async with gate:
+                await coro
 
+        try:
+            results = await asyncio.gather(*(one(c) for c in coros), return_exceptions=True)
+        finally:
+            # Cancelled (a stop) before their turn, or before gather's task for them ran at
+            # all: they never start, and are closed quietly (not "never awaited" at exit).
+            for coro in coros:
+                if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                    coro.close()
         # Failures alike (the API server down fails every task the same way) are said once,
         # with how many tasks they hit: not a traceback per task per tick.
         alike: dict[tuple[str, str], list[Exception]] = {}
-        for result in await asyncio.gather(*(one(c) for c in coros), return_exceptions=True):
+        for result in results:
             if isinstance(result, asyncio.CancelledError):
                 raise result
             if isinstance(result, Exception):
