@@ -48,7 +48,10 @@ from argus_testbed.logsapi import API_SERVICE, api_service_available, ready_endp
 pytestmark = pytest.mark.integration
 RELEASE, RELEASE_NS = "argus", "argus-system"
 DENIED = 'admission webhook "validate-argustask.argus.io" denied the request'
-STEP_SECONDS = "6"  # the stand-in's pace here: a 3-step run lasts 18 s
+# The stand-in's pace here: a 3-step run lasts 45 s. The README's quick start suspends
+# grpo-basic after its log's step 1, and the run must not end first: at 6 s a step, CI's load
+# (load average 18-23) delayed `argus suspend` past the run's end.
+STEP_SECONDS = "15"
 REPO = Path(__file__).resolve().parents[2]
 
 
