@@ -10,7 +10,7 @@
 #                                  with a critic and a KL (tests/conftest.py)
 # The tests run side by side in pytest-xdist workers, a test module to a worker (its module
 # fixtures start once): the integration tests mostly wait on real processes, not on the CPU.
-# ARGUS_TEST_WORKERS sets how many (default 4; `-n 0` or `-p no:xdist` runs them in this one
+# ARGUS_TEST_WORKERS sets how many (default 3; `-n 0` or `-p no:xdist` runs them in this one
 # process). After every run, build/test-report.txt says where the time went (setup steps
 # included).
 set -euo pipefail
@@ -34,7 +34,7 @@ bash hack/setup.sh ${setup:+"$setup"}
 export ARGUS_SETUP_TIMES=${ARGUS_SETUP_TIMES:-$PWD/build/setup-times.txt}
 printf '\n==> pytest\n' >&2
 if [[ -n $parallel ]]; then
-  args=(-n "${ARGUS_TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "${args[@]}")
+  args=(-n "${ARGUS_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "${args[@]}")
 fi
 set +e
 .venv/bin/python -m pytest "${args[@]}"
