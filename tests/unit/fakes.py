@@ -68,6 +68,7 @@ class FakeJob:
     end_time_ms: int | None = None
     log: list[str] = field(default_factory=list)
     shown_at: list[float] = field(default_factory=list)  # when each log line reaches the stream (clock.monotonic)
+    exited: bool = False  # the command ended (its exit marker written) while Ray may still say RUNNING
 
 
 class FakeLogFiles:
@@ -89,7 +90,7 @@ class FakeLogFiles:
         """A job's exit marker is there once the job has ended (as the entrypoint writes it)."""
         self.looks += 1
         markers = {exit_marker_for(j.plan.log_file) for j in self.ray.jobs.values()
-                   if j.plan is not None and j.status not in RAY_ACTIVE}
+                   if j.plan is not None and (j.exited or j.status not in RAY_ACTIVE)}
         return {path for path, _ in files if path in markers}
 
     async def read(self, path: str, offset: int, limit: int, users_root: str | None = None) -> bytes:
@@ -283,6 +284,11 @@ class FakeRay:
         job = self.jobs[submission_id]
         job.status, job.message, job.end_time_ms = status, message, self._ms()
 
+    def exit(self, submission_id: str) -> None:
+        """The job's command ends and writes its exit marker; Ray's supervisor notices later
+        (``finish``: it looks at the process every 0.1 s)."""
+        self.jobs[submission_id].exited = True
+
     def say(self, submission_id: str, text: str) -> None:
         """The driver prints ``text``."""
         job = self.jobs[submission_id]
@@ -350,6 +356,8 @@ class FakeCluster:
         self._uids = itertools.count(1)
         self.lagging: dict[tuple[str, str], dict[str, Any]] | None = None  # a stale watch, when set
         self.failing_status_patches = 0  # the next this many status patches fail as a 500 would
+        self.held_status_patches: set[str] = set()  # tasks (by name) whose status patches wait while here
+        self.status_patches_waiting: set[str] = set()  # those waiting now
         self.crds: dict[str, dict[str, str]] = {}  # served CustomResourceDefinitions: name -> annotations
         self.crd_error: Exception | None = None   # raised by the next CRD reads while set (a 403, say)
         self._views: dict[tuple[str, str], tuple[str, TaskView]] = {}
@@ -457,6 +465,11 @@ class FakeCluster:
         if self.failing_status_patches:
             self.failing_status_patches -= 1
             raise StoreError(500, "Internal Server Error (a fault the test injected)")
+        if name in self.held_status_patches:  # a slow API server, for this task
+            self.status_patches_waiting.add(name)
+            while name in self.held_status_patches:
+                await asyncio.sleep(0.001)
+            self.status_patches_waiting.discard(name)
         self.writes.status.append((name, copy.deepcopy(patch)))
         obj["status"] = apply_merge_patch(obj.get("status") or {}, patch)
         self._bump(obj)

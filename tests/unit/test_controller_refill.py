@@ -10,10 +10,11 @@ import asyncio
 
 import pytest
 
+from argus.controller.loop import ENDING_TICK_FLOOR
 from argus.core.polling import ENDING_READ_SECONDS, ENDING_READS_FOR
 from argus.core.progress import ProgressSource
 from argus.core.spec import Phase
-from test_controller import World, spec, status_patches
+from test_controller import World, log_reads_from_ray, spec, status_patches
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +50,7 @@ def ended_and_refilled_in_one_tick(world: World, first: tuple[str, str], second:
     (not in ~2 s), writes its end once and submits the next task in that tick."""
     reads_before = sum(1 for op, s in world.ray.calls if op == "status" and s == sid)
     assert due_in(world, first) <= 0  # due now, not in ~2 s
-    assert world.control_loop.next_wait() == pytest.approx(0.05)  # the loop's shortest wait
+    assert world.control_loop.next_wait() == pytest.approx(ENDING_TICK_FLOOR)  # the loop's shortest wait, while a job ends
     assert world.control_loop.wake.is_set()
     world.tick()  # the fake clock does not move: this is the very next tick
     assert world.phase(first) == Phase.Succeeded.value
@@ -109,6 +110,7 @@ def test_an_exit_marker_seen_before_ray_says_the_job_ended_is_read_again_soon() 
     world.tick()
     assert world.phase(first) == Phase.Running.value
     assert 0 < due_in(world, first) <= ENDING_READ_SECONDS + 1e-9
+    assert world.control_loop.next_wait() <= ENDING_READ_SECONDS + 1e-9  # the loop wakes for it, not 50 ms later
     world.ray.finish(sid)
     world.tick(ENDING_READ_SECONDS)
     assert world.phase(first) == Phase.Succeeded.value and world.phase(second) == Phase.Submitted.value
@@ -127,6 +129,7 @@ def test_the_hurry_runs_out_so_a_wrong_signal_costs_a_few_reads() -> None:
     hurried = ENDING_READS_FOR / ENDING_READ_SECONDS  # 40; then every poll interval (2 s)
     assert hurried * 0.75 <= reads <= hurried + 5, reads
     assert due_in(world, first) > 1.0
+    assert world.control_loop.next_wait() > 1.0  # and the loop sleeps again
 
 
 def test_exit_markers_of_all_jobs_are_looked_at_together() -> None:
@@ -144,3 +147,87 @@ def test_exit_markers_of_all_jobs_are_looked_at_together() -> None:
     world.tick()
     assert [world.phase(k) for k in keys] == ["Running", "Succeeded", "Running"]
     world.control_loop.logs.close()
+
+
+def test_by_stream_the_whole_log_is_read_as_the_marker_appears_and_once() -> None:
+    """The exit marker means the command ended and its log is whole: the log is read from
+    Ray then, while the loop waits for Ray's supervisor to notice the exit, and that one read
+    gives the end's status patch its last progress (no Ray call between the end's read and
+    its write)."""
+    world = World(max_running=1, progress_source=ProgressSource.stream)
+    first, second, sid = old_running_job(world)
+    world.ray.log_lag = 3600.0  # the stream would bring the last lines much later
+    world.ray.say(sid, "Total training steps: 7\nstep:7 - a:1\nFinal validation metrics: {}\n")
+    logs_before = log_reads_from_ray(world, sid)
+    world.ray.exit(sid)  # the marker is written; Ray still says RUNNING
+    let_background_run(world)
+    assert log_reads_from_ray(world, sid) == logs_before + 1  # the whole log, read at the marker
+    world.tick()
+    assert world.phase(first) == Phase.Running.value  # Ray's supervisor has not noticed yet
+    world.ray.finish(sid)
+    world.tick(ENDING_READ_SECONDS)
+    assert world.phase(first) == Phase.Succeeded.value and world.phase(second) == Phase.Submitted.value
+    end = [p for p in status_patches(world, first) if p.get("phase") == Phase.Succeeded.value]
+    assert len(end) == 1 and end[0]["progress"]["step"] == 7, end  # the end and the last line in one patch
+    assert log_reads_from_ray(world, sid) == logs_before + 1  # not read again
+    world.close()
+
+
+def test_a_marker_never_read_before_the_end_reads_the_log_at_the_end() -> None:
+    """The can-fail side: without the marker (no tree here), the whole log is read when
+    Ray says the job ended, as before."""
+    world = World(max_running=1, progress_source=ProgressSource.stream)
+    world.files.mounted = lambda users_root: False  # type: ignore[method-assign]
+    first, _, sid = old_running_job(world)
+    world.ray.log_lag = 3600.0
+    world.ray.say(sid, "Total training steps: 7\nstep:7 - a:1\n")
+    logs_before = log_reads_from_ray(world, sid)
+    world.ray.exit(sid)
+    let_background_run(world)
+    assert log_reads_from_ray(world, sid) == logs_before  # no marker looked for: nothing read yet
+    world.ray.finish(sid)
+    world.tick(2.0)
+    assert world.phase(first) == Phase.Succeeded.value
+    assert world.cluster.status(first)["progress"]["step"] == 7
+    assert log_reads_from_ray(world, sid) == logs_before + 1
+    world.close()
+
+
+def test_a_jobs_end_is_written_while_its_slot_is_refilled() -> None:
+    """Ray said the job ended: the queue pass gives its slot out while its end's status patch
+    is still on its way (the API server is slow here), and the end is written once."""
+    world = World(max_running=1, progress_source=ProgressSource.file)
+    first, second, sid = old_running_job(world)
+    world.cluster.held_status_patches.add(first[1])
+    world.ray.finish(sid)
+    let_background_run(world)  # the exit marker is seen
+    tick = world.loop.create_task(world.control_loop.tick())
+    for _ in range(500):
+        world.loop.run_until_complete(asyncio.sleep(0.002))
+        if world.sid(second) in world.ray.jobs:
+            break
+    assert world.sid(second) in world.ray.jobs  # submitted to Ray ...
+    assert first[1] in world.cluster.status_patches_waiting and world.phase(first) == Phase.Running.value  # ... before the end was written
+    assert not tick.done()  # the tick waits for that write before it ends
+    world.cluster.held_status_patches.clear()
+    world.loop.run_until_complete(tick)
+    assert world.phase(first) == Phase.Succeeded.value and world.phase(second) == Phase.Submitted.value
+    assert sum(1 for p in status_patches(world, first) if p.get("phase") == Phase.Succeeded.value) == 1
+    world.close()
+
+
+def test_an_end_whose_patch_fails_is_shown_no_more_and_written_again() -> None:
+    """The can-fail side: the end was shown before its patch went out; the patch fails, so
+    the task is Running in the views again, and the next read writes its end."""
+    world = World(max_running=1, progress_source=ProgressSource.file)
+    first, second, sid = old_running_job(world)
+    world.ray.finish(sid)
+    let_background_run(world)
+    world.cluster.failing_status_patches = 1
+    world.tick()
+    assert world.cluster.failing_status_patches == 0  # the fault was hit
+    view = world.control_loop.view(first)
+    assert view is not None and view.phase == Phase.Running.value  # not shown as ended any more
+    world.tick(ENDING_READ_SECONDS)
+    assert world.phase(first) == Phase.Succeeded.value and world.phase(second) == Phase.Submitted.value
+    world.close()

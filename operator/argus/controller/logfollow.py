@@ -13,9 +13,10 @@ operator has that cluster's shared tree mounted the exit markers of all its runn
 looked at together every EXIT_POLL_SECONDS, whatever the progress source (``off`` too): one
 lstat a job, no Ray call. Without the tree, Ray's log stream closing is the sign (1-2 s after
 the end in Ray 2.60, which looks at the log file and the job's status once a second). The
-control loop then reads the job from Ray at once (``jobsync.JobSync.hurry``; Ray stays the
-judge of how it ended): the end shows, and the freed GPUs are given out, without waiting for
-the job's next periodic read.
+control loop then reads the job from Ray at once, and every 25 ms until Ray says it ended
+too (``jobsync.JobSync.hurry``; Ray stays the judge of how it ended): the end shows, and the
+freed GPUs are given out, without waiting for the job's next periodic read. By stream, the
+job's whole log is read from Ray as its marker appears, for its last lines, meanwhile.
 
 A stream that breaks (Ray unreachable, a head restart) is opened again while the task runs;
 Ray's log stream starts from the beginning of the log, so the reader starts afresh too, as it
@@ -71,6 +72,18 @@ class _Follower:
     finishing_since: float | None = None  # monotonic time the task stopped running
     chunks: int = field(default=0)
     ended: bool = False  # its log said the job ended (on_end was called)
+    # By stream: the whole log, read from Ray as the exit marker appeared (the log is whole
+    # then), for ``read_the_rest`` once Ray says the job ended.
+    whole_log: asyncio.Task[str | None] | None = None
+
+    def marker_seen(self, ray: RayJobs) -> None:
+        """Its exit marker appeared: the command has ended and its log is whole. By stream,
+        the log is read from Ray now, while the loop waits for Ray to say the job ended (its
+        supervisor looks every 0.1 s), not after: the end and the last progress then go out
+        in one status patch with no Ray call between the end's read and its write."""
+        if (not self.by_file and self.task is not None and not self.task.done() and self.consumed <= WHOLE_LOG_LIMIT
+                and self.whole_log is None):
+            self.whole_log = asyncio.create_task(read_whole_log(ray, self.submission_id), name=f"argus whole log {self.submission_id}")
 
     def end(self, on_end: Callable[[Key], None] | None) -> None:
         """The log says the job ended: say it, once."""
@@ -128,7 +141,8 @@ class LogFollowers:
                     self._followers[key] = new
         if (self._markers is None or self._markers.done()) and any(f.marked for f in self._followers.values()):
             assert self.files is not None
-            self._markers = asyncio.create_task(watch_exit_markers(self.files, self._followers, self.on_end), name="argus exit markers")
+            self._markers = asyncio.create_task(watch_exit_markers(self.files, self._followers, self.on_end, self.ray_of),
+                                                name="argus exit markers")
 
     def _follower(self, key: Key, sid: str, log_file: str | None, cluster: str, now: float) -> _Follower | None:
         """A new follower of a running job, reading its log from the progress source, or
@@ -172,7 +186,8 @@ class LogFollowers:
 
     async def read_the_rest(self, key: Key) -> None:
         """An ended job: read what its stream has not brought yet from the whole log (one
-        read; the stream lags the log file by about a second) and stop the stream, so that
+        read, made when its exit marker appeared if it did: ``_Follower.marker_seen``; the stream lags
+        the log file by about a second) and stop the stream, so that
         ``progress_due(final=True)`` has the job's last lines now. Skipped for a log already
         longer than WHOLE_LOG_LIMIT (the stream's end brings the rest, one write later) and
         when Ray cannot say (the same)."""
@@ -184,10 +199,8 @@ class LogFollowers:
             return
         if follower.consumed > WHOLE_LOG_LIMIT:
             return
-        try:
-            text = await self.ray_of(follower.cluster).logs(follower.submission_id)
-        except (RayUnreachable, RayRefused, RayJobUnknown, OSError) as exc:
-            log.debug("reading the end of %s's log failed (%s); its stream brings it", follower.submission_id, exc)
+        text = await (follower.whole_log or read_whole_log(self.ray_of(follower.cluster), follower.submission_id))
+        if text is None:
             return
         if follower.task.done() or self._followers.get(key) is not follower:
             return  # the stream ended (or the follower changed) meanwhile: it has the lines
@@ -200,6 +213,8 @@ class LogFollowers:
         follower = self._followers.pop(key, None)
         if follower and follower.task:
             follower.task.cancel()
+        if follower and follower.whole_log:
+            follower.whole_log.cancel()
 
     def close(self) -> None:
         for key in list(self._followers):
@@ -300,7 +315,17 @@ def latest_steps(followers: LogFollowers, key: Key) -> tuple[int | None, int | N
     return (follower.reader.step, follower.reader.resumed_from) if follower is not None else (None, None)
 
 
-async def watch_exit_markers(files: LogFiles, followers: dict[Key, _Follower], on_end: Callable[[Key], None] | None) -> None:
+async def read_whole_log(ray: RayJobs, submission_id: str) -> str | None:
+    """A job's whole log from Ray; None when Ray cannot say."""
+    try:
+        return await ray.logs(submission_id)
+    except (RayUnreachable, RayRefused, RayJobUnknown, OSError) as exc:
+        log.debug("reading the end of %s's log failed (%s); its stream brings it", submission_id, exc)
+        return None
+
+
+async def watch_exit_markers(files: LogFiles, followers: dict[Key, _Follower], on_end: Callable[[Key], None] | None,
+                             ray_of: Callable[[str], RayJobs]) -> None:
     """Look for the exit markers of the followed jobs whose tree is mounted here, all in one
     look, every EXIT_POLL_SECONDS while there are any."""
     while any(f.marked for f in followers.values()):
@@ -313,5 +338,6 @@ async def watch_exit_markers(files: LogFiles, followers: dict[Key, _Follower], o
                 log.debug("looking for exit markers failed (%s)", exc)
                 found = set()
             for marker in found:
+                waiting[marker].marker_seen(ray_of(waiting[marker].cluster))
                 waiting[marker].end(on_end)
         await asyncio.sleep(EXIT_POLL_SECONDS)

@@ -11,6 +11,8 @@ A tick (when a followed job is due for a read, at the latest every poll interval
 once when the watch shows a change):
 1. read the Ray jobs that are due (``jobsync``): active tasks, and tasks that may have
    reached Ray and are being cancelled, deleted or were closed while Ray was unreachable;
+   a job that ended is shown ended at once, and its status patch goes on through the
+   steps below (the queue pass refills its slot meanwhile; the tick waits for it at its end);
 2. validate new tasks (``intake``);
 3. give a look to what needs no Ray (a cancelled task that never reached Ray, a time to
    live or a retention that ran out: ``lifecycle.needs_look``), passing by the tasks that
@@ -60,6 +62,10 @@ from .view import TaskView
 from .writer import StatusWriter
 
 log = logging.getLogger(__name__)
+# The shortest wait between ticks while a job's end is awaited from Ray (``JobSync.ending``,
+# one second at most per job): its reads are paced by ENDING_READ_SECONDS, this only keeps a
+# tick from following another with no pause at all.
+ENDING_TICK_FLOOR = 0.005
 
 
 class ControlLoop:
@@ -117,6 +123,7 @@ class ControlLoop:
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
         self.batch_writes = BatchWrites()  # a first start's backlog: see the module's docstring
+        self.end_writes = BatchWrites()  # the ends of jobs, written while the queue pass refills their slots
 
     def _root(self, cluster: str) -> str:
         """The root of a cluster's shared tree, as its jobs see it (its ArgusCluster's root, or --root)."""
@@ -164,6 +171,7 @@ class ControlLoop:
                 self.wake.clear()
         finally:
             self.batch_writes.cancel()
+            self.end_writes.cancel()
 
     def tick_age(self) -> float:
         """Seconds the current tick has run, 0 between ticks: a tick awaits only calls with
@@ -174,6 +182,7 @@ class ControlLoop:
     async def idle(self) -> None:
         """Wait for the background work started so far (tests, and a clean stop)."""
         await self.batch_writes.done()
+        await self.end_writes.done()
         await self.writer.drain()
 
     def views(self) -> list[TaskView]:
@@ -197,7 +206,11 @@ class ControlLoop:
         removal = self.removals.due_in()
         if removal is not None:
             waits.append(removal)
-        return max(0.05, min([self.config.poll_interval, *waits]))
+        # At least 50 ms between ticks; but a job whose log told its end is read every
+        # ENDING_READ_SECONDS from the start of its last read (Ray says so within 0.1 s of
+        # its exit marker), so the next tick may come at once after a tick that long.
+        floor = ENDING_TICK_FLOOR if self.jobs.ending() else 0.05
+        return max(floor, min([self.config.poll_interval, *waits]))
 
     async def tick(self) -> None:
         views = self.views()
@@ -208,10 +221,16 @@ class ControlLoop:
         # Ended tasks with nothing to do until they change or their timer runs out are passed
         # by (idle.py): what follows costs in proportion to the tasks that live.
         live = {v.key for v in views if not self.idle_tasks.passed_by(v, now)}
-        # 1. Ray reads that are due.
+        # 1. Ray reads that are due. The tick goes on once each is decided: a job's end is
+        # shown in the views at once and its status patch goes out while the queue pass
+        # gives its slot out (the tick waits for it at its end).
+        await self.end_writes.done()
         following = [v for v in views if v.key in live and lifecycle.needs_ray(v.state)]
         due = [v for v in following if self.jobs.due_in(v, now, len(following)) <= 0.01]
-        await each(self._follow(v.key) for v in due)
+        if due:
+            decided = {v.key: asyncio.Event() for v in due}
+            self.end_writes.start(each(self._follow(v.key, decided[v.key]) for v in due), frozenset(decided))
+            await asyncio.gather(*(event.wait() for event in decided.values()))
         # 2. New tasks are validated.
         views = [v for v in self.views() if v.key in live]
         drafts = self.intake.new([v for v in views if v.key not in self.batch_writes.keys])
@@ -252,6 +271,7 @@ class ControlLoop:
             self.batch_writes.start(each(writes), frozenset(drafts))
         else:
             await each(writes)
+        await self.end_writes.done()
         current = [v for v in self.views() if v.key in live]
         for v in current:
             self.idle_tasks.note(v, now)
@@ -273,28 +293,33 @@ class ControlLoop:
                 self.writer.forget(key)
 
     # -- one task ---------------------------------------------------------------------
-    async def _follow(self, key: Key) -> None:
-        """Read the task's job and act on what Ray says."""
-        async with self.task_reconciler.lock(key):
-            view = self.view(key)
-            if view is None or not lifecycle.needs_ray(view.state):
-                return
-            seen = await self.jobs.observe(view.state, view.job_cluster)
-            draft = Draft.of(view)
-            ended = isinstance(seen, (lifecycle.JobUnknown,)) or (isinstance(seen, lifecycle.JobObserved) and not seen.active)
-            if isinstance(seen, lifecycle.JobObserved) and not seen.active:
-                # Its stream brings the job's last lines a second or so after the end: read
-                # them now, so that the end and the last progress go in one status patch.
-                await self.logs.read_the_rest(key)
-            progress = self.logs.progress_due(key, view.state.status.progress, final=ended)
-            if progress is not None:
-                draft.take(self.task_reconciler.step(view, lifecycle.ProgressObserved(progress)))
-            try:
-                await self.task_reconciler.decide_and_write(draft, seen)
-            except Exception:
+    async def _follow(self, key: Key, decided: asyncio.Event | None = None) -> None:
+        """Read the task's job and act on what Ray says. ``decided`` is set once that is
+        written, or for a job that ended once its end is decided and shown, before its patch."""
+        try:
+            async with self.task_reconciler.lock(key):
+                view = self.view(key)
+                if view is None or not lifecycle.needs_ray(view.state):
+                    return
+                seen = await self.jobs.observe(view.state, view.job_cluster)
+                draft = Draft.of(view)
+                ended = isinstance(seen, (lifecycle.JobUnknown,)) or (isinstance(seen, lifecycle.JobObserved) and not seen.active)
+                if isinstance(seen, lifecycle.JobObserved) and not seen.active:
+                    # Its stream brings the job's last lines a second or so after the end: read
+                    # them now, so that the end and the last progress go in one status patch.
+                    await self.logs.read_the_rest(key)
+                progress = self.logs.progress_due(key, view.state.status.progress, final=ended)
                 if progress is not None:
-                    self.logs.not_written(key)  # the next look takes it again
-                raise
+                    draft.take(self.task_reconciler.step(view, lifecycle.ProgressObserved(progress)))
+                try:
+                    await self.task_reconciler.decide_and_write(draft, seen, shown=decided if ended else None)
+                except Exception:
+                    if progress is not None:
+                        self.logs.not_written(key)  # the next look takes it again
+                    raise
+        finally:
+            if decided is not None:
+                decided.set()
 
     async def _reconcile(self, key: Key) -> None:
         """A task that needs a look without anything new from Ray (cancelled while it never
@@ -321,8 +346,9 @@ class ControlLoop:
 
 
 class BatchWrites:
-    """The first statuses of a batch of new tasks, written while the next tick validates the
-    next batch (a first start's backlog), and whose they are."""
+    """Writes that go on while the loop goes on, and whose they are: the first statuses of a
+    batch of new tasks, written while the next tick validates the next batch (a first
+    start's backlog); the ends of jobs, written while the queue pass refills their slots."""
 
     def __init__(self) -> None:
         self.keys: frozenset[Key] = frozenset()

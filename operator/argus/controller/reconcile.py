@@ -143,10 +143,11 @@ class TaskReconciler:
         self.metrics.undeclared_transitions.inc()
         log.error("%s: carried out; please report it (the table in argus.core.transitions is incomplete)", what)
 
-    async def decide_and_write(self, draft: Draft, seen: Observation) -> None:
-        """Step on what was seen, carry it out, write it (the caller holds the task's lock)."""
+    async def decide_and_write(self, draft: Draft, seen: Observation, *, shown: asyncio.Event | None = None) -> None:
+        """Step on what was seen, carry it out, write it (the caller holds the task's lock).
+        ``shown``: see ``StatusWriter.write``."""
         await self.carry_out(draft, self.step(draft.view, seen))
-        await self.write(draft)
+        await self.write(draft, shown=shown)
 
     async def carry_out(self, draft: Draft, decision: Decision) -> None:
         """Do what the decision says; an action's outcome goes back to the lifecycle."""
@@ -171,14 +172,14 @@ class TaskReconciler:
                     log.info("deleted %s/%s: its ttlSecondsAfterFinished ran out", draft.view.namespace, draft.view.name,
                              extra=task_log(draft.view.namespace, draft.view.name))
 
-    async def write(self, draft: Draft) -> None:
+    async def write(self, draft: Draft, *, shown: asyncio.Event | None = None) -> None:
         """Write what was decided for the task (the caller holds its lock)."""
         if draft.status is None:
             return
         if draft.view.deleting:  # going away: its status no longer matters, its events still do
             self.writer.post(draft.persisted, tuple(draft.events))
         else:
-            await self.writer.write(draft.persisted, draft.status, tuple(draft.events))
+            await self.writer.write(draft.persisted, draft.status, tuple(draft.events), shown=shown)
         draft.status, draft.events = None, []
 
     async def write_locked(self, draft: Draft) -> None:

@@ -89,15 +89,30 @@ class StatusWriter:
         self._written.pop(key, None)
 
     # -- writes ----------------------------------------------------------------------
-    async def write(self, view: TaskView, status: ArgusTaskStatus, events: tuple[PostEvent, ...] = ()) -> TaskView:
+    async def write(self, view: TaskView, status: ArgusTaskStatus, events: tuple[PostEvent, ...] = (), *,
+                    shown: asyncio.Event | None = None) -> TaskView:
         """Patch what changed from ``view``'s status to ``status``; post the phase-change
-        Event and ``events``. Returns the view as it now is (unchanged if the object is gone)."""
+        Event and ``events``. Returns the view as it now is (unchanged if the object is gone).
+        ``shown``: the status is shown in ``overlay`` before the patch is sent, and ``shown``
+        set then (a job's end: the freed slot is given out while its end is written); if the
+        patch fails, the overlay is as before."""
         document = status_document(status)
         patch = merge_patch(view.status, document)
         if patch:
-            if not await self.store.patch_status(view.namespace, view.name, patch):
-                return view  # deleted meanwhile
             document = apply_merge_patch(view.status, patch)
+            before = self._show(view.key, document) if shown is not None else None
+            if shown is not None:
+                shown.set()
+            try:
+                patched = await self.store.patch_status(view.namespace, view.name, patch)
+            except BaseException:
+                if shown is not None:
+                    self._unshow(view.key, before)
+                raise
+            if not patched:
+                if shown is not None:
+                    self._unshow(view.key, before)
+                return view  # deleted meanwhile
             self._remember(view.key, status=document)
             if patch.get("phase"):
                 quiet = QUIET_PHASE_CHANGES if view.phase else QUIET_PHASE_CHANGES + QUIET_FIRST_PHASES
@@ -146,6 +161,19 @@ class StatusWriter:
             written.status = status
         if finalizers is not None:
             written.finalizers = finalizers
+
+    def _show(self, key: Key, status: dict[str, Any]) -> _Written | None:
+        """Remember ``status`` before it is written; the memory it replaces, for ``_unshow``."""
+        before = self._written.get(key)
+        self._written[key] = _Written(at=self.monotonic(), status=status,
+                                      finalizers=before.finalizers if before is not None else None)
+        return before
+
+    def _unshow(self, key: Key, before: _Written | None) -> None:
+        if before is None:
+            self._written.pop(key, None)
+        else:
+            self._written[key] = before
 
     def in_background(self, coro: Any) -> None:
         """Best-effort work that nothing waits for (Events)."""
