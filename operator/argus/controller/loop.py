@@ -223,7 +223,8 @@ class ControlLoop:
         live = {v.key for v in views if not self.idle_tasks.passed_by(v, now)}
         # 1. Ray reads that are due. The tick goes on once each is decided: a job's end is
         # shown in the views at once and its status patch goes out while the queue pass
-        # gives its slot out (the tick waits for it at its end).
+        # gives its slot out (the tick waits for it at its end; here, for those a tick that
+        # failed midway left going).
         await self.end_writes.done()
         following = [v for v in views if v.key in live and lifecycle.needs_ray(v.state)]
         due = [v for v in following if self.jobs.due_in(v, now, len(following)) <= 0.01]

@@ -100,18 +100,16 @@ class StatusWriter:
         patch = merge_patch(view.status, document)
         if patch:
             document = apply_merge_patch(view.status, patch)
-            before = self._show(view.key, document) if shown is not None else None
             if shown is not None:
+                before = self._show(view.key, document)
                 shown.set()
+            patched = False
             try:
                 patched = await self.store.patch_status(view.namespace, view.name, patch)
-            except BaseException:
-                if shown is not None:
+            finally:
+                if shown is not None and not patched:  # failed, or the object is gone
                     self._unshow(view.key, before)
-                raise
             if not patched:
-                if shown is not None:
-                    self._unshow(view.key, before)
                 return view  # deleted meanwhile
             self._remember(view.key, status=document)
             if patch.get("phase"):
