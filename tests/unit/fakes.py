@@ -151,6 +151,8 @@ class FakeRay:
         self.label_selector = True
         self.probe_answer: Callable[[ProbeJob, str], tuple[str, str] | None] = lambda probe, node: None
         self.probes: dict[str, ProbeJob] = {}
+        self.held_reads: set[str] = set()  # jobs (by submission id) whose status reads wait while here
+        self.reads_waiting: set[str] = set()
 
     def _ms(self) -> int:
         return int(self.clock.now().timestamp() * 1000)
@@ -203,6 +205,11 @@ class FakeRay:
 
     async def job(self, submission_id: str) -> RayJob:
         self._check("status", submission_id)
+        if submission_id in self.held_reads:  # a slow dashboard, for this job
+            self.reads_waiting.add(submission_id)
+            while submission_id in self.held_reads:
+                await asyncio.sleep(0.001)
+            self.reads_waiting.discard(submission_id)
         job = self.jobs.get(submission_id)
         if job is None:
             if submission_id in self.rewritten_late and submission_id in self.deleted:

@@ -14,7 +14,7 @@ from argus.controller.loop import ENDING_TICK_FLOOR
 from argus.core.polling import ENDING_READ_SECONDS, ENDING_READS_FOR
 from argus.core.progress import ProgressSource
 from argus.core.spec import Phase
-from test_controller import World, log_reads_from_ray, spec, status_patches
+from test_controller import World, crash_after_submit, log_reads_from_ray, spec, status_patches
 
 pytestmark = pytest.mark.unit
 
@@ -230,4 +230,75 @@ def test_an_end_whose_patch_fails_is_shown_no_more_and_written_again() -> None:
     assert view is not None and view.phase == Phase.Running.value  # not shown as ended any more
     world.tick(ENDING_READ_SECONDS)
     assert world.phase(first) == Phase.Succeeded.value and world.phase(second) == Phase.Submitted.value
+    world.close()
+
+
+def test_a_slow_read_of_another_running_job_does_not_hold_the_refill_back() -> None:
+    """Two jobs run, one slot frees: the ending job's read decides its end and the queue pass
+    refills the slot while a read of the other running job is still waiting on Ray. That read
+    finds its job ended too, after the queue pass: the loop ticks again at once and gives
+    that slot out as well."""
+    world = World(max_running=2, progress_source=ProgressSource.file)
+    first = world.cluster.create("first", spec())
+    other = world.cluster.create("other", spec())
+    world.tick()
+    second = world.cluster.create("second", spec())
+    third = world.cluster.create("third", spec())
+    world.tick()
+    for key in (first, other):
+        world.ray.run(world.sid(key))
+    for _ in range(40):  # both read every poll interval now, at the same ticks
+        world.tick(3.0)
+    assert world.phase(second) == Phase.Queued.value
+    world.ray.held_reads.add(world.sid(other))
+    world.clock.advance(3.0)  # the other's periodic read is due too
+    world.ray.finish(world.sid(first))
+    let_background_run(world)  # the exit marker is seen
+    tick = world.loop.create_task(world.control_loop.tick())
+    for _ in range(500):
+        world.loop.run_until_complete(asyncio.sleep(0.002))
+        if world.sid(second) in world.ray.jobs:
+            break
+    assert world.sid(other) in world.ray.reads_waiting  # the other job's read had begun (and waits) ...
+    assert world.sid(second) in world.ray.jobs  # ... when the freed slot's task was submitted
+    assert not tick.done()  # the tick waits for that read before it ends
+    world.ray.finish(world.sid(other))  # Ray answers the held read: ended
+    world.control_loop.wake.clear()
+    world.ray.held_reads.clear()
+    world.loop.run_until_complete(tick)
+    assert world.phase(first) == Phase.Succeeded.value and world.phase(second) == Phase.Submitted.value
+    assert world.phase(other) == Phase.Succeeded.value and world.phase(third) == Phase.Queued.value
+    assert world.control_loop.wake.is_set()  # a slot freed after the queue pass: the next tick at once
+    world.tick()  # the fake clock does not move
+    assert world.phase(third) == Phase.Submitted.value
+    world.close()
+
+
+def test_the_queue_pass_waits_for_a_read_that_may_find_a_queued_task_running() -> None:
+    """The can-fail side: in the tick that reads an ending job, a queued task holding the
+    finalizer may have reached Ray (a crash after its submission). The queue pass waits for
+    its read too: Ray runs its job, so it is adopted and takes the freed slot, and the tasks
+    queued before it are not submitted beside it."""
+    world = World(max_running=2, progress_source=ProgressSource.file)
+    ending, blocker = world.cluster.create("ending", spec()), world.cluster.create("blocker", spec())
+    world.tick()
+    queued = [world.cluster.create("queued-1", spec()), world.cluster.create("queued-2", spec())]
+    for key in (ending, blocker):
+        world.ray.run(world.sid(key))
+    world.settle()
+    submits = world.ray.count("submit")
+    orphan = world.cluster.create("orphan", spec())
+    sid = crash_after_submit(world, orphan)
+    world.ray.held_reads.add(sid)
+    world.ray.finish(world.sid(ending))
+    let_background_run(world)  # the exit marker is seen
+    tick = world.loop.create_task(world.control_loop.tick())
+    world.loop.run_until_complete(asyncio.sleep(0.1))
+    assert sid in world.ray.reads_waiting and not tick.done()
+    assert world.ray.count("submit") == submits  # nothing admitted while the orphan's read waits
+    world.ray.held_reads.clear()
+    world.loop.run_until_complete(tick)
+    world.settle()
+    assert world.phase(ending) == Phase.Succeeded.value and world.phase(orphan) == Phase.Running.value
+    assert [world.phase(k) for k in queued] == [Phase.Queued.value] * 2 and world.ray.count("submit") == submits
     world.close()

@@ -64,13 +64,13 @@ class JobSync:
         if key in self._read_at:
             self._ending[key] = (self.monotonic(), False)
 
-    def ending(self) -> bool:
-        """Whether a followed job's log said it ended within ENDING_READS_FOR seconds and Ray
+    def ending(self) -> frozenset[Key]:
+        """The followed jobs whose log said they ended within ENDING_READS_FOR seconds and Ray
         has not said so yet (the loop then ticks every ENDING_READ_SECONDS)."""
         now = self.monotonic()
         for key in [k for k, (since, _) in self._ending.items() if now - since >= ENDING_READS_FOR]:
             del self._ending[key]  # read as any other job now (due_in), and not looked at again here
-        return bool(self._ending)
+        return frozenset(self._ending)
 
     def submitted(self, key: Key) -> None:
         self._submitted_at[key] = self._read_at[key] = self.monotonic()

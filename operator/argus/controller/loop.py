@@ -13,6 +13,8 @@ once when the watch shows a change):
    reached Ray and are being cancelled, deleted or were closed while Ray was unreachable;
    a job that ended is shown ended at once, and its status patch goes on through the
    steps below (the queue pass refills its slot meanwhile; the tick waits for it at its end);
+   in a tick that reads a job whose log said it ended, the reads of other running jobs (which
+   can only free a slot) go on beside the steps below (``DueReads``);
 2. validate new tasks (``intake``);
 3. give a look to what needs no Ray (a cancelled task that never reached Ray, a time to
    live or a retention that ran out: ``lifecycle.needs_look``), passing by the tasks that
@@ -123,7 +125,7 @@ class ControlLoop:
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
         self.batch_writes = BatchWrites()  # a first start's backlog: see the module's docstring
-        self.end_writes = BatchWrites()  # the ends of jobs, written while the queue pass refills their slots
+        self.end_writes = DueReads()  # a tick's Ray reads, and the ends of jobs written while the queue pass refills their slots
 
     def _root(self, cluster: str) -> str:
         """The root of a cluster's shared tree, as its jobs see it (its ArgusCluster's root, or --root)."""
@@ -221,17 +223,15 @@ class ControlLoop:
         # Ended tasks with nothing to do until they change or their timer runs out are passed
         # by (idle.py): what follows costs in proportion to the tasks that live.
         live = {v.key for v in views if not self.idle_tasks.passed_by(v, now)}
-        # 1. Ray reads that are due. The tick goes on once each is decided: a job's end is
-        # shown in the views at once and its status patch goes out while the queue pass
-        # gives its slot out (the tick waits for it at its end; here, for those a tick that
-        # failed midway left going).
+        # 1. Ray reads that are due. The tick goes on once those the queue pass needs are
+        # decided (``DueReads``): a job's end is shown in the views at once and its status
+        # patch goes out while the queue pass gives its slot out (the tick waits for it at
+        # its end; here, for those a tick that failed midway left going).
         await self.end_writes.done()
         following = [v for v in views if v.key in live and lifecycle.needs_ray(v.state)]
         due = [v for v in following if self.jobs.due_in(v, now, len(following)) <= 0.01]
         if due:
-            decided = {v.key: asyncio.Event() for v in due}
-            self.end_writes.start(each(self._follow(v.key, decided[v.key]) for v in due), frozenset(decided))
-            await asyncio.gather(*(event.wait() for event in decided.values()))
+            await self.end_writes.read(due, self._follow, each, self.jobs.ending())
         # 2. New tasks are validated.
         views = [v for v in self.views() if v.key in live]
         drafts = self.intake.new([v for v in views if v.key not in self.batch_writes.keys])
@@ -262,6 +262,7 @@ class ControlLoop:
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting]
         active = [v for v in views if v.active]
         if queued:
+            self.end_writes.queue_pass_begins()
             await self.scheduler.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
         else:
             await self.fleet.refresh()  # the clusters' status and finalizers follow them with or without a queue
@@ -272,7 +273,8 @@ class ControlLoop:
             self.batch_writes.start(each(writes), frozenset(drafts))
         else:
             await each(writes)
-        await self.end_writes.done()
+        if await self.end_writes.freed_late(self.view):
+            self.wake.set()  # a read the queue pass did not wait for freed a slot: the next tick gives it out
         current = [v for v in self.views() if v.key in live]
         for v in current:
             self.idle_tasks.note(v, now)
@@ -371,6 +373,42 @@ class BatchWrites:
         """Stopping: the writes not done are the next leader's (those tasks are still new)."""
         if self._writes is not None:
             self._writes.cancel()
+
+
+class DueReads(BatchWrites):
+    """A tick's Ray reads (``ControlLoop._follow``) and the writes they decide, going on while
+    the tick goes on. The queue pass waits for the reads that can change what it counts. In
+    a tick that reads a job whose end is awaited (``JobSync.ending``: its log said so), those
+    are its read and the reads of tasks whose status is not active but which may have reached
+    Ray all the same (a queued one submitted just before a crash is adopted, and runs); the
+    other running jobs' reads can only free a slot, so they go on beside the queue pass rather
+    than hold that refill back, and one that ends after the pass began had its slot missed:
+    the loop ticks again at once (``freed_late``). In any other tick, every read: an end found
+    by a periodic read is refilled in its own tick."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._decided: dict[Key, asyncio.Event] = {}
+        self._late: list[Key] = []
+
+    async def read(self, due: list[TaskView], follow: Callable[[Key, asyncio.Event], Coroutine[Any, Any, None]],
+                   each: Callable[[Any], Coroutine[Any, Any, None]], ending: frozenset[Key]) -> None:
+        """Start the reads of ``due``; return once those the queue pass needs are decided."""
+        decided = {v.key: asyncio.Event() for v in due}
+        self._decided, self._late = decided, []
+        self.start(each(follow(v.key, decided[v.key]) for v in due), frozenset(decided))
+        awaited = any(v.key in ending for v in due)
+        await asyncio.gather(*(decided[v.key].wait() for v in due if not v.active or not awaited or v.key in ending))
+
+    def queue_pass_begins(self) -> None:
+        self._late = [key for key, event in self._decided.items() if not event.is_set()]
+
+    async def freed_late(self, view_of: Callable[[Key], TaskView | None]) -> bool:
+        """Wait for the tick's reads and their writes; whether one decided after the queue
+        pass began left its task no longer active (its slot free)."""
+        late, self._decided, self._late = self._late, {}, []
+        await self.done()
+        return any(v is not None and not v.active for v in map(view_of, late))
 
 
 def _job_log(view: TaskView) -> tuple[str, str | None, str]:
