@@ -45,6 +45,17 @@ def let_background_run(world: World, seconds: float = 0.2) -> None:
     world.loop.run_until_complete(asyncio.sleep(seconds))
 
 
+def tick_until_submitted(world: World, key: tuple[str, str]) -> asyncio.Task[None]:
+    """Start a tick and let it run (real time, a second at most) until ``key``'s job is in
+    Ray; the tick may still be going."""
+    tick = world.loop.create_task(world.control_loop.tick())
+    for _ in range(500):
+        world.loop.run_until_complete(asyncio.sleep(0.002))
+        if world.sid(key) in world.ray.jobs:
+            break
+    return tick
+
+
 def ended_and_refilled_in_one_tick(world: World, first: tuple[str, str], second: tuple[str, str], sid: str) -> None:
     """The job ended and its end was signalled: the loop reads it in the very next tick
     (not in ~2 s), writes its end once and submits the next task in that tick."""
@@ -201,11 +212,7 @@ def test_a_jobs_end_is_written_while_its_slot_is_refilled() -> None:
     world.cluster.held_status_patches.add(first[1])
     world.ray.finish(sid)
     let_background_run(world)  # the exit marker is seen
-    tick = world.loop.create_task(world.control_loop.tick())
-    for _ in range(500):
-        world.loop.run_until_complete(asyncio.sleep(0.002))
-        if world.sid(second) in world.ray.jobs:
-            break
+    tick = tick_until_submitted(world, second)
     assert world.sid(second) in world.ray.jobs  # submitted to Ray ...
     assert first[1] in world.cluster.status_patches_waiting and world.phase(first) == Phase.Running.value  # ... before the end was written
     assert not tick.done()  # the tick waits for that write before it ends
@@ -254,11 +261,7 @@ def test_a_slow_read_of_another_running_job_does_not_hold_the_refill_back() -> N
     world.clock.advance(3.0)  # the other's periodic read is due too
     world.ray.finish(world.sid(first))
     let_background_run(world)  # the exit marker is seen
-    tick = world.loop.create_task(world.control_loop.tick())
-    for _ in range(500):
-        world.loop.run_until_complete(asyncio.sleep(0.002))
-        if world.sid(second) in world.ray.jobs:
-            break
+    tick = tick_until_submitted(world, second)
     assert world.sid(other) in world.ray.reads_waiting  # the other job's read had begun (and waits) ...
     assert world.sid(second) in world.ray.jobs  # ... when the freed slot's task was submitted
     assert not tick.done()  # the tick waits for that read before it ends

@@ -125,7 +125,7 @@ class ControlLoop:
         self._next_timer: dt.datetime | None = None  # the earliest TTL or retention due among ended tasks
         self._tick_started: float | None = None  # monotonic, while a tick runs (the liveness probe's tick age)
         self.batch_writes = BatchWrites()  # a first start's backlog: see the module's docstring
-        self.end_writes = DueReads()  # a tick's Ray reads, and the ends of jobs written while the queue pass refills their slots
+        self.due_reads = DueReads()  # a tick's Ray reads, and the ends of jobs written while the queue pass refills their slots
 
     def _root(self, cluster: str) -> str:
         """The root of a cluster's shared tree, as its jobs see it (its ArgusCluster's root, or --root)."""
@@ -173,7 +173,7 @@ class ControlLoop:
                 self.wake.clear()
         finally:
             self.batch_writes.cancel()
-            self.end_writes.cancel()
+            self.due_reads.cancel()
 
     def tick_age(self) -> float:
         """Seconds the current tick has run, 0 between ticks: a tick awaits only calls with
@@ -184,7 +184,7 @@ class ControlLoop:
     async def idle(self) -> None:
         """Wait for the background work started so far (tests, and a clean stop)."""
         await self.batch_writes.done()
-        await self.end_writes.done()
+        await self.due_reads.done()
         await self.writer.drain()
 
     def views(self) -> list[TaskView]:
@@ -227,11 +227,11 @@ class ControlLoop:
         # decided (``DueReads``): a job's end is shown in the views at once and its status
         # patch goes out while the queue pass gives its slot out (the tick waits for it at
         # its end; here, for those a tick that failed midway left going).
-        await self.end_writes.done()
+        await self.due_reads.done()
         following = [v for v in views if v.key in live and lifecycle.needs_ray(v.state)]
         due = [v for v in following if self.jobs.due_in(v, now, len(following)) <= 0.01]
         if due:
-            await self.end_writes.read(due, self._follow, each, self.jobs.ending())
+            await self.due_reads.read(due, self._follow, each, self.jobs.ending())
         # 2. New tasks are validated.
         views = [v for v in self.views() if v.key in live]
         drafts = self.intake.new([v for v in views if v.key not in self.batch_writes.keys])
@@ -262,7 +262,7 @@ class ControlLoop:
         queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting]
         active = [v for v in views if v.active]
         if queued:
-            self.end_writes.queue_pass_begins()
+            self.due_reads.queue_pass_begins()
             await self.scheduler.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
         else:
             await self.fleet.refresh()  # the clusters' status and finalizers follow them with or without a queue
@@ -273,7 +273,7 @@ class ControlLoop:
             self.batch_writes.start(each(writes), frozenset(drafts))
         else:
             await each(writes)
-        if await self.end_writes.freed_late(self.view):
+        if await self.due_reads.freed_late(self.view):
             self.wake.set()  # a read the queue pass did not wait for freed a slot: the next tick gives it out
         current = [v for v in self.views() if v.key in live]
         for v in current:
