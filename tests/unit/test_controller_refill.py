@@ -305,3 +305,80 @@ def test_the_queue_pass_waits_for_a_read_that_may_find_a_queued_task_running() -
     assert world.phase(ending) == Phase.Succeeded.value and world.phase(orphan) == Phase.Running.value
     assert [world.phase(k) for k in queued] == [Phase.Queued.value] * 2 and world.ray.count("submit") == submits
     world.close()
+
+
+def metadata_writes(world: World, key: tuple[str, str]) -> list[list[str]]:
+    return [after for name, after in world.cluster.writes.metadata if name == key[1]]
+
+
+def ray_calls(world: World, sid: str) -> list[str]:
+    return [op for op, s in world.ray.calls if s == sid]
+
+
+def armed_while_the_job_ends(world: World) -> tuple[tuple[str, str], tuple[str, str], str]:
+    """The first job's exit marker is seen before Ray says it ended: in that tick the task
+    next in line for its slot gets the finalizer, and stays queued."""
+    first, second, sid = old_running_job(world)
+    world.control_loop.jobs.hurry(first)  # as the marker watcher does, before Ray's status moved
+    world.tick()
+    assert world.phase(first) == Phase.Running.value and world.phase(second) == Phase.Queued.value
+    assert metadata_writes(world, second) == [["argus.io/stop-ray-job"]]
+    assert ray_calls(world, world.sid(second)) == []  # not submitted, and Ray not asked about it
+    return first, second, sid
+
+
+def test_the_next_task_holds_the_finalizer_before_the_slot_frees_so_its_start_is_the_submission_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The finalizer patch and the start's validation are off the refill's path: done for
+    the next task while the ending job's end is awaited from Ray, not after."""
+    import argus.controller.scheduler as scheduler
+    validated: list[str | None] = []
+    real = scheduler.validate_spec
+
+    def counted(*args: object, **kwargs: object) -> object:
+        validated.append(kwargs.get("name"))  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+    monkeypatch.setattr(scheduler, "validate_spec", counted)
+    world = World(max_running=1, progress_source=ProgressSource.file)
+    first, second, sid = armed_while_the_job_ends(world)
+    assert validated.count(second[1]) == 1  # validated for its start, ahead
+    for _ in range(3):  # Ray still says RUNNING: the armed task is not read, nor armed again
+        world.tick(ENDING_READ_SECONDS)
+    assert ray_calls(world, world.sid(second)) == [] and len(metadata_writes(world, second)) == 1
+    world.ray.finish(sid)
+    world.tick(ENDING_READ_SECONDS)
+    assert world.phase(first) == Phase.Succeeded.value and world.phase(second) == Phase.Submitted.value
+    assert ray_calls(world, world.sid(second)) == ["submit"]  # no read before it: Ray had no such job
+    assert len(metadata_writes(world, second)) == 1  # no second finalizer patch
+    assert validated.count(second[1]) == 1  # nor a second validation
+    world.settle()
+    assert ray_calls(world, world.sid(second))[:2] == ["submit", "status"]  # read as any submitted job from then on
+    world.close()
+
+
+def test_an_armed_task_cancelled_or_deleted_is_read_once_and_let_go() -> None:
+    """The can-fail side: a cancel or a deletion asks for the task's job to be stopped, so
+    the armed task is read from Ray after all (none there), stops as never run, and its
+    finalizer goes with the object."""
+    world = World(max_running=1, progress_source=ProgressSource.file)
+    first, second, _ = armed_while_the_job_ends(world)
+    world.cluster.cancel(second)
+    world.tick()
+    assert world.phase(second) == Phase.Stopped.value and world.cluster.status(second)["reason"] == "Cancelled"
+    assert ray_calls(world, world.sid(second)) == ["status"]  # the read that found no job; nothing submitted
+    world.cluster.delete(second)
+    world.settle()
+    assert second not in world.cluster.objects and world.phase(first) == Phase.Running.value
+    world.close()
+
+
+def test_a_process_that_did_not_arm_the_task_reads_ray_for_it() -> None:
+    """Only the process that put the finalizer on knows no job was submitted: after a
+    leadership change (or a restart) the queued task holding it is read, as one that may
+    have reached Ray before a crash, and stays queued when Ray has no job."""
+    world = World(max_running=1, progress_source=ProgressSource.file)
+    _, second, _ = armed_while_the_job_ends(world)
+    world.control_loop.jobs.forget_all()  # another replica led for a while
+    world.tick()
+    assert ray_calls(world, world.sid(second)) == ["status"] and world.phase(second) == Phase.Queued.value
+    world.close()

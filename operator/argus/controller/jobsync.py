@@ -14,6 +14,8 @@ from ..core.lifecycle import Observation, TaskState
 from ..core.plan import driver_gpus
 from ..core.polling import ENDING_READ_SECONDS, ENDING_READS_FOR, FASTEST_POLL_SECONDS, poll_delay
 from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
+from ..core.spec import Phase
+from ..core.suspension import suspend_asked
 from ..core.times import parse_time
 from ..core.vocabulary import Key
 from .ports import RayJobs
@@ -40,6 +42,9 @@ class JobSync:
         # Where Ray placed each task's GPU-holding driver (a torchrun launch): submission id,
         # node id, GPUs. The queue's claim for it stays on that node (admission.claims).
         self.gpu_drivers: dict[Key, tuple[str, str, float]] = {}
+        # Queued tasks this process put the finalizer on ahead of their submission (``arm``),
+        # with the submission id of the attempt: until it is submitted Ray has no such job.
+        self._armed: dict[Key, str] = {}
 
     def forget(self, key: Key) -> None:
         self._read_at.pop(key, None)
@@ -48,12 +53,32 @@ class JobSync:
         self._ending.pop(key, None)
         self.job_ids.pop(key, None)
         self.gpu_drivers.pop(key, None)
+        self._armed.pop(key, None)
 
     def forget_all(self) -> None:
         """Another replica leads: read every job afresh if this one leads again."""
         self._read_at.clear()
         self._submitted_at.clear()
         self._ending.clear()
+        self._armed.clear()
+
+    def arm(self, key: Key, submission_id: str) -> None:
+        """The finalizer goes on the queued task ahead of its submission (the next in line for
+        an ending job's slot): Ray has no job ``submission_id`` until ``disarm``."""
+        self._armed[key] = submission_id
+
+    def disarm(self, key: Key) -> None:
+        """The task is about to be submitted (or its finalizer did not go on)."""
+        self._armed.pop(key, None)
+
+    def never_submitted(self, task: TaskState) -> bool:
+        """Whether this process armed the task's attempt and has not submitted it since: a
+        queued task holding the finalizer, which ``lifecycle.needs_ray`` would have read
+        (it may have reached Ray before a crash), with nothing in Ray to read. Its read is
+        due again once a cancel, a suspension or a deletion asks for its job to be stopped
+        (that read finds none and lets the lifecycle go on), and after a restart."""
+        return (self._armed.get((task.namespace, task.name)) == task.submission_id and task.phase is Phase.Queued
+                and not task.deleting and not task.cancel and not suspend_asked(task))
 
     def followed(self) -> list[Key]:
         return list(self._read_at)

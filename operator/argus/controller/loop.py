@@ -174,6 +174,7 @@ class ControlLoop:
         finally:
             self.batch_writes.cancel()
             self.due_reads.cancel()
+            self.scheduler.stop_arming()
 
     def tick_age(self) -> float:
         """Seconds the current tick has run, 0 between ticks: a tick awaits only calls with
@@ -185,6 +186,7 @@ class ControlLoop:
         """Wait for the background work started so far (tests, and a clean stop)."""
         await self.batch_writes.done()
         await self.due_reads.done()
+        await self.scheduler.armed()
         await self.writer.drain()
 
     def views(self) -> list[TaskView]:
@@ -201,7 +203,8 @@ class ControlLoop:
         if self.intake.deferred:
             return 0.05
         now = self.clock.now()
-        followed = [v for v in (self.view(k) for k in self.jobs.followed()) if v and lifecycle.needs_ray(v.state)]
+        followed = [v for v in (self.view(k) for k in self.jobs.followed())
+                    if v and lifecycle.needs_ray(v.state) and not self.jobs.never_submitted(v.state)]
         waits = [self.jobs.due_in(v, now, len(followed)) for v in followed]
         if self._next_timer is not None:
             waits.append((self._next_timer - now).total_seconds())
@@ -228,7 +231,7 @@ class ControlLoop:
         # patch goes out while the queue pass gives its slot out (the tick waits for it at
         # its end; here, for those a tick that failed midway left going).
         await self.due_reads.done()
-        following = [v for v in views if v.key in live and lifecycle.needs_ray(v.state)]
+        following = [v for v in views if v.key in live and lifecycle.needs_ray(v.state) and not self.jobs.never_submitted(v.state)]
         due = [v for v in following if self.jobs.due_in(v, now, len(following)) <= 0.01]
         if due:
             await self.due_reads.read(due, self._follow, each, self.jobs.ending())
@@ -263,7 +266,7 @@ class ControlLoop:
         active = [v for v in views if v.active]
         if queued:
             self.due_reads.queue_pass_begins()
-            await self.scheduler.run(queued, active, self.intake.not_ready(views, drafts, now), drafts)
+            await self.scheduler.run(queued, active, self.intake.not_ready(views, drafts, now), drafts, self.jobs.ending())
         else:
             await self.fleet.refresh()  # the clusters' status and finalizers follow them with or without a queue
         self.metrics.observe_users(in_use(active), queued, self.scheduler.snapshot.quotas)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pydantic import ValidationError
 
 from ..core.clusters import ClusterDoctor, placed_on
-from ..core.queue import Admission, Claim, QueuedTask, QueueSettings, Room, UsageRecord, decayed_usage, decide
+from ..core.queue import Admission, Capacity, Claim, QueuedTask, QueueSettings, Room, UsageRecord, decayed_usage, decide
 from ..core.store import store_message
 from ..core.times import parse_time
 from ..core.user import quotas_by_user
@@ -27,7 +27,7 @@ from .fleet import Fleet
 from .inputcheck import InputChecks
 from .jobsync import JobSync
 from .ports import TaskStore
-from .rayclusters import NodeCache
+from .rayclusters import Cluster, NodeCache
 from .settings import OperatorConfig
 from .view import TaskView
 
@@ -75,33 +75,40 @@ class QueueSnapshot:
         self._quotas_read_at: float | None = None
         self._usage: dict[Key, tuple[TaskView, list[UsageRecord]]] = {}  # each task's attempts, read once per view
         self.decide_seconds = 0.0  # the last decision's own time (no waiting on Ray or the API server)
+        self.next_up: dict[Key, str] = {}  # the last pass's tasks next in line for an ending job's slot, and their clusters
 
     @property
     def settings(self) -> QueueSettings:
         return queue_settings(self.config)
 
     async def decide(self, queued: list[TaskView], active: list[TaskView], unvalidated: list[TaskView],
-                     every_task: list[TaskView], now: dt.datetime) -> tuple[Admission, dict[Key, tuple[str, Reason]]]:
+                     every_task: list[TaskView], now: dt.datetime,
+                     ending: frozenset[Key] = frozenset()) -> tuple[Admission, dict[Key, tuple[str, Reason]]]:
         """The queue's decision, and for each waiting task whose clusters could not be read
-        why (the error and its reason: RayUnreachable or RayAuthFailed)."""
+        why (the error and its reason: RayUnreachable or RayAuthFailed). ``ending``: active
+        tasks whose log said their job ended; the tasks their slots would go to are ``next_up``."""
         await self.fleet.refresh()
         placing = self.fleet.placing()
         capacities = [await c.nodes.capacity() for c in placing]
         await self._read_quotas()
         held, narrowed = await self.input_checks.check(queued, self.clusters_for) if self.input_checks is not None else ({}, {})
         started = self.monotonic()  # the pass's own work from here: the reads above wait on Ray and the API server
-        on: dict[str, list[TaskView]] = {}
-        for v in active:
-            on.setdefault(v.job_cluster, []).append(v)
-        self.rooms = [Room(c.name, capacity, tuple(self.claims(on.get(c.name, []), c.nodes)), len(on.get(c.name, [])),
-                           c.config.max_running, c.config.accepting, *self._verl_of(c.name))
-                      for c, (capacity, _) in zip(placing, capacities, strict=True)]
+        self.rooms = self._rooms(placing, [capacity for capacity, _ in capacities], active)
         errors = {c.name: (error, c.nodes.error_reason) for c, (_, error) in zip(placing, capacities, strict=True) if error is not None}
         usage = decayed_usage(self._usage_records(every_task), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
         tasks = [v.as_queued(narrowed.get(v.key) or self.clusters_for(v), self._composed_for(v)) for v in queued] + [v.as_queued() for v in unvalidated]
         decision = decide(tasks, running=len(active), settings=self.settings, quotas=self.quotas, in_use=in_use(active),
                           usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated), rooms=self.rooms, held_back=held)
         self.usage, self.queued = usage, tasks  # the preemptor's view of the same pass
+        self.next_up = {}
+        still = [v for v in active if v.key not in ending]
+        if len(still) < len(active) and decision.waiting:
+            # The same pass as if the ending jobs had ended: the tasks that would take their
+            # slots (the scheduler puts their finalizer on now, off the refill's path).
+            after = decide(tasks, running=len(still), settings=self.settings, quotas=self.quotas, in_use=in_use(still),
+                           usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated),
+                           rooms=self._rooms(placing, [capacity for capacity, _ in capacities], still), held_back=held)
+            self.next_up = {t.key: after.placed.get(t.key, "") for t in after.admit if t.key in decision.waiting}
         ray_errors: dict[Key, tuple[str, Reason]] = {}
         if errors:
             for task in tasks:
@@ -115,6 +122,15 @@ class QueueSnapshot:
                     ray_errors[task.key] = errors[waits_for]
         self.decide_seconds = self.monotonic() - started
         return decision, ray_errors
+
+    def _rooms(self, placing: list[Cluster], capacities: list[Capacity | None], active: list[TaskView]) -> list[Room]:
+        """Each cluster the queue may place on, as the decision sees it with ``active`` running."""
+        on: dict[str, list[TaskView]] = {}
+        for v in active:
+            on.setdefault(v.job_cluster, []).append(v)
+        return [Room(c.name, capacity, tuple(self.claims(on.get(c.name, []), c.nodes)), len(on.get(c.name, [])),
+                     c.config.max_running, c.config.accepting, *self._verl_of(c.name))
+                for c, capacity in zip(placing, capacities, strict=True)]
 
     def _composed_for(self, v: TaskView) -> str | None:
         """The verl release a queued task is composed for (its status.verl), the default one when

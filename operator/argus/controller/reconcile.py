@@ -6,7 +6,8 @@ and hands each action's outcome back to the lifecycle; the status and the Events
 in a ``Draft`` and written once, by the one writer (``writer.StatusWriter``).
 
 How a Ray job is submitted (``_submit``): the finalizer goes on first, so a task can never
-be deleted with its job still running; then ``RayJobs.submit`` with the plan the lifecycle
+be deleted with its job still running (for the task next in line for an ending job's slot,
+a moment ahead: ``arm``); then ``RayJobs.submit`` with the plan the lifecycle
 carried in its ``Submit`` action, whose submission id is derived from the task's UID and
 attempt, so a submission repeated after a crash adopts the job instead of starting another.
 
@@ -199,6 +200,7 @@ class TaskReconciler:
         draft.persisted = draft.persisted.with_changes(finalizers=with_finalizer.finalizers, annotations=with_finalizer.annotations)
         cluster = self.clusters.get(plan.cluster)
         started = self.clock.monotonic()
+        self.jobs.disarm(draft.view.key)  # from here Ray may have the job: read it if in doubt
         try:
             fresh = await self.clusters.ray(plan.cluster).submit(plan)
         except RayAuthFailed as exc:
@@ -215,6 +217,22 @@ class TaskReconciler:
                                       job_dir=TaskPath(user_path=plan.for_user(plan.job_dir), job_path=plan.job_dir),
                                       log_file=TaskPath(user_path=plan.for_user(plan.log_file), job_path=plan.log_file),
                                       cluster=plan.cluster, dashboard_url=cluster.config.address if cluster is not None else None)
+
+    async def arm(self, view: TaskView, cluster: str) -> None:
+        """Put the finalizer (with the placement, on a named cluster) on a queued task ahead of
+        its submission (the caller holds its lock): the task next in line for the slot of a
+        job whose log said it ended, so that once Ray says so its start is the submission
+        alone (``_submit`` finds the finalizer on). Ray has no job of the attempt until then,
+        so the lifecycle's reads of a queued task holding the finalizer pass it by
+        (``JobSync.never_submitted``)."""
+        placement = placement_annotation(view.state.attempt, cluster) if cluster else None
+        self.jobs.arm(view.key, view.state.submission_id)
+        armed = None
+        try:
+            armed = await self.writer.add_finalizer(view, {PLACEMENT_ANNOTATION: placement} if placement else None)
+        finally:
+            if armed is None:  # not on (the object changed or went), or not known: read as any other
+                self.jobs.disarm(view.key)
 
     async def _stop(self, cluster: str, submission_id: str) -> None:
         try:

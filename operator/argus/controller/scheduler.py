@@ -19,6 +19,7 @@ and message, written when they change; the places are served on demand
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -27,7 +28,7 @@ from ..core.clock import Clock
 from ..core.config import PlatformConfig
 from ..core.lifecycle import Observation
 from ..core.patch import merge_patch
-from ..core.plan import validate_spec
+from ..core.plan import Verdict, validate_spec
 from ..core.secretenv import SecretEnv, SecretRead, SecretUnreadable, raw_secret_env, resolve_secret_env, secret_env
 from ..core.spec import ArgusTaskSpec, Phase
 from ..core.store import StoreError
@@ -75,13 +76,24 @@ class Scheduler:
         # Each queued task's last Secret check: (when, the view's spec, why it waits or None).
         # Never a value: only whether every Secret and key is there.
         self._secrets_checked: dict[Key, tuple[float, dict, str | None]] = {}
+        # The tasks whose finalizer is being put on ahead of their start (``_arm``), and each
+        # armed task's validation, kept for its start (``_validated``).
+        self._arming: dict[Key, asyncio.Future[None]] = {}
+        self._verdicts: dict[Key, tuple[tuple[object, ...], object, Verdict]] = {}
 
-    async def run(self, queued: list[TaskView], active: list[TaskView], not_ready: list[TaskView], drafts: dict[Key, Draft]) -> None:
-        """Admit from the head of the queue and start those admitted; tell the others why they wait."""
+    async def run(self, queued: list[TaskView], active: list[TaskView], not_ready: list[TaskView], drafts: dict[Key, Draft],
+                  ending: frozenset[Key] = frozenset()) -> None:
+        """Admit from the head of the queue and start those admitted; tell the others why they
+        wait. ``ending``: active tasks whose log said their job ended; the tasks next in line
+        for their slots are armed (``_arm``)."""
         held = await self._held_by_secrets(queued)
         by_key = {v.key: v for v in queued}
         queued = [v for v in queued if v.key not in held]
-        decision, ray_errors = await self.snapshot.decide(queued, active, not_ready, self.every_task(), self.clock.now())
+        decision, ray_errors = await self.snapshot.decide(queued, active, not_ready, self.every_task(), self.clock.now(), ending)
+        self._verdicts = {k: kept for k, kept in self._verdicts.items() if k in by_key}
+        for key, cluster in self.snapshot.next_up.items():
+            if key not in drafts and key not in self._arming and not by_key[key].holds_finalizer:
+                self._arming[key] = asyncio.ensure_future(self._arm(key, cluster))
         if self.preemptor is not None:  # before the waiting tasks are told: it may change what they wait for
             await self.preemptor.run(decision, active, self.clock.now().timestamp(), list(by_key.values()))
         started = self.clock.monotonic()
@@ -133,9 +145,7 @@ class Scheduler:
             # starts (a path root or verl snapshot changed while it waited applies to it),
             # with this attempt's submission id; intake's validation only admitted it to the
             # queue. A task that no longer passes is Rejected with the reason (docs/lifecycle.md).
-            verdict = validate_spec(draft.view.spec, draft.view.state.status.user or "", self.platform_on(cluster),
-                                    namespace=view.namespace, name=view.name, uid=view.uid, attempt=draft.view.state.attempt,
-                                    composer=composed_with(self.composers, draft.view))
+            verdict = self._validated(draft.view, cluster)
             if not verdict.valid or verdict.plan is None:
                 seen: Observation = lifecycle.Refused(Reason.InvalidSpec, "\n".join(verdict.error_lines()), draft.view.state.status.user)
             else:
@@ -145,6 +155,46 @@ class Scheduler:
                 seen = (lifecycle.Admitted(plan.model_copy(update={"cluster": cluster})) if waits is None
                         else lifecycle.Waiting(Reason.SecretMissing, waits, None, Reason.RayUnreachable))
             await self.task_reconciler.decide_and_write(draft, seen)  # under the lock: a cancel or deletion must not overtake it
+
+    def _validated(self, view: TaskView, cluster: str) -> Verdict:
+        """The start's validation of ``view`` placed on ``cluster``; the one made when it was
+        armed (``_arm``) if nothing it depends on changed since: the spec, the user, the
+        attempt, the platform configuration and the verl release it is composed for."""
+        platform, composer = self.platform_on(cluster), composed_with(self.composers, view)
+        inputs = (view.uid, view.spec, view.state.status.user or "", view.state.attempt, platform)
+        kept = self._verdicts.pop(view.key, None)
+        if kept is not None and kept[0] == inputs and kept[1] is composer:
+            return kept[2]
+        verdict = validate_spec(view.spec, inputs[2], platform, namespace=view.namespace, name=view.name, uid=view.uid,
+                                attempt=view.state.attempt, composer=composer)
+        self._verdicts[view.key] = (inputs, composer, verdict)
+        return verdict
+
+    async def _arm(self, key: Key, cluster: str) -> None:
+        """Put the finalizer on the task next in line for an ending job's slot and validate its
+        start ahead (``TaskReconciler.arm``): once Ray says the job ended, the slot's refill is
+        the Ray submission alone. In the background: the tick goes on reading the ending job."""
+        try:
+            async with self.task_reconciler.lock(key):
+                view = self.current(key)
+                if view is None or view.phase != Phase.Queued.value or view.deleting or view.cancel or view.suspend or view.holds_finalizer:
+                    return
+                verdict = self._validated(view, cluster)
+                if verdict.valid and verdict.plan is not None:  # else its start rejects it, with the reason
+                    await self.task_reconciler.arm(view, cluster)
+        except Exception as exc:  # noqa: BLE001 - ahead of time only: its start puts the finalizer on as ever
+            log.warning("could not put the finalizer on %s/%s ahead of its start: %s", *key,
+                        exc.message if isinstance(exc, StoreError) else exc)
+        finally:
+            self._arming.pop(key, None)
+
+    async def armed(self) -> None:
+        """Wait for the finalizers being put on ahead (tests, and a clean stop)."""
+        await asyncio.gather(*self._arming.values(), return_exceptions=True)
+
+    def stop_arming(self) -> None:
+        for arming in self._arming.values():
+            arming.cancel()
 
     async def _with_secrets(self, namespace: str, spec: ArgusTaskSpec | None, plan: SubmissionPlan) -> tuple[SubmissionPlan, str | None]:
         """The plan with the values of the Secrets its spec.env names, read now (a rotated
