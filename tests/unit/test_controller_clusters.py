@@ -180,6 +180,36 @@ def test_the_placement_is_written_with_the_finalizer_and_a_restart_submits_to_th
     assert not [c for c in f.rays["b"].calls if c[0] in ("submit", "status")]
 
 
+def test_the_next_task_is_armed_with_its_placement_and_started_with_no_second_patch_while_the_watch_lags(
+        made: list[Fleet]) -> None:
+    """The task next in line for an ending job's GPUs gets the finalizer and its placement in
+    one patch while Ray still says the job runs; its start, once Ray says it ended, is the
+    submission alone, even before the watch shows that patch (the operator reads its own
+    writes, the placement too: without it the start's patch would test a stale resourceVersion
+    and fail)."""
+    f = fleet_of(made, gpus={"a": 1}, progress_source=ProgressSource.file)
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    first = f.api.create("first", spec())
+    f.tick()
+    f.rays["a"].run(f.sid(first))
+    second = f.api.create("second", spec())
+    f.tick()
+    assert (f.status(first)["phase"], f.status(second)["phase"]) == ("Running", "Queued")
+    f.api.freeze_watch()
+    f.control_loop.jobs.hurry(first)  # its exit marker, before Ray's status moved
+    f.tick(0.0)
+    meta = f.api.objects[second]["metadata"]
+    assert meta["finalizers"] == ["argus.io/stop-ray-job"] and meta["annotations"]["argus.io/placement"] == "1:a"
+    patches = [w for w in f.api.writes.metadata if w[0] == "second"]
+    assert len(patches) == 1 and f.sid(second) not in f.rays["a"].jobs
+    f.rays["a"].finish(f.sid(first))
+    f.tick(0.03)
+    assert f.status(first)["phase"] == "Succeeded" and f.status(second)["phase"] == "Submitted"
+    assert f.rays["a"].calls.count(("submit", f.sid(second))) == 1
+    assert [w for w in f.api.writes.metadata if w[0] == "second"] == patches  # no second patch
+    f.api.thaw_watch()
+
+
 def test_a_namespace_selector_and_spec_cluster_limit_the_clusters(made: list[Fleet]) -> None:
     f = fleet_of(made, gpus={"a": 1, "b": 8})
     f.api.onboard("secret", "alice", labels={"team": "red"})

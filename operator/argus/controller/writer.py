@@ -31,6 +31,7 @@ class _Written:
     at: float
     status: dict[str, Any] | None = None
     finalizers: tuple[str, ...] | None = None
+    annotations: dict[str, str] | None = None  # set with the finalizer (the placement)
 
 
 def status_document(status: ArgusTaskStatus) -> dict[str, Any]:
@@ -71,11 +72,14 @@ class StatusWriter:
         now = self.monotonic() if now is None else now
         status = written.status
         finalizers = written.finalizers
+        annotations = written.annotations
         if status is not None and not merge_patch(view.status, status):
             status = None  # the watch has it
         if finalizers is not None and tuple(view.finalizers) == finalizers:
             finalizers = None
-        if (status is None and finalizers is None) or now - written.at > OVERLAY_SECONDS:
+        if annotations is not None and all(view.annotations.get(k) == v for k, v in annotations.items()):
+            annotations = None
+        if (status is None and finalizers is None and annotations is None) or now - written.at > OVERLAY_SECONDS:
             self._written.pop(view.key, None)
             return view
         changes: dict[str, Any] = {}
@@ -83,6 +87,8 @@ class StatusWriter:
             changes["status"] = status
         if finalizers is not None:
             changes["finalizers"] = finalizers
+        if annotations is not None:
+            changes["annotations"], changes["annotated"] = {**view.annotations, **annotations}, True
         return view.with_changes(**changes)
 
     def forget(self, key: Key) -> None:
@@ -140,7 +146,7 @@ class StatusWriter:
         if not added:
             return None
         finalizers = view.finalizers if view.holds_finalizer else (*view.finalizers, FINALIZER)
-        self._remember(view.key, finalizers=finalizers)
+        self._remember(view.key, finalizers=finalizers, annotations=annotations or None)
         return view.with_changes(finalizers=finalizers, annotations={**view.annotations, **annotations},
                                  annotated=view.annotated or bool(annotations))
 
@@ -152,19 +158,22 @@ class StatusWriter:
         self._remember(view.key, finalizers=tuple(f for f in view.finalizers if f != FINALIZER))
         return True
 
-    def _remember(self, key: Key, *, status: dict[str, Any] | None = None, finalizers: tuple[str, ...] | None = None) -> None:
+    def _remember(self, key: Key, *, status: dict[str, Any] | None = None, finalizers: tuple[str, ...] | None = None,
+                  annotations: dict[str, str] | None = None) -> None:
         written = self._written.setdefault(key, _Written(at=0.0))
         written.at = self.monotonic()
         if status is not None:
             written.status = status
         if finalizers is not None:
             written.finalizers = finalizers
+        if annotations:
+            written.annotations = {**(written.annotations or {}), **annotations}
 
     def _show(self, key: Key, status: dict[str, Any]) -> _Written | None:
         """Remember ``status`` before it is written; the memory it replaces, for ``_unshow``."""
         before = self._written.get(key)
-        self._written[key] = _Written(at=self.monotonic(), status=status,
-                                      finalizers=before.finalizers if before is not None else None)
+        self._written[key] = _Written(at=self.monotonic(), status=status, finalizers=before.finalizers if before is not None else None,
+                                      annotations=before.annotations if before is not None else None)
         return before
 
     def _unshow(self, key: Key, before: _Written | None) -> None:
