@@ -92,7 +92,8 @@ class Scheduler:
         decision, ray_errors = await self.snapshot.decide(queued, active, not_ready, self.every_task(), self.clock.now(), ending)
         self._verdicts = {k: kept for k, kept in self._verdicts.items() if k in by_key}
         for key, cluster in self.snapshot.next_up.items():
-            if key not in drafts and key not in self._arming and not by_key[key].holds_finalizer:
+            upcoming = by_key.get(key)
+            if upcoming is not None and not upcoming.holds_finalizer and key not in drafts and key not in self._arming:
                 self._arming[key] = asyncio.ensure_future(self._arm(key, cluster))
         if self.preemptor is not None:  # before the waiting tasks are told: it may change what they wait for
             await self.preemptor.run(decision, active, self.clock.now().timestamp(), list(by_key.values()))
