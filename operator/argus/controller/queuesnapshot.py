@@ -93,12 +93,14 @@ class QueueSnapshot:
         await self._read_quotas()
         held, narrowed = await self.input_checks.check(queued, self.clusters_for) if self.input_checks is not None else ({}, {})
         started = self.monotonic()  # the pass's own work from here: the reads above wait on Ray and the API server
-        self.rooms = self._rooms(placing, [capacity for capacity, _ in capacities], active)
+        room_capacities = [capacity for capacity, _ in capacities]
+        self.rooms = self._rooms(placing, room_capacities, active)
         errors = {c.name: (error, c.nodes.error_reason) for c, (_, error) in zip(placing, capacities, strict=True) if error is not None}
         usage = decayed_usage(self._usage_records(every_task), now, self.config.fair_share_half_life) if self.config.queue_policy == "fair" else {}
         tasks = [v.as_queued(narrowed.get(v.key) or self.clusters_for(v), self._composed_for(v)) for v in queued] + [v.as_queued() for v in unvalidated]
+        not_ready = frozenset(v.key for v in unvalidated)
         decision = decide(tasks, running=len(active), settings=self.settings, quotas=self.quotas, in_use=in_use(active),
-                          usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated), rooms=self.rooms, held_back=held)
+                          usage=usage, now=now, not_ready=not_ready, rooms=self.rooms, held_back=held)
         self.usage, self.queued = usage, tasks  # the preemptor's view of the same pass
         self.next_up = {}
         still = [v for v in active if v.key not in ending]
@@ -106,8 +108,7 @@ class QueueSnapshot:
             # The same pass as if the ending jobs had ended: the tasks that would take their
             # slots (the scheduler puts their finalizer on now, off the refill's path).
             after = decide(tasks, running=len(still), settings=self.settings, quotas=self.quotas, in_use=in_use(still),
-                           usage=usage, now=now, not_ready=frozenset(v.key for v in unvalidated),
-                           rooms=self._rooms(placing, [capacity for capacity, _ in capacities], still), held_back=held)
+                           usage=usage, now=now, not_ready=not_ready, rooms=self._rooms(placing, room_capacities, still), held_back=held)
             self.next_up = {t.key: after.placed.get(t.key, "") for t in after.admit if t.key in decision.waiting}
         ray_errors: dict[Key, tuple[str, Reason]] = {}
         if errors:

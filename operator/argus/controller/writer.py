@@ -146,7 +146,7 @@ class StatusWriter:
         if not added:
             return None
         finalizers = view.finalizers if view.holds_finalizer else (*view.finalizers, FINALIZER)
-        self._remember(view.key, finalizers=finalizers, annotations=annotations or None)
+        self._remember(view.key, finalizers=finalizers, annotations=annotations)
         return view.with_changes(finalizers=finalizers, annotations={**view.annotations, **annotations},
                                  annotated=view.annotated or bool(annotations))
 
