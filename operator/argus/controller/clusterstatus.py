@@ -18,11 +18,11 @@ from ..core.clusters import CLUSTER_FINALIZER, ArgusClusterStatus, ClusterDoctor
 from ..core.queue import Claim, free_per_node
 from ..core.store import store_message
 from ..core.times import format_time
-from ..core.vocabulary import END_PHASES, ClusterReason, Phase
+from ..core.vocabulary import END_PHASES, ClusterReason
 from .fleet import Fleet
 from .ports import ClusterStore
 from .rayclusters import Cluster, NodeCache
-from .view import TaskView
+from .view import TaskView, in_queue
 
 log = logging.getLogger(__name__)
 VERSION_REREAD_SECONDS = 600.0
@@ -58,7 +58,7 @@ class ClusterReports:
         for v in views():
             if v.holds_finalizer and v.phase not in _ENDED:
                 on.setdefault(v.job_cluster, []).append(v)
-            elif v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting:
+            elif in_queue(v):
                 names = clusters_for(v)
                 if names is None:
                     anywhere += 1

@@ -14,13 +14,11 @@ from ..core.lifecycle import Observation, TaskState
 from ..core.plan import driver_gpus
 from ..core.polling import ENDING_READ_SECONDS, ENDING_READS_FOR, FASTEST_POLL_SECONDS, poll_delay
 from ..core.rayjobs import RayJobUnknown, RayRefused, RayUnreachable
-from ..core.spec import Phase
-from ..core.suspension import suspend_asked
 from ..core.times import parse_time
 from ..core.vocabulary import Key
 from .ports import RayJobs
 from .rayclusters import Clusters, ray_error_reason
-from .view import TaskView
+from .view import TaskView, in_queue
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +69,13 @@ class JobSync:
         """The task is about to be submitted (or its finalizer did not go on)."""
         self._armed.pop(key, None)
 
-    def never_submitted(self, task: TaskState) -> bool:
+    def never_submitted(self, view: TaskView) -> bool:
         """Whether this process armed the task's attempt and has not submitted it since: a
         queued task holding the finalizer, which ``lifecycle.needs_ray`` would have read
         (it may have reached Ray before a crash), with nothing in Ray to read. Its read is
         due again once a cancel, a suspension or a deletion asks for its job to be stopped
         (that read finds none and lets the lifecycle go on), and after a restart."""
-        return (self._armed.get((task.namespace, task.name)) == task.submission_id and task.phase is Phase.Queued
-                and not task.deleting and not task.cancel and not suspend_asked(task))
+        return in_queue(view) and self._armed.get(view.key) == view.state.submission_id
 
     def followed(self) -> list[Key]:
         return list(self._read_at)

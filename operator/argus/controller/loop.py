@@ -60,7 +60,7 @@ from .queuesnapshot import QueueSnapshot, in_use
 from .reconcile import Draft, TaskReconciler
 from .scheduler import Scheduler
 from .settings import OperatorConfig
-from .view import TaskView
+from .view import TaskView, in_queue
 from .writer import StatusWriter
 
 log = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ class ControlLoop:
             return 0.05
         now = self.clock.now()
         followed = [v for v in (self.view(k) for k in self.jobs.followed())
-                    if v and lifecycle.needs_ray(v.state) and not self.jobs.never_submitted(v.state)]
+                    if v and lifecycle.needs_ray(v.state) and not self.jobs.never_submitted(v)]
         waits = [self.jobs.due_in(v, now, len(followed)) for v in followed]
         if self._next_timer is not None:
             waits.append((self._next_timer - now).total_seconds())
@@ -231,7 +231,7 @@ class ControlLoop:
         # patch goes out while the queue pass gives its slot out (the tick waits for it at
         # its end; here, for those a tick that failed midway left going).
         await self.due_reads.done()
-        following = [v for v in views if v.key in live and lifecycle.needs_ray(v.state) and not self.jobs.never_submitted(v.state)]
+        following = [v for v in views if v.key in live and lifecycle.needs_ray(v.state) and not self.jobs.never_submitted(v)]
         due = [v for v in following if self.jobs.due_in(v, now, len(following)) <= 0.01]
         if due:
             await self.due_reads.read(due, self._follow, each, self.jobs.ending())
@@ -262,7 +262,7 @@ class ControlLoop:
         if written:  # those tasks as written (a task gone meanwhile left out)
             views = [w for w in ((self.view(v.key) if v.key in written else v) for v in views) if w is not None]
         queued = [d.view for d in drafts.values() if d.view.phase == Phase.Queued.value and not d.view.cancel and not d.view.suspend]
-        queued += [v for v in views if v.key not in drafts and v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting]
+        queued += [v for v in views if v.key not in drafts and in_queue(v)]
         active = [v for v in views if v.active]
         if queued:
             self.due_reads.queue_pass_begins()

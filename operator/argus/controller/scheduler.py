@@ -41,7 +41,7 @@ from .ports import TaskSecrets
 from .preemptor import Preemptor
 from .queuesnapshot import QueueSnapshot
 from .reconcile import Draft, TaskReconciler
-from .view import TaskView, composed_with
+from .view import TaskView, composed_with, in_queue
 from .writer import status_document
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ class Scheduler:
         try:
             async with self.task_reconciler.lock(key):
                 view = self.current(key)
-                if view is None or view.phase != Phase.Queued.value or view.deleting or view.cancel or view.suspend or view.holds_finalizer:
+                if view is None or not in_queue(view) or view.holds_finalizer:
                     return
                 verdict = self._validated(view, cluster)
                 if verdict.valid and verdict.plan is not None:  # else its start rejects it, with the reason

@@ -22,7 +22,7 @@ from ..core.clusters import PLACEMENT_ANNOTATION, placed_on
 from ..core.gitops import HELM_RELEASE, TRACKING_ID
 from ..core.lifecycle import FINALIZER, TaskState
 from ..core.queue import QueuedTask
-from ..core.spec import ArgusTaskStatus, RestartPolicy
+from ..core.spec import ArgusTaskStatus, Phase, RestartPolicy
 from ..core.times import parse_time
 from ..core.verlchoice import Composers
 from ..core.verlconfig import Composer
@@ -171,6 +171,11 @@ class TaskView:
             ttl_seconds_after_finished=_spec_int(self.spec, "ttlSecondsAfterFinished"),
             labels=self.labels, annotations=self.annotations,
         )
+
+
+def in_queue(view: TaskView) -> bool:
+    """The task holds a place in the queue: Queued, not cancelled or suspended, not being deleted."""
+    return view.phase == Phase.Queued.value and not view.cancel and not view.suspend and not view.deleting
 
 
 def composed_with(composers: Composers | None, view: TaskView) -> Composer | None:

@@ -26,10 +26,9 @@ from aiohttp import web
 
 from ...adapters.kubeauth import Access
 from ...controller.queuesnapshot import usage_records
-from ...controller.view import TaskView
+from ...controller.view import TaskView, in_queue
 from ...core.clock import Clock
 from ...core.queue import QueueSettings, decayed_usage, positions
-from ...core.vocabulary import Phase
 
 PENDING = "pendingtasks"
 PENDING_KIND = "PendingTask"
@@ -43,7 +42,7 @@ ErrorDoc = Callable[[int, str, str], web.Response]
 
 def waiting(views: list[TaskView]) -> list[TaskView]:
     """The tasks that hold a place: Queued, not cancelled or suspended, not being deleted."""
-    return [v for v in views if v.phase == Phase.Queued.value and not v.cancel and not v.suspend and not v.deleting]
+    return [v for v in views if in_queue(v)]
 
 
 def pending_items(views: list[TaskView], settings: QueueSettings, now: Any, namespace: str | None) -> list[dict[str, Any]]:
