@@ -210,6 +210,26 @@ def test_the_next_task_is_armed_with_its_placement_and_started_with_no_second_pa
     f.api.thaw_watch()
 
 
+def test_a_task_armed_ahead_of_its_start_counts_as_queued_on_the_clusters_status(made: list[Fleet]) -> None:
+    """The task next in line holds the finalizer (and the cluster's) while Ray still says the
+    ending job runs; the cluster's status still counts it as queued, not as running there."""
+    f = fleet_of(made, gpus={"a": 1}, progress_source=ProgressSource.file)
+    f.api.add_cluster("a", address="http://ray-a:8265")
+    first = f.api.create("first", spec())
+    f.tick()
+    f.rays["a"].run(f.sid(first))
+    second = f.api.create("second", spec())
+    f.tick()
+    f.control_loop.jobs.hurry(first)  # its exit marker, before Ray's status moved
+    f.tick(0.0)
+    assert f.api.objects[second]["metadata"]["finalizers"] == ["argus.io/stop-ray-job"]
+    f.tick()  # a poll interval on: the cluster's status is written again, Ray still says running
+    assert f.status(second)["phase"] == "Queued" and f.sid(second) not in f.rays["a"].jobs
+    status = f.api.clusters["a"]["status"]
+    assert (status["running"], status["queued"]) == (1, 1)
+    assert f.api.clusters["a"]["metadata"]["finalizers"] == ["argus.io/tasks-on-cluster"]
+
+
 def test_a_namespace_selector_and_spec_cluster_limit_the_clusters(made: list[Fleet]) -> None:
     f = fleet_of(made, gpus={"a": 1, "b": 8})
     f.api.onboard("secret", "alice", labels={"team": "red"})

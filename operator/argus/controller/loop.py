@@ -283,7 +283,8 @@ class ControlLoop:
             self.idle_tasks.note(v, now)
         self.logs.follow({v.key: _job_log(v) for v in current if v.phase == Phase.Running.value and not v.deleting})
         if self.cluster_reports is not None:
-            await self.cluster_reports.write(self.views, self.scheduler.snapshot.claims, self.scheduler.snapshot.clusters_for)
+            await self.cluster_reports.write(self.views, self.scheduler.snapshot.claims, self.scheduler.snapshot.clusters_for,
+                                            self.jobs.never_submitted)
 
     def _prune(self, views: list[TaskView]) -> None:
         """Forget what was kept for tasks that are gone."""
