@@ -211,8 +211,8 @@ def test_the_next_task_is_armed_with_its_placement_and_started_with_no_second_pa
 
 
 def test_a_task_armed_ahead_of_its_start_counts_as_queued_on_the_clusters_status(made: list[Fleet]) -> None:
-    """The task next in line holds the finalizer (and the cluster's) while Ray still says the
-    ending job runs; the cluster's status still counts it as queued, not as running there."""
+    """The task next in line holds the finalizer while Ray still says the ending job runs; the
+    cluster's status still counts it as queued, not as running there."""
     f = fleet_of(made, gpus={"a": 1}, progress_source=ProgressSource.file)
     f.api.add_cluster("a", address="http://ray-a:8265")
     first = f.api.create("first", spec())
@@ -227,7 +227,40 @@ def test_a_task_armed_ahead_of_its_start_counts_as_queued_on_the_clusters_status
     assert f.status(second)["phase"] == "Queued" and f.sid(second) not in f.rays["a"].jobs
     status = f.api.clusters["a"]["status"]
     assert (status["running"], status["queued"]) == (1, 1)
-    assert f.api.clusters["a"]["metadata"]["finalizers"] == ["argus.io/tasks-on-cluster"]
+
+
+def test_a_task_armed_for_a_cluster_being_deleted_goes_to_another_and_does_not_hold_it(made: list[Fleet]) -> None:
+    """Armed for the slot of an ending job on a, the next task is not pinned there: a is
+    deleted before Ray says the job ended, and goes as soon as that job has ended (the armed
+    task does not hold it); the task goes to b once b has room."""
+    f = fleet_of(made, gpus={"a": 1, "b": 1}, progress_source=ProgressSource.file)
+    f.api.add_cluster("a", address="http://ray-a:8265", preference=10)
+    f.api.add_cluster("b", address="http://ray-b:8265")
+    first = f.api.create("first", spec())
+    f.tick()
+    third = f.api.create("third", spec())
+    f.tick()
+    assert (f.status(first)["cluster"], f.status(third)["cluster"]) == ("a", "b")
+    f.rays["a"].run(f.sid(first))
+    f.rays["b"].run(f.sid(third))
+    second = f.api.create("second", spec())
+    f.tick()
+    f.control_loop.jobs.hurry(first)
+    f.tick(0.0)
+    assert f.api.objects[second]["metadata"]["annotations"]["argus.io/placement"] == "1:a"
+    f.api.delete_cluster("a")
+    f.tick()
+    f.rays["a"].finish(f.sid(first))
+    f.tick()
+    f.tick()
+    assert f.status(first)["phase"] == "Succeeded" and "a" not in f.api.clusters
+    assert f.status(second)["phase"] == "Queued" and f.sid(second) not in f.rays["a"].jobs
+    f.rays["b"].finish(f.sid(third))
+    f.tick()
+    f.tick()
+    assert (f.status(second)["phase"], f.status(second)["cluster"]) == ("Submitted", "b")
+    assert f.api.objects[second]["metadata"]["annotations"]["argus.io/placement"] == "1:b"
+    assert f.sid(second) in f.rays["b"].jobs
 
 
 def test_a_namespace_selector_and_spec_cluster_limit_the_clusters(made: list[Fleet]) -> None:

@@ -48,7 +48,7 @@ class ClusterReports:
         ``claims``: the GPUs of a cluster's active tasks that Ray does not show yet
         (``QueueSnapshot.claims``); ``clusters_for``: the clusters a queued task may use;
         ``armed``: a queued task given the finalizer ahead of its start
-        (``JobSync.never_submitted``): it holds the cluster, but is not running there yet."""
+        (``JobSync.never_submitted``): not on its cluster yet, and not holding it."""
         if not self.fleet.named:
             return
         now = self.clock.monotonic()
@@ -59,9 +59,10 @@ class ClusterReports:
         may: dict[str, int] = {}  # queued tasks that may go to each cluster (each task's clusters worked out once)
         anywhere = 0
         for v in views():
-            if v.holds_finalizer and v.phase not in _ENDED:
+            ahead = armed(v)  # a queued task like any other, its cluster not yet chosen for good
+            if v.holds_finalizer and v.phase not in _ENDED and not ahead:
                 on.setdefault(v.job_cluster, []).append(v)
-            if in_queue(v) and (not v.holds_finalizer or armed(v)):
+            elif in_queue(v):
                 names = clusters_for(v)
                 if names is None:
                     anywhere += 1
@@ -71,8 +72,7 @@ class ClusterReports:
             mine = on.get(cluster.name, [])
             try:
                 await self._finalizer(cluster, bool(mine))
-                running = [v for v in mine if not armed(v)]
-                await self._status(cluster, mine, running, may.get(cluster.name, 0) + anywhere, claims([v for v in running if v.active], cluster.nodes))
+                await self._status(cluster, mine, may.get(cluster.name, 0) + anywhere, claims([v for v in mine if v.active], cluster.nodes))
             except Exception as exc:  # noqa: BLE001 - one cluster's write must not stop the others
                 log.warning("cannot update ArgusCluster %s: %s", cluster.name, store_message(exc))
 
@@ -89,7 +89,7 @@ class ClusterReports:
             if not in_use and cluster.config.deleting:
                 log.info("ArgusCluster %s: no task is on it any more; released for deletion", cluster.name)
 
-    async def _status(self, cluster: Cluster, on_it: list[TaskView], running: list[TaskView], queued: int, claims: list[Claim]) -> None:
+    async def _status(self, cluster: Cluster, on_it: list[TaskView], queued: int, claims: list[Claim]) -> None:
         capacity, error = await cluster.nodes.capacity()
         version = await self._version(cluster, error is None)
         reason = ClusterReason.RayClusterRefUnresolved if cluster.unresolved is not None else ClusterReason(cluster.nodes.error_reason)
@@ -98,7 +98,7 @@ class ClusterReports:
             worker_nodes=len(capacity.workers) if capacity is not None else None,
             gpus=capacity.total_gpus if capacity is not None else None,
             free_gpus=sum(free_per_node(capacity, claims)) if capacity is not None else None,
-            running=len(running),
+            running=len(on_it),
             queued=queued,
             deleting=cluster.config.deleting,
             holding=tuple(f"{v.namespace}/{v.name}" for v in on_it),

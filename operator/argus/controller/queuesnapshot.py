@@ -172,8 +172,8 @@ class QueueSnapshot:
     def clusters_for(self, v: TaskView, labels: Mapping[str, str] | None = None) -> tuple[str, ...] | None:
         """The clusters a queued task may go to (None: any; the implicit cluster while there
         is no ArgusCluster): those whose namespaceSelector takes its namespace, narrowed to
-        its spec.cluster, to the cluster its attempt was already submitted to (the placement
-        written before the submission), and, for a new attempt without spec.moveOnRetry, to
+        its spec.cluster, to the cluster its attempt may have been submitted to (the placement
+        written before the submission; not one written ahead by ``Scheduler._arm``), and, for a new attempt without spec.moveOnRetry, to
         the last attempt's cluster (its checkpoints are in that cluster's shared tree)."""
         if not self.fleet.has_named:
             return None
@@ -182,7 +182,11 @@ class QueueSnapshot:
         pinned = v.spec.get("cluster")
         if isinstance(pinned, str) and pinned:
             names = [n for n in names if n == pinned]
-        placed = placed_on(v.annotations, v.state.attempt)
+        # An armed task's placement says where it was to go, not where its job is: this
+        # process has not submitted it, so it may go where the queue finds room (its start
+        # writes the placement again), and a cluster being deleted or drained meanwhile
+        # does not keep it.
+        placed = None if self.jobs.never_submitted(v) else placed_on(v.annotations, v.state.attempt)
         last = v.state.status.cluster
         if placed is not None:
             names = [n for n in names if n == placed]
