@@ -27,8 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from argus.core.spec import GROUP, PLURAL, VERSION
-from argus_testbed import ControlPlane, RayCluster
+from argus_testbed import ControlPlane, RayCluster, find_binaries
 from argus_testbed.harness import OperatorProcess
 from argus_testbed.harness import ppo_command as harness_ppo_command
 from argus_testbed.ports import free_port
@@ -199,6 +201,23 @@ class Kube:
 
     def delete_all(self, ns: str) -> None:
         self.custom.delete_collection_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
+
+
+def service_account_kubeconfig(cp: ControlPlane, namespace: str = "argus-system") -> Path:
+    """A kubeconfig that authenticates as the chart's ServiceAccount, with the chart's RBAC
+    (``helm template``, its defaults: every namespace), by a TokenRequest token: what the
+    operator's requests cost the API server in a cluster, where it is a Pod with a projected
+    token, not a client certificate of ``system:masters`` (the testbed's admin). The API
+    server checks a client certificate's chain on every request; a token's verdict is cached."""
+    helm = [str(find_binaries() / "helm"), "template", "argus", str(REPO / "charts" / "argus"), "--namespace", namespace,
+            "--kube-version", "1.34", "--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml"]
+    rendered = subprocess.run(helm, capture_output=True, text=True, check=True, timeout=120,
+                              env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"}).stdout
+    cp.kubectl("create", "namespace", namespace, check=False)
+    cp.kubectl("apply", "-f", "-", input=rendered)
+    name = next(d["metadata"]["name"] for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ServiceAccount")
+    token = cp.kubectl("create", "token", name, "-n", namespace, "--duration=24h").stdout.strip()
+    return cp.token_kubeconfig(token, f"sa-{namespace}-{name}")
 
 
 def parallel(fn: Callable[[Any], Any], items: Iterable[Any], workers: int = 16) -> list[Any]:
