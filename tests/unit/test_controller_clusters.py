@@ -180,13 +180,8 @@ def test_the_placement_is_written_with_the_finalizer_and_a_restart_submits_to_th
     assert not [c for c in f.rays["b"].calls if c[0] in ("submit", "status")]
 
 
-def test_the_next_task_is_armed_with_its_placement_and_started_with_no_second_patch_while_the_watch_lags(
-        made: list[Fleet]) -> None:
-    """The task next in line for an ending job's GPUs gets the finalizer and its placement in
-    one patch while Ray still says the job runs; its start, once Ray says it ended, is the
-    submission alone, even before the watch shows that patch (the operator reads its own
-    writes, the placement too: without it the start's patch would test a stale resourceVersion
-    and fail)."""
+def one_running_one_waiting(made: list[Fleet]) -> tuple[Fleet, tuple[str, str], tuple[str, str]]:
+    """Cluster a with one GPU: ``first`` running there, ``second`` queued behind it."""
     f = fleet_of(made, gpus={"a": 1}, progress_source=ProgressSource.file)
     f.api.add_cluster("a", address="http://ray-a:8265")
     first = f.api.create("first", spec())
@@ -195,6 +190,17 @@ def test_the_next_task_is_armed_with_its_placement_and_started_with_no_second_pa
     second = f.api.create("second", spec())
     f.tick()
     assert (f.status(first)["phase"], f.status(second)["phase"]) == ("Running", "Queued")
+    return f, first, second
+
+
+def test_the_next_task_is_armed_with_its_placement_and_started_with_no_second_patch_while_the_watch_lags(
+        made: list[Fleet]) -> None:
+    """The task next in line for an ending job's GPUs gets the finalizer and its placement in
+    one patch while Ray still says the job runs; its start, once Ray says it ended, is the
+    submission alone, even before the watch shows that patch (the operator reads its own
+    writes, the placement too: without it the start's patch would test a stale resourceVersion
+    and fail)."""
+    f, first, second = one_running_one_waiting(made)
     f.api.freeze_watch()
     f.control_loop.jobs.hurry(first)  # its exit marker, before Ray's status moved
     f.tick(0.0)
@@ -213,13 +219,7 @@ def test_the_next_task_is_armed_with_its_placement_and_started_with_no_second_pa
 def test_a_task_armed_ahead_of_its_start_counts_as_queued_on_the_clusters_status(made: list[Fleet]) -> None:
     """The task next in line holds the finalizer while Ray still says the ending job runs; the
     cluster's status still counts it as queued, not as running there."""
-    f = fleet_of(made, gpus={"a": 1}, progress_source=ProgressSource.file)
-    f.api.add_cluster("a", address="http://ray-a:8265")
-    first = f.api.create("first", spec())
-    f.tick()
-    f.rays["a"].run(f.sid(first))
-    second = f.api.create("second", spec())
-    f.tick()
+    f, first, second = one_running_one_waiting(made)
     f.control_loop.jobs.hurry(first)  # its exit marker, before Ray's status moved
     f.tick(0.0)
     assert f.api.objects[second]["metadata"]["finalizers"] == ["argus.io/stop-ray-job"]
