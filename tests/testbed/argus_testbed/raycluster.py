@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import http.client
 import json
 import os
 import shutil
@@ -185,12 +186,22 @@ class HeadPorts(NodePorts):
         ]
 
 
+class PortTaken(RuntimeError):
+    """A port of ours answered, but not in HTTP: another process's server (a Ray core
+    worker's gRPC server of another cluster binds whatever port the kernel gives it) took it
+    between our probe and Ray's bind. The start is tried again on fresh ports."""
+
+
 def _http_get(url: str, timeout: float = 3.0, headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=dict(headers or {})), timeout=timeout) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+    except http.client.RemoteDisconnected:
+        raise  # an OSError too: a server of ours closing while it starts; the caller waits on
+    except http.client.BadStatusLine as e:
+        raise PortTaken(f"{url} answered {str(e)[:40]!r}, not HTTP: another process holds the port") from e
 
 
 class RayCluster:
@@ -289,7 +300,7 @@ class RayCluster:
                 # of Ray's own fixed start-up deadlines (15 s for the dashboard agent's ports,
                 # 20 s for the dashboard, 30 s for a raylet to register) or ours passed on a
                 # loaded machine (parallel test workers): again once the load has eased.
-                race = lost_port_race(log)
+                race = isinstance(exc, PortTaken) or lost_port_race(log)
                 slow = not race and (isinstance(exc, TimeoutError) or _passed_a_start_deadline(log))
                 if not isinstance(exc, (RuntimeError, TimeoutError)) or not (
                         (race and attempt < START_ATTEMPTS) or (slow and attempt < RAY_START_ATTEMPTS)):
