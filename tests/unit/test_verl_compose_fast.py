@@ -28,6 +28,7 @@ from argus.adapters.verlcompose import HydraComposer, pinned_releases
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
 from argus.core.verlconfig import Composed, ComposeRequest, ConfigTree
+from argus.core.verlconfig.tree import walk, walk_over
 from verltrees import verl_tree
 
 pytestmark = pytest.mark.unit
@@ -95,8 +96,21 @@ def check(version: str, request: ComposeRequest, full_answer: Composed | None = 
     ``full_answer``: the full path's answer to this very request, when it already gave one."""
     fast, full = pair(version)
     before = fast.fast_composes
-    assert_same(fast.compose(request), full.compose(request) if full_answer is None else full_answer, request)
+    answer = fast.compose(request)
+    assert_same(answer, full.compose(request) if full_answer is None else full_answer, request)
+    assert_walked_alike(answer)
     return fast.fast_composes > before
+
+
+def assert_walked_alike(answer: Composed) -> None:
+    """The checks' walk of a composition, copied in part from the base's (walk_over), lists
+    the very nodes a whole walk does, in its order."""
+    if answer.base_walk is None:
+        return
+    assert answer.base_walk.tree is answer.base
+    over, whole = walk_over(answer.config, answer.base_walk), walk(answer.config)
+    assert [p for p, _ in over] == [p for p, _ in whole]
+    assert all(a is b for (_, a), (_, b) in zip(over, whole, strict=True))
 
 
 # --- the corpora ------------------------------------------------------------------------------

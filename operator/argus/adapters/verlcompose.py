@@ -119,7 +119,7 @@ def _fast(composer: HydraComposer, base: BaseComposition, parser: Any, request: 
         return None
     composer.fast_composes += 1
     return Composed(primary=config_name, config=config, raw=raw, hydra=hydra, base=base.base,
-                    base_hydra=base.base_hydra, defaults_applied=applied)
+                    base_hydra=base.base_hydra, defaults_applied=applied, base_walk=base.walked)
 
 
 class HydraComposer:
@@ -299,8 +299,8 @@ class HydraComposer:
                     config = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
             except Exception as exc:  # noqa: BLE001 - OmegaConf's own words
                 raise _Refused(f"resolving the configuration: {_words(exc)}") from None
-        return Composed(primary=config_name, config=config, raw=raw, hydra=hydra,
-                        base=verl.base, base_hydra=verl.base_hydra, defaults_applied=tuple(applied))
+        return Composed(primary=config_name, config=config, raw=raw, hydra=hydra, base=verl.base,
+                        base_hydra=verl.base_hydra, defaults_applied=tuple(applied), base_walk=verl.walked)
 
     def _override(self, parser: Any, text: str) -> Any:
         """Hydra's ``Override`` for one override. A trivially simple unquoted one (the text

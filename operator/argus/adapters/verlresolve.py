@@ -14,6 +14,8 @@ import posixpath
 import re
 from typing import Any
 
+from ..core.verlconfig.tree import Walked
+
 # The parts of an interpolation the incremental resolution reads (an over-approximation:
 # a word that is not a key only makes it resolve one node more).
 _RESOLVER_NAME = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*:")
@@ -31,6 +33,7 @@ class BaseComposition:
         self.base_hydra = base_hydra
         self.raw = raw
         self.fast: Any = None  # verlfast.FastBase, made on first use
+        self._walked: Walked | None = None
         # Every interpolation of the base: (path, the keys it may read, whether it must be
         # resolved again whatever changed: a resolver other than oc.select, a relative key).
         self.interpolations: list[tuple[tuple[Any, ...], frozenset[str], bool]] = []
@@ -46,6 +49,14 @@ class BaseComposition:
                 # A relative key (${.x}, ${oc.select:..x,d}) is not a token of the keys it reads.
                 always = bool(resolvers - {"oc.select"}) or _RELATIVE.search(node) is not None
                 self.interpolations.append((parts, frozenset(_KEY_TOKEN.findall(node)), always))
+
+    @property
+    def walked(self) -> Walked:
+        """verl's defaults walked (core.verlconfig.tree), made on first use: the checks of
+        every composition on this base copy from it what the command left alone."""
+        if self._walked is None:
+            self._walked = Walked(self.base)
+        return self._walked
 
 
 # What Hydra reads of its own node when it runs one job (hydra/core/utils.py run_job,

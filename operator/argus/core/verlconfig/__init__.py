@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .tree import Walked
+
 
 @dataclass(frozen=True)
 class ConfigTree:
@@ -89,7 +91,8 @@ class Composed:
     ``hydra``: Hydra's own node, resolved; ``base``: verl's primary config composed without
     the command's key overrides, resolved (verl's defaults: what the command did not
     change); ``primary``: the primary config's name; ``defaults_applied``: the request's
-    ``defaults`` that were applied."""
+    ``defaults`` that were applied; ``base_walk``: the base's walk, kept with the cached
+    base (None: the checks walk the whole config)."""
 
     primary: str = ""
     error: str | None = None
@@ -100,6 +103,7 @@ class Composed:
     base_hydra: Mapping[str, Any] = field(default_factory=dict)
     defaults_applied: tuple[str, ...] = ()  # the request's defaults the config declares, applied
     unreadable: str | None = None  # a config folder of the user's own this machine cannot read (nothing composed)
+    base_walk: Walked | None = None
 
 
 # Each key an override adds (``+``/``++``) costs Hydra's composition more than the one

@@ -57,7 +57,7 @@ from .keys import (
     role_of,
 )
 from .roles import BLOCK, UNKNOWN, free_form, table
-from .tree import MISSING, get, key_of, role_at, shown, walk, walk_changed
+from .tree import MISSING, get, key_of, role_at, shown, walk, walk_changed, walk_over
 
 _LEAVES = (str, int, float, bool, type(None), list)
 # The value of an override Argus writes: Hydra reads these characters unquoted.
@@ -74,7 +74,10 @@ class _Check:
         self.tree = tree
         self.findings = findings
         self.version = f"verl {tree.version}"
-        self.nodes = walk(composed.config)  # every node of the composed config, walked once for all the checks
+        # Every node of the composed config, walked once for all the checks (what the command
+        # left alone copied from the base's walk, where the composition kept one).
+        walked = composed.base_walk
+        self.nodes = walk_over(composed.config, walked) if walked is not None and walked.tree is composed.base else walk(composed.config)
         self.changed = walk_changed(composed.config, composed.base)
         self.refused: set[tuple[Any, ...]] = set()  # the keys refused already: one line a key
 

@@ -1,7 +1,13 @@
 """Walking the plain containers of a composed configuration: the checks in ``check.py`` read
 every node of it, several times, on every validation.
 
-    check._Check -> **walk** / **walk_changed** (what differs from verl's defaults) / **get** / **role_at**
+    check._Check -> **walk** / **walk_over** (the base's walk reused) / **walk_changed** (what differs from verl's defaults) / **get** / **role_at**
+
+A composition on the fast path shares every subtree the command left alone with verl's
+defaults (the base, composed once per release and config name). ``Walked`` keeps the base's
+walk once, with where each container's subtree lies in it, so ``walk_over`` walks only what
+the command changed and copies the rest of the walk from the base's (a typical command
+changes about 60 of a PPO config's 1,100 nodes).
 """
 
 from __future__ import annotations
@@ -13,6 +19,9 @@ from typing import Any
 from .keys import role_of
 
 MISSING = object()
+# The leaves of a composed configuration: tested by type before Mapping, whose isinstance goes
+# through the ABC machinery (about half a validation's walk, when every leaf paid it).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def get(tree: Any, parts: tuple[Any, ...]) -> Any:
@@ -40,10 +49,59 @@ def walk(tree: Any, parts: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], 
         here, node = stack.pop()
         out.append((here, node))
         t = type(node)
+        if t in _SCALARS:
+            continue
         if t is dict or (t is not list and isinstance(node, Mapping)):
             stack.extend(reversed([((*here, k), v) for k, v in node.items()]))
         elif t is list or isinstance(node, list):
             stack.extend(reversed([((*here, i), v) for i, v in enumerate(node)]))
+    return out
+
+
+class Walked:
+    """A tree's ``walk``, with the span of each container's subtree in it (a walk lists a
+    subtree's nodes together, right after the container). The tree must not change after."""
+
+    def __init__(self, tree: Any):
+        self.tree = tree
+        self.nodes = walk(tree)
+        self.spans: dict[tuple[Any, ...], tuple[int, int]] = {}
+        open_: list[int] = []  # containers whose subtree has not ended yet, deepest last
+        nodes = self.nodes
+        for i, (parts, _) in enumerate(nodes):
+            while open_ and len(nodes[open_[-1]][0]) >= len(parts):
+                start = open_.pop()
+                self.spans[nodes[start][0]] = (start, i)
+            if type(nodes[i][1]) not in _SCALARS:
+                open_.append(i)
+        for start in open_:
+            self.spans[nodes[start][0]] = (start, len(nodes))
+
+
+def walk_over(tree: Any, walked: Walked) -> list[tuple[tuple[Any, ...], Any]]:
+    """``walk(tree)``, where each subtree that is the very object ``walked.tree`` has at the
+    same place is copied from ``walked``'s walk instead of walked again."""
+    out: list[tuple[tuple[Any, ...], Any]] = []
+    nodes, spans = walked.nodes, walked.spans
+    stack: list[tuple[tuple[Any, ...], Any, Any]] = [((), tree, walked.tree)]
+    while stack:
+        here, node, was = stack.pop()
+        t = type(node)
+        if t in _SCALARS:
+            out.append((here, node))
+            continue
+        if node is was:
+            span = spans.get(here)
+            if span is not None:
+                out.extend(nodes[span[0]:span[1]])
+                continue
+        out.append((here, node))
+        if t is dict or (t is not list and isinstance(node, Mapping)):
+            olds: Mapping[Any, Any] = was if type(was) is dict or isinstance(was, Mapping) else {}
+            stack.extend(reversed([((*here, k), v, olds.get(k, MISSING)) for k, v in node.items()]))
+        elif t is list or isinstance(node, list):
+            items: list[Any] = was if isinstance(was, list) else []
+            stack.extend(reversed([((*here, i), v, items[i] if i < len(items) else MISSING) for i, v in enumerate(node)]))
     return out
 
 
@@ -57,8 +115,10 @@ def walk_changed(tree: Any, base: Any) -> list[tuple[tuple[Any, ...], Any]]:
         here, node, was = stack.pop()
         out.append((here, node))
         t = type(node)
+        if t in _SCALARS:
+            continue
         if t is dict or (t is not list and isinstance(node, Mapping)):
-            olds: Mapping[Any, Any] = was if isinstance(was, Mapping) else {}
+            olds: Mapping[Any, Any] = was if type(was) is dict or isinstance(was, Mapping) else {}
             children = [((*here, k), v, olds.get(k, MISSING)) for k, v in node.items()]
         elif t is list or isinstance(node, list):
             items: list[Any] = was if isinstance(was, list) else []
