@@ -28,7 +28,7 @@ from argus.adapters.verlcompose import HydraComposer, pinned_releases
 from argus.core.config import PlatformConfig
 from argus.core.plan import validate_task
 from argus.core.verlconfig import Composed, ComposeRequest, ConfigTree
-from argus.core.verlconfig.tree import walk, walk_over
+from test_verlconfig_tree import assert_same_walk
 from verltrees import verl_tree
 
 pytestmark = pytest.mark.unit
@@ -108,9 +108,7 @@ def assert_walked_alike(answer: Composed) -> None:
     if answer.base_walk is None:
         return
     assert answer.base_walk.tree is answer.base
-    over, whole = walk_over(answer.config, answer.base_walk), walk(answer.config)
-    assert [p for p, _ in over] == [p for p, _ in whole]
-    assert all(a is b for (_, a), (_, b) in zip(over, whole, strict=True))
+    assert_same_walk(answer.config, answer.base_walk)
 
 
 # --- the corpora ------------------------------------------------------------------------------

@@ -45,7 +45,9 @@ def base_and_tree(draw: Any) -> tuple[Any, Any]:
     return base, _derive(base, draw)
 
 
-def _same_walk(tree: Any, walked: Walked) -> None:
+def assert_same_walk(tree: Any, walked: Walked) -> None:
+    """``walk_over`` lists the very nodes ``walk`` lists, in its order (test_verl_compose_fast.py
+    holds every real composition to it too)."""
     over, whole = walk_over(tree, walked), walk(tree)
     assert [p for p, _ in over] == [p for p, _ in whole]
     assert all(a is b for (_, a), (_, b) in zip(over, whole, strict=True))
@@ -55,15 +57,15 @@ def _same_walk(tree: Any, walked: Walked) -> None:
 @given(base_and_tree())
 def test_walk_over_lists_what_walk_lists(pair: tuple[Any, Any]) -> None:
     base, tree = pair
-    _same_walk(tree, Walked(base))
+    assert_same_walk(tree, Walked(base))
 
 
 def test_a_tree_sharing_nothing_with_the_base_is_walked_whole() -> None:
     base = {"trainer": {"nnodes": 1, "paths": ["a", "b"]}, "data": {"x": 1}}
     tree = copy.deepcopy(base)
     tree["trainer"]["paths"].append("c")
-    _same_walk(tree, Walked(base))
-    _same_walk(base, Walked(base))  # the base itself: one copy of its whole walk
+    assert_same_walk(tree, Walked(base))
+    assert_same_walk(base, Walked(base))  # the base itself: one copy of its whole walk
 
 
 def test_a_shared_subtree_is_copied_from_the_bases_walk() -> None:
@@ -72,6 +74,6 @@ def test_a_shared_subtree_is_copied_from_the_bases_walk() -> None:
     tree = {"b": 2, "a": shared, "c": [shared]}
     walked = Walked(base)
     assert walked.spans[("a",)] == (1, 1 + len(walk(shared)))
-    _same_walk(tree, walked)
+    assert_same_walk(tree, walked)
     # Under another path the same object is not the base's node there: walked, not copied.
     assert ("c", 0, "deep") in [p for p, _ in walk_over(tree, walked)]

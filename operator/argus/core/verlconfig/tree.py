@@ -96,12 +96,9 @@ def walk_over(tree: Any, walked: Walked) -> list[tuple[tuple[Any, ...], Any]]:
                 out.extend(nodes[span[0]:span[1]])
                 continue
         out.append((here, node))
-        if t is dict or (t is not list and isinstance(node, Mapping)):
-            olds: Mapping[Any, Any] = was if type(was) is dict or isinstance(was, Mapping) else {}
-            stack.extend(reversed([((*here, k), v, olds.get(k, MISSING)) for k, v in node.items()]))
-        elif t is list or isinstance(node, list):
-            items: list[Any] = was if isinstance(was, list) else []
-            stack.extend(reversed([((*here, i), v, items[i] if i < len(items) else MISSING) for i, v in enumerate(node)]))
+        children = _paired(here, node, t, was)
+        if children:
+            stack.extend(reversed(children))
     return out
 
 
@@ -115,18 +112,22 @@ def walk_changed(tree: Any, base: Any) -> list[tuple[tuple[Any, ...], Any]]:
         here, node, was = stack.pop()
         out.append((here, node))
         t = type(node)
-        if t in _SCALARS:
-            continue
-        if t is dict or (t is not list and isinstance(node, Mapping)):
-            olds: Mapping[Any, Any] = was if type(was) is dict or isinstance(was, Mapping) else {}
-            children = [((*here, k), v, olds.get(k, MISSING)) for k, v in node.items()]
-        elif t is list or isinstance(node, list):
-            items: list[Any] = was if isinstance(was, list) else []
-            children = [((*here, i), v, items[i] if i < len(items) else MISSING) for i, v in enumerate(node)]
-        else:
-            continue
-        stack.extend(reversed([c for c in children if c[1] is not c[2]]))
+        children = None if t in _SCALARS else _paired(here, node, t, was)
+        if children is not None:
+            stack.extend(reversed([c for c in children if c[1] is not c[2]]))
     return out
+
+
+def _paired(here: tuple[Any, ...], node: Any, t: type, was: Any) -> list[tuple[tuple[Any, ...], Any, Any]] | None:
+    """A container's children, each with the node ``was`` (the base's at ``here``) has at the
+    same place (MISSING where it has none); None for a leaf."""
+    if t is dict or (t is not list and isinstance(node, Mapping)):
+        olds: Mapping[Any, Any] = was if type(was) is dict or isinstance(was, Mapping) else {}
+        return [((*here, k), v, olds.get(k, MISSING)) for k, v in node.items()]
+    if t is list or isinstance(node, list):
+        items: list[Any] = was if isinstance(was, list) else []
+        return [((*here, i), v, items[i] if i < len(items) else MISSING) for i, v in enumerate(node)]
+    return None
 
 
 @functools.lru_cache(maxsize=65536)
